@@ -1,0 +1,67 @@
+// The C boundary: every extern "C" body runs inside guarded(), which catches
+// everything, maps it to a ferry_result and keeps the message for
+// ferry_last_error() on this thread. No exception ever crosses into C.
+#pragma once
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <system_error>
+#include <new>
+#include <string>
+
+#include "core/error.h"
+#include "ferry/ferry.h"
+
+namespace ferry::capi {
+
+void set_last_error(const std::string& message);
+void clear_last_error();
+
+inline ferry_result fail(Errc code, const std::string& message) {
+  set_last_error(message);
+  return static_cast<ferry_result>(code);
+}
+
+template <class F>
+ferry_result guarded(F&& body) noexcept {
+  try {
+    clear_last_error();
+    body();
+    return FERRY_OK;
+  } catch (const Error& e) {
+    return fail(e.code(), e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(Errc::system, "out of memory");
+  } catch (const std::system_error& e) {
+    return fail(Errc::system, e.what());
+  } catch (const std::exception& e) {
+    return fail(Errc::internal, std::string("unexpected: ") + e.what());
+  } catch (...) {
+    return fail(Errc::internal, "unexpected non-standard exception");
+  }
+}
+
+// Throws Errc::invalid_argument naming the parameter when `pointer` is null.
+inline void require(const void* pointer, const char* name) {
+  if (!pointer) throw Error(Errc::invalid_argument, std::string(name) + " is NULL");
+}
+
+// Copies a caller's versioned struct over defaults: fields the caller's
+// (older, smaller) struct lacks keep their defaults.
+template <class T>
+T read_versioned(const T* given, void (*init)(T*), const char* name) {
+  require(given, name);
+  const uint32_t size = given->struct_size;
+  if (size < 2 * sizeof(uint32_t) || size > (1u << 16))
+    throw Error(Errc::invalid_argument, std::string(name) + "->struct_size is " + std::to_string(size) +
+                                            ": initialise it with its _init function");
+  T out;
+  init(&out);
+  size_t n = std::min<size_t>(size, sizeof(T));
+  std::memcpy(static_cast<void*>(&out), given, n);
+  out.struct_size = sizeof(T);
+  return out;
+}
+
+}  // namespace ferry::capi

@@ -1,0 +1,197 @@
+// ferry_comm_* and ferry_allreduce: argument checks and translation only;
+// peer/ does the work.
+#include <cstring>
+#include <memory>
+
+#include "capi/api_guard.h"
+#include "core/dtype.h"
+#include "net/endpoint.h"
+#include "peer/communicator.h"
+
+struct ferry_comm {
+  std::unique_ptr<ferry::peer::Communicator> impl;
+};
+
+using ferry::Errc;
+using ferry::Error;
+using ferry::capi::guarded;
+using ferry::capi::require;
+
+namespace {
+
+void check_range(uint64_t value, uint64_t lo, uint64_t hi, const char* name) {
+  if (value < lo || value > hi)
+    throw Error(Errc::invalid_argument, std::string(name) + " is " + std::to_string(value) + "; allowed " +
+                                            std::to_string(lo) + ".." + std::to_string(hi));
+}
+
+ferry::peer::CommConfig to_config(const ferry_comm_params& p) {
+  using std::chrono::milliseconds;
+  ferry::peer::CommConfig c;
+  require(p.master_address, "params->master_address");
+  std::string error;
+  auto master = ferry::net::parse_endpoint(p.master_address, false, &error);
+  if (!master) throw Error(Errc::invalid_argument, "master_address: " + error);
+  c.master = *master;
+  c.peer_group = p.peer_group;
+  check_range(p.p2p_connections, 1, 64, "p2p_connections");
+  c.connections = p.p2p_connections;
+  require(p.p2p_listen_host, "params->p2p_listen_host");
+  c.listen_host = p.p2p_listen_host;
+  if (c.listen_host.empty() || c.listen_host.size() > 255)
+    throw Error(Errc::invalid_argument, "p2p_listen_host must be 1..255 characters");
+  if (p.p2p_port_max < p.p2p_port_min)
+    throw Error(Errc::invalid_argument, "p2p_port_max is below p2p_port_min");
+  c.port_min = p.p2p_port_min;
+  c.port_max = p.p2p_port_max;
+  if (p.advertised_host) {
+    c.advertised_host = p.advertised_host;
+    if (c.advertised_host.size() > 255) throw Error(Errc::invalid_argument, "advertised_host is too long");
+  }
+  c.advertised_port = p.advertised_port;
+  check_range(p.timeout_ms, 1, 86'400'000, "timeout_ms");
+  check_range(p.progress_timeout_ms, 1, 86'400'000, "progress_timeout_ms");
+  check_range(p.heartbeat_timeout_ms, 100, 3'600'000, "heartbeat_timeout_ms");
+  check_range(p.io_threads, 1, 64, "io_threads");
+  check_range(p.max_chunk_bytes, 4096, 64u << 20, "max_chunk_bytes");
+  c.timeout = milliseconds(p.timeout_ms);
+  c.progress_timeout = milliseconds(p.progress_timeout_ms);
+  c.heartbeat_timeout = milliseconds(p.heartbeat_timeout_ms);
+  c.io_threads = p.io_threads;
+  c.max_chunk_bytes = p.max_chunk_bytes;
+  return c;
+}
+
+ferry::peer::AllreduceSpec to_spec(const ferry_allreduce_desc& d) {
+  if (!ferry::dtype_valid(static_cast<uint32_t>(d.dtype)))
+    throw Error(Errc::invalid_argument, "desc->dtype " + std::to_string(static_cast<int>(d.dtype)) + " is not a ferry_dtype");
+  if (!ferry::reduce_op_valid(static_cast<uint32_t>(d.op)))
+    throw Error(Errc::invalid_argument, "desc->op " + std::to_string(static_cast<int>(d.op)) + " is not a ferry_reduce_op");
+  return {static_cast<ferry::DType>(d.dtype), static_cast<ferry::ReduceOp>(d.op), d.tag};
+}
+
+void check_buffers(const void* send, void* recv, size_t count, ferry::DType dtype) {
+  if (count == 0) return;
+  require(send, "send");
+  require(recv, "recv");
+  size_t elem = ferry::dtype_size(dtype);
+  if (count > SIZE_MAX / elem) throw Error(Errc::invalid_argument, "count * element size overflows");
+  auto s = reinterpret_cast<uintptr_t>(send), r = reinterpret_cast<uintptr_t>(recv);
+  size_t bytes = count * elem;
+  if (s != r && s < r + bytes && r < s + bytes)
+    throw Error(Errc::invalid_argument, "send and recv overlap without being the same buffer");
+}
+
+void fill_info(ferry_op_info* info, const ferry::peer::OpInfo& from) {
+  if (!info) return;
+  ferry_op_info full{};
+  full.struct_size = info->struct_size;
+  full.world_size = from.world_size;
+  full.bytes_sent = from.bytes_sent;
+  full.bytes_received = from.bytes_received;
+  full.duration_s = from.duration_s;
+  // Write only as much as the caller's (possibly older) struct holds.
+  size_t n = std::min<size_t>(info->struct_size, sizeof full);
+  std::memcpy(static_cast<void*>(info), &full, n);
+}
+
+}  // namespace
+
+extern "C" {
+
+void ferry_comm_params_init(ferry_comm_params* params) {
+  if (!params) return;
+  *params = ferry_comm_params{};
+  params->struct_size = sizeof(ferry_comm_params);
+  params->peer_group = 0;
+  params->p2p_connections = 4;
+  params->p2p_listen_host = "0.0.0.0";
+  params->timeout_ms = 60000;
+  params->progress_timeout_ms = 20000;
+  params->heartbeat_timeout_ms = 10000;
+  params->io_threads = 2;
+  params->max_chunk_bytes = 1u << 20;
+}
+
+ferry_result ferry_comm_create(const ferry_comm_params* params, ferry_comm** out) {
+  return guarded([&] {
+    require(out, "out");
+    *out = nullptr;
+    auto config = to_config(ferry::capi::read_versioned(params, ferry_comm_params_init, "params"));
+    auto comm = std::make_unique<ferry_comm>();
+    comm->impl = std::make_unique<ferry::peer::Communicator>(std::move(config));
+    *out = comm.release();
+  });
+}
+
+ferry_result ferry_connect(ferry_comm* comm) {
+  return guarded([&] {
+    require(comm, "comm");
+    comm->impl->connect();
+  });
+}
+
+ferry_result ferry_update_topology(ferry_comm* comm) {
+  return guarded([&] {
+    require(comm, "comm");
+    comm->impl->update_topology();
+  });
+}
+
+ferry_result ferry_peers_pending(ferry_comm* comm, uint32_t* pending) {
+  return guarded([&] {
+    require(comm, "comm");
+    require(pending, "pending");
+    *pending = comm->impl->peers_pending();
+  });
+}
+
+ferry_result ferry_comm_get_attribute(const ferry_comm* comm, ferry_attribute attribute, int64_t* value) {
+  return guarded([&] {
+    require(comm, "comm");
+    require(value, "value");
+    auto a = comm->impl->attributes();
+    switch (attribute) {
+      case FERRY_ATTR_GLOBAL_WORLD_SIZE: *value = a.global_world; return;
+      case FERRY_ATTR_GROUP_WORLD_SIZE: *value = a.group_world; return;
+      case FERRY_ATTR_NUM_GROUPS: *value = a.num_groups; return;
+      case FERRY_ATTR_LARGEST_GROUP_SIZE: *value = a.largest_group; return;
+      case FERRY_ATTR_RANK: *value = a.rank; return;
+      case FERRY_ATTR_PEER_GROUP: *value = a.peer_group; return;
+    }
+    throw Error(Errc::invalid_argument, "unknown attribute " + std::to_string(static_cast<int>(attribute)));
+  });
+}
+
+void ferry_comm_destroy(ferry_comm* comm) {
+  if (!comm) return;
+  guarded([&] { comm->impl.reset(); });
+  delete comm;
+}
+
+void ferry_allreduce_desc_init(ferry_allreduce_desc* desc) {
+  if (!desc) return;
+  *desc = ferry_allreduce_desc{};
+  desc->struct_size = sizeof(ferry_allreduce_desc);
+  desc->dtype = FERRY_F32;
+  desc->op = FERRY_OP_SUM;
+  desc->tag = 0;
+}
+
+ferry_result ferry_allreduce(ferry_comm* comm, const void* send, void* recv, size_t count,
+                             const ferry_allreduce_desc* desc, ferry_op_info* info) {
+  return guarded([&] {
+    require(comm, "comm");
+    auto spec = to_spec(ferry::capi::read_versioned(desc, ferry_allreduce_desc_init, "desc"));
+    check_buffers(send, recv, count, spec.dtype);
+    if (info && info->struct_size < sizeof(uint32_t))
+      throw Error(Errc::invalid_argument, "info->struct_size is not set");
+    auto op = comm->impl->allreduce_async(send, recv, count, spec);
+    ferry::peer::OpInfo result;
+    ferry::Status st = op->wait(&result);
+    fill_info(info, result);
+    if (!st.ok()) throw Error(st.code, st.message);
+  });
+}
+
+}  // extern "C"

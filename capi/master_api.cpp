@@ -1,0 +1,88 @@
+// ferry_master_*: argument checks and translation only; master/ does the work.
+#include <memory>
+#include <mutex>
+
+#include "capi/api_guard.h"
+#include "master/master_server.h"
+#include "net/endpoint.h"
+
+struct ferry_master {
+  std::mutex mu;  // serializes run/stop/destroy
+  std::unique_ptr<ferry::master::MasterServer> server;
+};
+
+using ferry::Errc;
+using ferry::Error;
+using ferry::capi::guarded;
+using ferry::capi::require;
+
+extern "C" {
+
+void ferry_master_params_init(ferry_master_params* params) {
+  if (!params) return;
+  *params = ferry_master_params{};
+  params->struct_size = sizeof(ferry_master_params);
+  params->listen_address = "0.0.0.0:48148";
+  params->peer_timeout_ms = 10000;
+}
+
+ferry_result ferry_master_create_with(const ferry_master_params* params, ferry_master** out) {
+  return guarded([&] {
+    require(out, "out");
+    *out = nullptr;
+    auto p = ferry::capi::read_versioned(params, ferry_master_params_init, "params");
+    require(p.listen_address, "params->listen_address");
+    std::string error;
+    auto endpoint = ferry::net::parse_endpoint(p.listen_address, /*allow_port_zero=*/true, &error);
+    if (!endpoint) throw Error(Errc::invalid_argument, error);
+    if (p.peer_timeout_ms < 100 || p.peer_timeout_ms > 3'600'000)
+      throw Error(Errc::invalid_argument, "peer_timeout_ms must be 100..3600000");
+    ferry::master::MasterServerOptions options;
+    options.listen_host = endpoint->host;
+    options.listen_port = endpoint->port;
+    options.limits.default_heartbeat_timeout_ms = p.peer_timeout_ms;
+    auto master = std::make_unique<ferry_master>();
+    master->server = std::make_unique<ferry::master::MasterServer>(options);
+    *out = master.release();
+  });
+}
+
+ferry_result ferry_master_create(const char* listen_address, ferry_master** out) {
+  ferry_master_params params;
+  ferry_master_params_init(&params);
+  params.listen_address = listen_address;
+  if (!listen_address) return ferry::capi::fail(Errc::invalid_argument, "listen_address is NULL");
+  return ferry_master_create_with(&params, out);
+}
+
+ferry_result ferry_master_run(ferry_master* master) {
+  return guarded([&] {
+    require(master, "master");
+    std::lock_guard lock(master->mu);
+    master->server->start();
+  });
+}
+
+ferry_result ferry_master_port(const ferry_master* master, uint16_t* port) {
+  return guarded([&] {
+    require(master, "master");
+    require(port, "port");
+    *port = master->server->port();
+  });
+}
+
+ferry_result ferry_master_stop(ferry_master* master) {
+  return guarded([&] {
+    require(master, "master");
+    std::lock_guard lock(master->mu);
+    master->server->stop();
+  });
+}
+
+void ferry_master_destroy(ferry_master* master) {
+  if (!master) return;
+  ferry_master_stop(master);
+  delete master;
+}
+
+}  // extern "C"

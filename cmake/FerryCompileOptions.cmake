@@ -1,0 +1,45 @@
+# Flags every ferry target shares, as one interface target.
+add_library(ferry_compile_options INTERFACE)
+
+target_compile_options(ferry_compile_options INTERFACE
+  -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion
+  # Bit-exactness across machines: an FMA that one compiler contracts and another
+  # does not would give two peers different bits for the same dequantize.
+  -ffp-contract=off)
+if(FERRY_WERROR)
+  target_compile_options(ferry_compile_options INTERFACE -Werror)
+endif()
+if(FERRY_NATIVE)
+  target_compile_options(ferry_compile_options INTERFACE -march=native)
+endif()
+
+if(FERRY_SANITIZE)
+  string(REPLACE "," ";" _ferry_sanitizers "${FERRY_SANITIZE}")
+  foreach(_s IN LISTS _ferry_sanitizers)
+    if(NOT _s MATCHES "^(address|undefined|thread)$")
+      message(FATAL_ERROR "FERRY_SANITIZE: unknown sanitizer '${_s}' (address, undefined, thread)")
+    endif()
+  endforeach()
+  if("thread" IN_LIST _ferry_sanitizers AND "address" IN_LIST _ferry_sanitizers)
+    message(FATAL_ERROR "FERRY_SANITIZE: thread cannot be combined with address")
+  endif()
+  add_compile_options(-fsanitize=${FERRY_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all -g)
+  add_link_options(-fsanitize=${FERRY_SANITIZE})
+endif()
+
+# CUDA: optional, never required for a build or a test to pass.
+set(FERRY_HAVE_CUDA OFF)
+if(NOT FERRY_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    enable_language(CUDA)
+    set(FERRY_HAVE_CUDA ON)
+  elseif(FERRY_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "FERRY_CUDA=ON but no CUDA compiler was found")
+  endif()
+endif()
+message(STATUS "ferry: CUDA kernels ${FERRY_HAVE_CUDA}, sanitizers '${FERRY_SANITIZE}', native ${FERRY_NATIVE}")

@@ -1,0 +1,20 @@
+# Every dependency comes from Debian's archive (tools/install-deps installs them).
+find_package(Threads REQUIRED)
+find_package(PkgConfig REQUIRED)
+find_package(OpenSSL 3 REQUIRED)
+find_package(spdlog REQUIRED)
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
+
+find_path(ASIO_INCLUDE_DIR asio.hpp REQUIRED)
+add_library(ferry_asio INTERFACE)
+target_include_directories(ferry_asio SYSTEM INTERFACE ${ASIO_INCLUDE_DIR})
+target_compile_definitions(ferry_asio INTERFACE ASIO_STANDALONE ASIO_NO_DEPRECATED)
+target_link_libraries(ferry_asio INTERFACE Threads::Threads)
+
+if(FERRY_BUILD_TOOLS OR FERRY_BUILD_TESTS)
+  find_package(CLI11 REQUIRED)
+endif()
+if(FERRY_BUILD_TESTS)
+  find_package(Catch2 2 REQUIRED)
+endif()

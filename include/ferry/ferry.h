@@ -1,0 +1,341 @@
+/*
+ * ferry.h — the C99 API of ferry, a peer-to-peer training runtime for the WAN.
+ *
+ * A run has one master (a small coordinator: `ferry-master`, or embedded with
+ * ferry_master_*) and any number of peers (training processes). Peers join and
+ * leave while the run goes on; the master admits newcomers when the accepted
+ * peers agree (ferry_update_topology), fixes a ring per peer group, and turns a
+ * death into a clean error on every survivor. Bulk data flows peer to peer.
+ *
+ * Guarantees
+ *   - Every peer ends every successful all-reduce with bit-identical results.
+ *   - An operation either succeeds on every peer of its world or fails on every
+ *     surviving peer (the master commits or aborts it for all of them).
+ *   - Every blocking call has a deadline; nothing waits forever.
+ *
+ * Conventions
+ *   - Every call returns a ferry_result. On failure, ferry_last_error() gives
+ *     the precise message for the calling thread.
+ *   - Handles are opaque and typed. Destroy functions accept NULL.
+ *   - Parameter structs start with `struct_size` and are filled by their
+ *     *_init function; fields added later keep old callers working.
+ *   - Errors come in two families. "The world changed, try again":
+ *     FERRY_ERR_TIMEOUT, FERRY_ERR_PEER_LOST (recover with
+ *     ferry_update_topology and retry). "You called it wrong":
+ *     FERRY_ERR_INVALID_ARGUMENT, FERRY_ERR_INVALID_USAGE (fix the caller).
+ *     ferry_result_is_retryable() tells them apart.
+ *
+ * Threads
+ *   - ferry_strerror, ferry_last_error, ferry_version*: any thread.
+ *   - A ferry_master may be used from any thread; its calls are serialized
+ *     internally. It serves on one library thread of its own.
+ *   - A ferry_comm may be used from several threads; calls are serialized
+ *     where they must be. Collective calls (ferry_connect,
+ *     ferry_update_topology, ferry_peers_pending, the all-reduces) must be
+ *     issued in the same order on every peer of a group, as with MPI; the
+ *     master checks this and fails mismatches with FERRY_ERR_MISMATCH.
+ *     The communicator runs its network I/O and reductions on its own
+ *     threads (ferry_comm_params.io_threads).
+ *   - No call may race with the destroy of the handle it uses.
+ */
+#ifndef FERRY_FERRY_H
+#define FERRY_FERRY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(FERRY_BUILDING_LIBRARY) && defined(__GNUC__)
+#define FERRY_API __attribute__((visibility("default")))
+#else
+#define FERRY_API
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Version                                                                   */
+/* ------------------------------------------------------------------------ */
+
+#define FERRY_VERSION_MAJOR 0
+#define FERRY_VERSION_MINOR 1
+#define FERRY_VERSION_PATCH 0
+#define FERRY_VERSION_NUMBER \
+  (FERRY_VERSION_MAJOR * 10000 + FERRY_VERSION_MINOR * 100 + FERRY_VERSION_PATCH)
+
+/* The library's version as "MAJOR.MINOR.PATCH"; static storage. */
+FERRY_API const char* ferry_version(void);
+/* The library's FERRY_VERSION_NUMBER, to compare with the header's. */
+FERRY_API uint32_t ferry_version_number(void);
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Stable numbers: append only. */
+typedef enum ferry_result {
+  FERRY_OK = 0,
+  /* You called it wrong: a NULL pointer, an out-of-range enum or count, a
+     malformed address. Nothing was changed. */
+  FERRY_ERR_INVALID_ARGUMENT = 1,
+  /* You called it at the wrong time: e.g. an all-reduce before
+     ferry_connect, ferry_update_topology with operations in flight. */
+  FERRY_ERR_INVALID_USAGE = 2,
+  /* A deadline passed: peers did not answer, a transfer made no progress.
+     The world may have changed: call ferry_update_topology, then retry. */
+  FERRY_ERR_TIMEOUT = 3,
+  /* A peer of this operation's world died, left, or was kicked. Call
+     ferry_update_topology, then retry in the smaller world. */
+  FERRY_ERR_PEER_LOST = 4,
+  /* The connection to the master broke or the master stopped answering.
+     The communicator is unusable; destroy it. */
+  FERRY_ERR_MASTER_LOST = 5,
+  /* Could not reach or bind an address (master down, port in use). */
+  FERRY_ERR_CONNECT = 6,
+  /* Peers issued different collectives at the same position (tag, count,
+     dtype, op or kind differ). The operation failed on every peer. */
+  FERRY_ERR_MISMATCH = 7,
+  /* The master removed this peer (protocol violation, silence, or a
+     conflict). The communicator is unusable; destroy it. */
+  FERRY_ERR_KICKED = 8,
+  /* A malformed or unexpected message arrived from the network. */
+  FERRY_ERR_PROTOCOL = 9,
+  /* Authentication failed (wrong or missing run secret). */
+  FERRY_ERR_AUTH = 10,
+  /* An operating-system resource failed: memory, threads, sockets. */
+  FERRY_ERR_SYSTEM = 11,
+  /* A bug in ferry. Please report it with ferry_last_error(). */
+  FERRY_ERR_INTERNAL = 12
+} ferry_result;
+
+/* A short static description of a result code ("peer lost"). Never NULL. */
+FERRY_API const char* ferry_strerror(ferry_result result);
+
+/* The message of the last failed ferry call on this thread ("" if none).
+   Valid until the next ferry call on this thread. Never NULL. */
+FERRY_API const char* ferry_last_error(void);
+
+/* 1 for FERRY_ERR_TIMEOUT and FERRY_ERR_PEER_LOST (the world changed; recover
+   with ferry_update_topology and retry), 0 otherwise. */
+FERRY_API int ferry_result_is_retryable(ferry_result result);
+
+/* ------------------------------------------------------------------------ */
+/* Data types and operators                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Stable numbers: append only. f16 is IEEE binary16; bf16 is bfloat16. */
+typedef enum ferry_dtype {
+  FERRY_U8 = 0, FERRY_I8 = 1, FERRY_U16 = 2, FERRY_I16 = 3,
+  FERRY_U32 = 4, FERRY_I32 = 5, FERRY_U64 = 6, FERRY_I64 = 7,
+  FERRY_F16 = 8, FERRY_BF16 = 9, FERRY_F32 = 10, FERRY_F64 = 11
+} ferry_dtype;
+
+/* Reduction operators. Integers wrap modulo 2^bits for sum, avg and prod.
+   avg sums, then divides once by the world size (integers truncate toward
+   zero). f16/bf16 are combined in f32 and rounded to nearest-even at each
+   hop. min/max propagate NaN. */
+typedef enum ferry_reduce_op {
+  FERRY_OP_SUM = 0, FERRY_OP_AVG = 1, FERRY_OP_PROD = 2,
+  FERRY_OP_MIN = 3, FERRY_OP_MAX = 4
+} ferry_reduce_op;
+
+/* Size in bytes of one element; 0 for an invalid dtype. */
+FERRY_API size_t ferry_dtype_size(ferry_dtype dtype);
+
+/* ------------------------------------------------------------------------ */
+/* Master                                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef struct ferry_master ferry_master;
+
+typedef struct ferry_master_params {
+  uint32_t struct_size;       /* sizeof(ferry_master_params); set by _init */
+  /* "HOST:PORT" to listen on. HOST is an IPv4/IPv6 literal or a name;
+     PORT 0 picks a free port (see ferry_master_port). Default
+     "0.0.0.0:48148". Borrowed during ferry_master_create_with only. */
+  const char* listen_address;
+  /* A peer silent for this long is removed (its heartbeats stopped: killed,
+     stopped, cut off). A peer may ask for a longer deadline when it joins.
+     Default 10000. */
+  uint32_t peer_timeout_ms;
+} ferry_master_params;
+
+FERRY_API void ferry_master_params_init(ferry_master_params* params);
+
+/* Creates a master and binds its listening socket (so a port conflict fails
+   here, with FERRY_ERR_CONNECT). It does not serve until ferry_master_run.
+   On success *out owns the master; release it with ferry_master_destroy.
+   Errors: FERRY_ERR_INVALID_ARGUMENT (NULL, malformed address),
+   FERRY_ERR_CONNECT (cannot bind), FERRY_ERR_SYSTEM. */
+FERRY_API ferry_result ferry_master_create(const char* listen_address, ferry_master** out);
+FERRY_API ferry_result ferry_master_create_with(const ferry_master_params* params,
+                                                ferry_master** out);
+
+/* Starts serving on a library thread and returns at once.
+   Errors: FERRY_ERR_INVALID_ARGUMENT (NULL), FERRY_ERR_INVALID_USAGE
+   (already running or stopped), FERRY_ERR_SYSTEM. */
+FERRY_API ferry_result ferry_master_run(ferry_master* master);
+
+/* The port the master listens on (useful after asking for port 0).
+   Errors: FERRY_ERR_INVALID_ARGUMENT (NULL). */
+FERRY_API ferry_result ferry_master_port(const ferry_master* master, uint16_t* port);
+
+/* Stops serving: closes every connection (peers see FERRY_ERR_MASTER_LOST)
+   and joins the serving thread. Blocks at most ~2 s. Idempotent.
+   Errors: FERRY_ERR_INVALID_ARGUMENT (NULL). */
+FERRY_API ferry_result ferry_master_stop(ferry_master* master);
+
+/* Stops (if running) and frees the master. NULL is allowed. */
+FERRY_API void ferry_master_destroy(ferry_master* master);
+
+/* ------------------------------------------------------------------------ */
+/* Communicator                                                              */
+/* ------------------------------------------------------------------------ */
+
+typedef struct ferry_comm ferry_comm;
+
+typedef struct ferry_comm_params {
+  uint32_t struct_size;       /* sizeof(ferry_comm_params); set by _init */
+  /* "HOST:PORT" of the master. Required. */
+  const char* master_address;
+  /* Peers with different groups form separate rings under one master and
+     never exchange data. Default 0. */
+  uint32_t peer_group;
+  /* Parallel TCP connections to each ring neighbour; one operation is
+     striped over all of them. 1..64, default 4. */
+  uint32_t p2p_connections;
+  /* Address the peer-to-peer listener binds. Default "0.0.0.0". */
+  const char* p2p_listen_host;
+  /* Port range for the peer-to-peer listener, inclusive; the first free
+     port is taken. 0/0 (default) lets the system choose. */
+  uint16_t p2p_port_min;
+  uint16_t p2p_port_max;
+  /* Address other peers should dial to reach this one (NAT, proxies).
+     NULL (default): the address the master sees this peer connect from. */
+  const char* advertised_host;
+  /* Port other peers should dial. 0 (default): the bound port. */
+  uint16_t advertised_port;
+  /* Longest wait for other peers: admission in ferry_connect, the votes of
+     ferry_update_topology and ferry_peers_pending, the start and the
+     commit of a collective. Default 60000. */
+  uint32_t timeout_ms;
+  /* A collective whose transfer makes no progress for this long fails with
+     FERRY_ERR_TIMEOUT on every peer. Default 20000. */
+  uint32_t progress_timeout_ms;
+  /* The master removes this peer after this much silence (SIGSTOP, a cut
+     link); the peer treats the same silence from the master as
+     FERRY_ERR_MASTER_LOST. Default 10000. */
+  uint32_t heartbeat_timeout_ms;
+  /* Threads that run this communicator's network I/O and reductions.
+     1..64, default 2. */
+  uint32_t io_threads;
+  /* Largest pipelining unit of an all-reduce, in bytes. Default 1 MiB;
+     4 KiB..64 MiB. */
+  uint32_t max_chunk_bytes;
+} ferry_comm_params;
+
+FERRY_API void ferry_comm_params_init(ferry_comm_params* params);
+
+/* Creates a communicator and binds its peer-to-peer listener. It does not
+   talk to the master until ferry_connect. String fields of params are
+   copied. On success *out owns the communicator (ferry_comm_destroy).
+   Errors: FERRY_ERR_INVALID_ARGUMENT (NULL, bad address, out-of-range
+   field), FERRY_ERR_CONNECT (no free port in the range), FERRY_ERR_SYSTEM. */
+FERRY_API ferry_result ferry_comm_create(const ferry_comm_params* params, ferry_comm** out);
+
+/* Connects to the master and waits until this peer is admitted: at once if
+   its group is empty, otherwise when the group's accepted peers next call
+   ferry_update_topology. Blocks at most timeout_ms (plus the connect).
+   Errors: FERRY_ERR_INVALID_ARGUMENT (NULL), FERRY_ERR_INVALID_USAGE
+   (already connected), FERRY_ERR_CONNECT (master unreachable),
+   FERRY_ERR_TIMEOUT (not admitted in time; the communicator stays
+   pending and a later call may retry the wait), FERRY_ERR_MASTER_LOST,
+   FERRY_ERR_KICKED, FERRY_ERR_PROTOCOL. */
+FERRY_API ferry_result ferry_connect(ferry_comm* comm);
+
+/* Collective over the group's accepted peers: admits pending peers, drops
+   lost ones, and rebuilds the ring; returns once every member has its
+   links. Must not be called with operations in flight. Blocks at most
+   timeout_ms per attempt.
+   Errors: FERRY_ERR_INVALID_ARGUMENT (NULL), FERRY_ERR_INVALID_USAGE (not
+   connected, operations in flight), FERRY_ERR_TIMEOUT, FERRY_ERR_PEER_LOST
+   (a member died during the vote; call again), FERRY_ERR_MASTER_LOST,
+   FERRY_ERR_KICKED. */
+FERRY_API ferry_result ferry_update_topology(ferry_comm* comm);
+
+/* Collective over the group's accepted peers: how many peers wait to be
+   admitted. Every caller gets the same answer, so all of them can decide
+   alike whether to call ferry_update_topology. Blocks at most timeout_ms.
+   Errors: as ferry_update_topology. */
+FERRY_API ferry_result ferry_peers_pending(ferry_comm* comm, uint32_t* pending);
+
+typedef enum ferry_attribute {
+  FERRY_ATTR_GLOBAL_WORLD_SIZE = 0,  /* accepted peers of all groups */
+  FERRY_ATTR_GROUP_WORLD_SIZE = 1,   /* peers in this peer's ring */
+  FERRY_ATTR_NUM_GROUPS = 2,         /* groups with at least one accepted peer */
+  FERRY_ATTR_LARGEST_GROUP_SIZE = 3, /* the largest group's world size */
+  FERRY_ATTR_RANK = 4,               /* this peer's position in its ring */
+  FERRY_ATTR_PEER_GROUP = 5          /* this peer's group id */
+} ferry_attribute;
+
+/* Reads an attribute as of the last topology this peer joined. Does not
+   block. Errors: FERRY_ERR_INVALID_ARGUMENT (NULL, unknown attribute),
+   FERRY_ERR_INVALID_USAGE (not connected yet). */
+FERRY_API ferry_result ferry_comm_get_attribute(const ferry_comm* comm, ferry_attribute attribute,
+                                                int64_t* value);
+
+/* Leaves the run cleanly (the master drops this peer at once; the others'
+   next collective reports FERRY_ERR_PEER_LOST until they call
+   ferry_update_topology) and frees the communicator. Waits for operations
+   in flight to fail and release their buffers; blocks at most ~2 s more.
+   NULL is allowed. */
+FERRY_API void ferry_comm_destroy(ferry_comm* comm);
+
+/* ------------------------------------------------------------------------ */
+/* All-reduce                                                                */
+/* ------------------------------------------------------------------------ */
+
+typedef struct ferry_allreduce_desc {
+  uint32_t struct_size;       /* sizeof(ferry_allreduce_desc); set by _init */
+  ferry_dtype dtype;          /* default FERRY_F32 */
+  ferry_reduce_op op;         /* default FERRY_OP_SUM */
+  /* Names the operation; must match on every peer at the same position in
+     the collective order. Default 0. */
+  uint64_t tag;
+} ferry_allreduce_desc;
+
+FERRY_API void ferry_allreduce_desc_init(ferry_allreduce_desc* desc);
+
+typedef struct ferry_op_info {
+  uint32_t struct_size;       /* set by the caller: sizeof(ferry_op_info) */
+  uint32_t world_size;        /* peers the operation ran with */
+  uint64_t bytes_sent;        /* payload bytes this peer put on the wire */
+  uint64_t bytes_received;
+  double duration_s;          /* from the call to the master's commit */
+} ferry_op_info;
+
+/* Collective: every accepted peer of the group reduces `count` elements of
+   `send` element-wise and receives the result in `recv`, bit-identical on
+   every peer. send == recv (in place) is allowed; otherwise the buffers must
+   not overlap and `send` is never written. count 0 is a no-op that still
+   checks the peers agree. A world of one copies send to recv.
+   Buffers are borrowed until the call returns. `info` may be NULL.
+   Blocks until the master commits or aborts the operation: at most
+   timeout_ms to start, progress_timeout_ms without progress, timeout_ms to
+   commit.
+   On failure `recv` holds unspecified values (possibly partial sums);
+   `send` (if distinct) is intact, so the call can be retried.
+   Errors: FERRY_ERR_INVALID_ARGUMENT (NULL buffer with count > 0, bad
+   desc), FERRY_ERR_INVALID_USAGE (not connected), FERRY_ERR_MISMATCH,
+   FERRY_ERR_PEER_LOST, FERRY_ERR_TIMEOUT, FERRY_ERR_MASTER_LOST,
+   FERRY_ERR_KICKED, FERRY_ERR_PROTOCOL (a neighbour sent a malformed or
+   corrupted chunk). */
+FERRY_API ferry_result ferry_allreduce(ferry_comm* comm, const void* send, void* recv, size_t count,
+                                       const ferry_allreduce_desc* desc, ferry_op_info* info);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FERRY_FERRY_H */

@@ -1,0 +1,61 @@
+// The master on the network: one listener, one FrameConnection per peer, and
+// the MasterState that decides everything. Runs on a single thread of its
+// own, so the state machine is never entered concurrently.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <asio/io_context.hpp>
+
+#include "master/master_state.h"
+#include "net/frame_connection.h"
+#include "net/listener.h"
+#include "net/transport.h"
+
+namespace ferry::master {
+
+struct MasterServerOptions {
+  std::string listen_host = "0.0.0.0";
+  uint16_t listen_port = 48148;
+  MasterLimits limits;
+  // A connection must say hello within this time, or it is closed.
+  std::chrono::milliseconds hello_timeout{10'000};
+  std::shared_ptr<net::Transport> transport;  // null: plain TCP
+};
+
+class MasterServer {
+ public:
+  // Binds the listener. Throws Error(Errc::connect) when the port is taken.
+  explicit MasterServer(MasterServerOptions options);
+  ~MasterServer();
+  MasterServer(const MasterServer&) = delete;
+  MasterServer& operator=(const MasterServer&) = delete;
+
+  uint16_t port() const { return listener_->port(); }
+  // Starts the serving thread. Throws Error(Errc::invalid_usage) if called twice.
+  void start();
+  // Closes every connection and joins the thread. Idempotent; bounded.
+  void stop();
+
+ private:
+  void on_accept(asio::ip::tcp::socket socket);
+  void on_stream(const Status& status, std::shared_ptr<net::Stream> stream);
+  void apply_effects();
+
+  MasterServerOptions options_;
+  asio::io_context io_;
+  std::shared_ptr<net::Listener> listener_;
+  std::thread thread_;
+  bool started_ = false;
+  bool stopped_ = false;
+  // Only on the serving thread:
+  MasterState state_;
+  std::map<ConnId, std::shared_ptr<net::FrameConnection>> connections_;
+  ConnId next_conn_ = 1;
+};
+
+}  // namespace ferry::master

@@ -1,0 +1,377 @@
+#include "master/master_state.h"
+
+#include <algorithm>
+
+#include "core/log.h"
+
+namespace ferry::master {
+namespace {
+
+std::string peer_name(PeerId id) { return "peer " + std::to_string(id); }
+
+bool contains(const std::vector<PeerId>& v, PeerId id) {
+  return std::find(v.begin(), v.end(), id) != v.end();
+}
+
+void erase_value(std::vector<PeerId>& v, PeerId id) { v.erase(std::remove(v.begin(), v.end(), id), v.end()); }
+
+}  // namespace
+
+MasterState::MasterState(MasterLimits limits) : limits_(limits) {}
+
+Effects MasterState::take_effects() { return std::exchange(effects_, {}); }
+
+void MasterState::on_connected(ConnId conn, const std::string& remote_host) {
+  connections_[conn] = Connection{remote_host, std::nullopt};
+}
+
+void MasterState::on_disconnected(ConnId conn, const std::string& reason) {
+  auto it = connections_.find(conn);
+  if (it == connections_.end()) return;
+  auto peer = it->second.peer;
+  connections_.erase(it);
+  if (peer) remove_peer(*peer, reason);
+}
+
+void MasterState::on_message(ConnId conn, const wire::Message& message) {
+  auto cit = connections_.find(conn);
+  if (cit == connections_.end()) return;  // already closed: late message
+  if (!cit->second.peer) {
+    if (const auto* hello = std::get_if<wire::Hello>(&message)) return on_hello(conn, *hello);
+    return kick(conn, Errc::protocol,
+                std::string("expected hello, got ") +
+                    wire::message_type_name(static_cast<uint16_t>(wire::message_type(message))));
+  }
+  Peer& peer = peers_.at(*cit->second.peer);
+  std::visit(
+      [&](const auto& m) {
+        using M = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<M, wire::Hello> || std::is_same_v<M, wire::TopologyVote> ||
+                      std::is_same_v<M, wire::TopologyReady> || std::is_same_v<M, wire::PendingQuery> ||
+                      std::is_same_v<M, wire::CollectiveBegin> || std::is_same_v<M, wire::CollectiveEnd> ||
+                      std::is_same_v<M, wire::Leave>) {
+          handle(peer, m);
+        } else {
+          kick(conn, Errc::protocol,
+               std::string("a peer may not send ") +
+                   wire::message_type_name(static_cast<uint16_t>(M::kType)));
+        }
+      },
+      message);
+}
+
+// --- joining -----------------------------------------------------------------
+
+void MasterState::on_hello(ConnId conn, const wire::Hello& hello) {
+  if (hello.p2p_connections == 0 || hello.p2p_connections > wire::kMaxConnectionsPerLink)
+    return kick(conn, Errc::invalid_argument,
+                "p2p_connections must be 1.." + std::to_string(wire::kMaxConnectionsPerLink));
+  if (hello.advertised_port == 0) return kick(conn, Errc::invalid_argument, "advertised p2p port is 0");
+  uint32_t timeout = hello.heartbeat_timeout_ms ? hello.heartbeat_timeout_ms
+                                                : limits_.default_heartbeat_timeout_ms;
+  if (timeout < limits_.min_heartbeat_timeout_ms || timeout > limits_.max_heartbeat_timeout_ms)
+    return kick(conn, Errc::invalid_argument,
+                "heartbeat timeout " + std::to_string(timeout) + " ms is outside " +
+                    std::to_string(limits_.min_heartbeat_timeout_ms) + ".." +
+                    std::to_string(limits_.max_heartbeat_timeout_ms));
+
+  Connection& c = connections_.at(conn);
+  Peer peer;
+  peer.id = next_peer_id_++;
+  peer.conn = conn;
+  peer.group = hello.peer_group;
+  peer.connections = hello.p2p_connections;
+  peer.endpoint = {peer.id, hello.advertised_host.empty() ? c.remote_host : hello.advertised_host,
+                   hello.advertised_port};
+  c.peer = peer.id;
+  peers_[peer.id] = peer;
+  effects_.deadlines.push_back({conn, timeout});
+  send(peer.id, wire::Welcome{peer.id, c.remote_host});
+
+  Group& group = groups_[hello.peer_group];
+  group.id = hello.peer_group;
+  group.waiting.push_back(peer.id);
+  log().info("join: {} (group {}, p2p {}:{}, {} connections) is pending", peer_name(peer.id),
+               group.id, peer.endpoint.host, peer.endpoint.port, peer.connections);
+  // Nobody to ask: an empty group admits its first peers at once.
+  if (group.ring.empty() && !group.proposal) start_proposal(group);
+}
+
+void MasterState::handle(Peer& peer, const wire::Hello&) {
+  kick(peer.conn, Errc::protocol, "second hello on one connection");
+}
+
+void MasterState::handle(Peer& peer, const wire::Leave&) { remove_peer(peer.id, "left"); }
+
+// --- votes -------------------------------------------------------------------
+
+void MasterState::handle(Peer& peer, const wire::TopologyVote&) {
+  Group& group = group_of(peer);
+  if (peer.phase != Phase::accepted)
+    return kick(peer.conn, Errc::protocol, "topology vote from a peer that is not accepted");
+  group.topology_votes.insert(peer.id);
+  maybe_complete_votes(group);
+}
+
+void MasterState::handle(Peer& peer, const wire::PendingQuery&) {
+  Group& group = group_of(peer);
+  if (peer.phase != Phase::accepted)
+    return kick(peer.conn, Errc::protocol, "pending query from a peer that is not accepted");
+  group.pending_queries.insert(peer.id);
+  maybe_complete_votes(group);
+}
+
+void MasterState::maybe_complete_votes(Group& group) {
+  auto all_in = [&](const std::set<PeerId>& votes) {
+    if (group.ring.empty() || group.proposal) return false;
+    return std::all_of(group.ring.begin(), group.ring.end(),
+                       [&](PeerId id) { return votes.count(id) > 0; });
+  };
+  if (all_in(group.pending_queries)) {
+    uint32_t pending = static_cast<uint32_t>(group.waiting.size());
+    send_all(group.ring, wire::PendingCount{pending});
+    group.pending_queries.clear();
+  }
+  if (all_in(group.topology_votes)) {
+    group.topology_votes.clear();
+    if (group.waiting.empty() && !group.broken) {
+      // Nothing changed: the ring stands, its links stay up.
+      send_all(group.ring, done_message(group));
+      return;
+    }
+    start_proposal(group);
+  }
+}
+
+// --- topology proposals --------------------------------------------------------
+
+void MasterState::start_proposal(Group& group) {
+  Proposal proposal;
+  proposal.epoch = next_epoch_++;
+  proposal.members = group.ring;
+  for (PeerId id : group.waiting)
+    if (!contains(proposal.members, id)) proposal.members.push_back(id);
+  if (proposal.members.empty()) {
+    group.proposal.reset();
+    return;
+  }
+  wire::Topology topology;
+  topology.epoch = proposal.epoch;
+  topology.peer_group = group.id;
+  topology.p2p_connections = wire::kMaxConnectionsPerLink;
+  for (PeerId id : proposal.members) {
+    const Peer& p = peers_.at(id);
+    topology.ring.push_back(p.endpoint);
+    // A ring moves at its slowest link; one lane count for all keeps both ends of every link agreed.
+    topology.p2p_connections = std::min(topology.p2p_connections, p.connections);
+  }
+  abort_all_collectives(group, Errc::peer_lost, "the ring is being rebuilt");
+  log().info("phase: group {} proposes epoch {} with {} peers", group.id, proposal.epoch,
+               proposal.members.size());
+  send_all(proposal.members, topology);
+  group.proposal = std::move(proposal);
+}
+
+void MasterState::handle(Peer& peer, const wire::TopologyReady& m) {
+  Group& group = group_of(peer);
+  if (!group.proposal || group.proposal->epoch != m.epoch || !contains(group.proposal->members, peer.id))
+    return;  // from a proposal already superseded
+  if (m.code != 0) {
+    // Blame the member named as unreachable; a name outside the proposal blames the reporter.
+    PeerId culprit = contains(group.proposal->members, m.unreachable_peer) ? m.unreachable_peer : peer.id;
+    log().warn("phase: group {} epoch {} failed at {}: {}", group.id, m.epoch, peer_name(peer.id), m.reason);
+    kick(peers_.at(culprit).conn, Errc::connect,
+         "unreachable for the ring of epoch " + std::to_string(m.epoch) + ": " + m.reason);
+    return;  // removing the culprit re-proposes
+  }
+  group.proposal->ready.insert(peer.id);
+  maybe_commit_proposal(group);
+}
+
+void MasterState::maybe_commit_proposal(Group& group) {
+  if (!group.proposal) return;
+  Proposal& p = *group.proposal;
+  if (p.ready.size() < p.members.size()) return;
+  group.epoch = p.epoch;
+  group.ring = p.members;
+  group.broken = false;
+  group.collectives.clear();
+  group.topology_votes.clear();
+  group.pending_queries.clear();
+  for (PeerId id : group.ring) {
+    peers_.at(id).phase = Phase::accepted;
+    erase_value(group.waiting, id);
+  }
+  group.proposal.reset();
+  log().info("phase: group {} committed epoch {}: ring of {}", group.id, group.epoch, group.ring.size());
+  send_all(group.ring, done_message(group));
+}
+
+wire::TopologyDone MasterState::done_message(const Group& group) const {
+  wire::TopologyDone done;
+  done.epoch = group.epoch;
+  for (const auto& [id, g] : groups_) {
+    if (g.ring.empty()) continue;
+    done.global_world += static_cast<uint32_t>(g.ring.size());
+    done.num_groups += 1;
+    done.largest_group = std::max(done.largest_group, static_cast<uint32_t>(g.ring.size()));
+  }
+  return done;
+}
+
+// --- collectives ---------------------------------------------------------------
+
+void MasterState::handle(Peer& peer, const wire::CollectiveBegin& m) {
+  Group& group = group_of(peer);
+  if (peer.phase != Phase::accepted)
+    return kick(peer.conn, Errc::protocol, "collective from a peer that is not accepted");
+  auto refuse = [&](Errc code, const std::string& why) {
+    send(peer.id, wire::CollectiveResult{m.epoch, m.seq, static_cast<uint32_t>(code), why});
+  };
+  if (m.epoch != group.epoch || group.broken || group.proposal)
+    return refuse(Errc::peer_lost, "the ring changed (a peer was lost or is joining); call update_topology");
+
+  auto [it, fresh] = group.collectives.try_emplace(m.seq);
+  Collective& c = it->second;
+  if (fresh) c.members = group.ring;
+  if (c.begins.count(peer.id))
+    return kick(peer.conn, Errc::protocol, "collective " + std::to_string(m.seq) + " begun twice");
+  // Compare with an earlier begin (before this one joins them, or it would compare with itself).
+  std::optional<std::pair<PeerId, wire::CollectiveBegin>> earlier;
+  if (!c.begins.empty()) earlier = *c.begins.begin();
+  c.begins[peer.id] = m;
+  if (c.verdict) {
+    send(peer.id, *c.verdict);
+    if (c.begins.size() == c.members.size()) group.collectives.erase(it);
+    return;
+  }
+  if (earlier && !earlier->second.same_collective(m)) {
+    auto describe = [](const wire::CollectiveBegin& b) {
+      return "tag " + std::to_string(b.tag) + ", count " + std::to_string(b.count) + ", dtype " +
+             std::to_string(b.dtype) + ", op " + std::to_string(b.op);
+    };
+    return abort_collective(group, m.seq, Errc::mismatch,
+                            "collective " + std::to_string(m.seq) + " differs between peers: " +
+                                peer_name(earlier->first) + " has " + describe(earlier->second) + ", " +
+                                peer_name(peer.id) + " has " + describe(m));
+  }
+  if (c.begins.size() == c.members.size()) {
+    c.go_sent = true;
+    send_all(c.members, wire::CollectiveGo{group.epoch, m.seq});
+  }
+}
+
+void MasterState::handle(Peer& peer, const wire::CollectiveEnd& m) {
+  Group& group = group_of(peer);
+  if (m.epoch != group.epoch) return;  // a verdict for that epoch was already given
+  auto it = group.collectives.find(m.seq);
+  if (it == group.collectives.end() || it->second.verdict) return;
+  Collective& c = it->second;
+  if (!c.begins.count(peer.id))
+    return kick(peer.conn, Errc::protocol, "collective " + std::to_string(m.seq) + " ended before it began");
+  if (m.code != 0) {
+    Errc code = m.code <= static_cast<uint32_t>(kErrcMax) ? static_cast<Errc>(m.code) : Errc::internal;
+    return abort_collective(group, m.seq, code, peer_name(peer.id) + ": " + m.reason);
+  }
+  if (!c.go_sent)
+    return kick(peer.conn, Errc::protocol, "collective " + std::to_string(m.seq) + " ended before go");
+  c.ended_ok.insert(peer.id);
+  if (c.ended_ok.size() == c.members.size()) {
+    send_all(c.members, wire::CollectiveResult{group.epoch, m.seq, 0, ""});
+    group.collectives.erase(it);
+  }
+}
+
+void MasterState::abort_collective(Group& group, uint32_t seq, Errc code, const std::string& reason) {
+  auto it = group.collectives.find(seq);
+  if (it == group.collectives.end() || it->second.verdict) return;
+  Collective& c = it->second;
+  c.verdict = wire::CollectiveResult{group.epoch, seq, static_cast<uint32_t>(code), reason};
+  log().info("phase: group {} epoch {} collective {} aborted: {}", group.id, group.epoch, seq, reason);
+  for (const auto& [id, begin] : c.begins) send(id, *c.verdict);
+  // Members still to begin hear the verdict when they do; a broken ring answers them anyway.
+  if (c.begins.size() == c.members.size() || group.broken) group.collectives.erase(it);
+}
+
+void MasterState::abort_all_collectives(Group& group, Errc code, const std::string& reason) {
+  std::vector<uint32_t> open;
+  for (const auto& [seq, c] : group.collectives)
+    if (!c.verdict) open.push_back(seq);
+  for (uint32_t seq : open) abort_collective(group, seq, code, reason);
+  if (group.broken) group.collectives.clear();
+}
+
+// --- leaving -------------------------------------------------------------------
+
+void MasterState::kick(ConnId conn, Errc code, const std::string& reason) {
+  auto it = connections_.find(conn);
+  if (it == connections_.end()) return;
+  std::string who = it->second.peer ? peer_name(*it->second.peer) : "connection from " + it->second.remote_host;
+  log().warn("kick: {}: {}", who, reason);
+  effects_.closes.push_back({conn, wire::Kick{static_cast<uint32_t>(code), reason}, reason});
+  on_disconnected(conn, "kicked: " + reason);
+}
+
+void MasterState::remove_peer(PeerId id, const std::string& reason) {
+  auto pit = peers_.find(id);
+  if (pit == peers_.end()) return;
+  Peer peer = pit->second;
+  peers_.erase(pit);
+  if (auto cit = connections_.find(peer.conn); cit != connections_.end()) {
+    effects_.closes.push_back({peer.conn, std::nullopt, reason});
+    connections_.erase(cit);
+  }
+  Group& group = groups_[peer.group];
+  log().info("leave: {} (group {}): {}", peer_name(id), group.id, reason);
+  erase_value(group.waiting, id);
+  group.topology_votes.erase(id);
+  group.pending_queries.erase(id);
+  if (contains(group.ring, id)) {
+    erase_value(group.ring, id);
+    group.broken = true;
+    abort_all_collectives(group, Errc::peer_lost, peer_name(id) + " was lost: " + reason);
+  }
+  if (group.proposal && contains(group.proposal->members, id)) {
+    log().info("phase: group {} epoch {} lost {}; proposing again", group.id, group.proposal->epoch,
+                 peer_name(id));
+    group.proposal.reset();
+    start_proposal(group);
+    return;
+  }
+  if (group.ring.empty() && !group.proposal && !group.waiting.empty()) return start_proposal(group);
+  maybe_complete_votes(group);
+}
+
+// --- helpers -------------------------------------------------------------------
+
+void MasterState::send(PeerId id, wire::Message message) {
+  auto it = peers_.find(id);
+  if (it == peers_.end()) return;
+  effects_.sends.push_back({it->second.conn, std::move(message)});
+}
+
+void MasterState::send_all(const std::vector<PeerId>& ids, const wire::Message& message) {
+  for (PeerId id : ids) send(id, message);
+}
+
+std::vector<PeerId> MasterState::ring(uint32_t group) const {
+  auto it = groups_.find(group);
+  return it == groups_.end() ? std::vector<PeerId>{} : it->second.ring;
+}
+
+std::vector<PeerId> MasterState::pending(uint32_t group) const {
+  auto it = groups_.find(group);
+  return it == groups_.end() ? std::vector<PeerId>{} : it->second.waiting;
+}
+
+uint64_t MasterState::epoch(uint32_t group) const {
+  auto it = groups_.find(group);
+  return it == groups_.end() ? 0 : it->second.epoch;
+}
+
+bool MasterState::ring_broken(uint32_t group) const {
+  auto it = groups_.find(group);
+  return it != groups_.end() && it->second.broken;
+}
+
+}  // namespace ferry::master

@@ -1,0 +1,20 @@
+// Outgoing connections with a deadline: resolve, connect, then the transport's
+// handshake, all within `timeout`.
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+#include <asio/any_io_executor.hpp>
+
+#include "net/endpoint.h"
+#include "net/transport.h"
+
+namespace ferry::net {
+
+// `done` runs exactly once: Errc::connect when refused or unreachable,
+// Errc::timeout when the deadline passed first.
+void dial(asio::any_io_executor executor, const Endpoint& endpoint, std::chrono::milliseconds timeout,
+          std::shared_ptr<Transport> transport, StreamReady done);
+
+}  // namespace ferry::net

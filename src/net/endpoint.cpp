@@ -1,0 +1,44 @@
+#include "net/endpoint.h"
+
+#include <charconv>
+
+namespace ferry::net {
+
+std::string Endpoint::to_string() const {
+  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
+  return host + ":" + std::to_string(port);
+}
+
+std::optional<Endpoint> parse_endpoint(std::string_view text, bool allow_port_zero,
+                                       std::string* error) {
+  auto fail = [&](std::string why) -> std::optional<Endpoint> {
+    if (error) *error = "address '" + std::string(text) + "': " + why;
+    return std::nullopt;
+  };
+  std::string_view host, port;
+  if (!text.empty() && text.front() == '[') {
+    auto close = text.find(']');
+    if (close == std::string_view::npos) return fail("missing ']'");
+    host = text.substr(1, close - 1);
+    if (close + 1 >= text.size() || text[close + 1] != ':') return fail("expected ':PORT' after ']'");
+    port = text.substr(close + 2);
+  } else {
+    auto colon = text.rfind(':');
+    if (colon == std::string_view::npos) return fail("expected HOST:PORT");
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+    if (host.find(':') != std::string_view::npos)
+      return fail("write IPv6 addresses in brackets, e.g. [::1]:48148");
+  }
+  if (host.empty()) return fail("empty host");
+  if (host.size() > 255) return fail("host longer than 255 characters");
+  unsigned value = 0;
+  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+  if (port.empty() || ec != std::errc() || end != port.data() + port.size())
+    return fail("port is not a number");
+  if (value > 65535) return fail("port above 65535");
+  if (value == 0 && !allow_port_zero) return fail("port 0 is not dialable");
+  return Endpoint{std::string(host), static_cast<uint16_t>(value)};
+}
+
+}  // namespace ferry::net

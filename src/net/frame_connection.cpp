@@ -1,0 +1,148 @@
+#include "net/frame_connection.h"
+
+#include <asio/dispatch.hpp>
+#include <asio/post.hpp>
+
+namespace ferry::net {
+
+std::shared_ptr<FrameConnection> FrameConnection::create(std::shared_ptr<Stream> stream,
+                                                         uint32_t max_payload) {
+  return std::shared_ptr<FrameConnection>(new FrameConnection(std::move(stream), max_payload));
+}
+
+FrameConnection::FrameConnection(std::shared_ptr<Stream> stream, uint32_t max_payload)
+    : stream_(std::move(stream)),
+      max_payload_(max_payload),
+      remote_host_(stream_->remote_host()),
+      receive_timer_(stream_->executor()),
+      heartbeat_timer_(stream_->executor()) {}
+
+void FrameConnection::start(Handlers handlers) {
+  asio::dispatch(stream_->executor(), [self = shared_from_this(), handlers = std::move(handlers)] {
+    self->handlers_ = handlers;
+    self->last_receive_ = Clock::now();
+    self->read_header();
+  });
+}
+
+void FrameConnection::send(const wire::Message& message) {
+  asio::post(stream_->executor(), [self = shared_from_this(), frame = wire::encode_message(message)] {
+    if (self->state_ == State::open) self->enqueue(frame);
+  });
+}
+
+void FrameConnection::close(Status reason, std::optional<wire::Message> last) {
+  std::vector<uint8_t> frame;
+  if (last) frame = wire::encode_message(*last);
+  asio::post(stream_->executor(), [self = shared_from_this(), reason = std::move(reason),
+                                   frame = std::move(frame)]() mutable {
+    if (self->state_ != State::open) return;
+    if (frame.empty()) return self->finish(std::move(reason));
+    self->state_ = State::closing;
+    self->close_reason_ = std::move(reason);
+    self->enqueue(std::move(frame));
+  });
+}
+
+void FrameConnection::set_receive_timeout(std::chrono::milliseconds timeout) {
+  asio::post(stream_->executor(), [self = shared_from_this(), timeout] {
+    self->receive_timeout_ = timeout;
+    self->last_receive_ = Clock::now();
+    self->arm_receive_timer();
+  });
+}
+
+void FrameConnection::set_heartbeat(std::chrono::milliseconds interval) {
+  asio::post(stream_->executor(), [self = shared_from_this(), interval] {
+    self->heartbeat_interval_ = interval;
+    self->arm_heartbeat_timer();
+  });
+}
+
+void FrameConnection::read_header() {
+  stream_->read_exact(asio::buffer(header_bytes_), [self = shared_from_this()](std::error_code ec, size_t) {
+    if (self->state_ == State::closed) return;
+    if (ec) return self->finish(Status::failure(Errc::peer_lost, "connection closed: " + ec.message()));
+    self->last_receive_ = Clock::now();
+    Status st = wire::decode_frame_header(self->header_bytes_, self->max_payload_, self->header_);
+    if (!st.ok()) return self->finish(st);
+    self->read_payload();
+  });
+}
+
+void FrameConnection::read_payload() {
+  payload_.resize(header_.length);
+  stream_->read_exact(asio::buffer(payload_), [self = shared_from_this()](std::error_code ec, size_t) {
+    if (self->state_ == State::closed) return;
+    if (ec) return self->finish(Status::failure(Errc::peer_lost, "connection closed: " + ec.message()));
+    self->last_receive_ = Clock::now();
+    auto decoded = wire::decode_message(self->header_.type, self->payload_);
+    if (!decoded.status.ok()) return self->finish(decoded.status);
+    if (!std::holds_alternative<wire::Heartbeat>(*decoded.message) && self->state_ == State::open &&
+        self->handlers_.on_message)
+      self->handlers_.on_message(std::move(*decoded.message));
+    if (self->state_ != State::closed) self->read_header();
+  });
+}
+
+void FrameConnection::enqueue(std::vector<uint8_t> frame) {
+  queue_.push_back(std::move(frame));
+  if (!writing_) write_next();
+}
+
+void FrameConnection::write_next() {
+  if (queue_.empty()) {
+    writing_ = false;
+    if (state_ == State::closing) finish(close_reason_);
+    return;
+  }
+  writing_ = true;
+  std::array<asio::const_buffer, 1> buffers{asio::buffer(queue_.front())};
+  stream_->write_all(buffers, [self = shared_from_this()](std::error_code ec, size_t) {
+    if (self->state_ == State::closed) return;
+    if (ec) return self->finish(Status::failure(Errc::peer_lost, "connection closed: " + ec.message()));
+    self->queue_.pop_front();
+    self->write_next();
+  });
+}
+
+void FrameConnection::finish(Status reason) {
+  if (state_ == State::closed) return;
+  if (state_ == State::closing) reason = close_reason_;  // the reason given to close() wins
+  state_ = State::closed;
+  queue_.clear();
+  receive_timer_.cancel();
+  heartbeat_timer_.cancel();
+  stream_->close();
+  auto on_closed = std::move(handlers_.on_closed);
+  handlers_ = {};  // drop captured owners: breaks cycles between a connection and its user
+  if (on_closed) on_closed(reason);
+}
+
+void FrameConnection::arm_receive_timer() {
+  if (state_ == State::closed || receive_timeout_.count() == 0) return;
+  // Check a few times per deadline instead of re-arming per frame: frames are frequent.
+  receive_timer_.expires_after(std::max(receive_timeout_ / 4, std::chrono::milliseconds(10)));
+  receive_timer_.async_wait([self = shared_from_this(), armed = receive_timeout_](std::error_code ec) {
+    if (ec || self->state_ == State::closed || self->receive_timeout_ != armed) return;
+    auto silent = Clock::now() - self->last_receive_;
+    if (silent >= self->receive_timeout_)
+      return self->finish(Status::failure(
+          Errc::timeout, "silent for " +
+                             std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) +
+                             " ms"));
+    self->arm_receive_timer();
+  });
+}
+
+void FrameConnection::arm_heartbeat_timer() {
+  if (state_ == State::closed || heartbeat_interval_.count() == 0) return;
+  heartbeat_timer_.expires_after(heartbeat_interval_);
+  heartbeat_timer_.async_wait([self = shared_from_this(), armed = heartbeat_interval_](std::error_code ec) {
+    if (ec || self->state_ == State::closed || self->heartbeat_interval_ != armed) return;
+    if (self->state_ == State::open) self->enqueue(wire::encode_message(wire::Heartbeat{}));
+    self->arm_heartbeat_timer();
+  });
+}
+
+}  // namespace ferry::net

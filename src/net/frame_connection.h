@@ -1,0 +1,80 @@
+// A control connection: whole wire::Messages in, whole messages out, over any
+// Stream. It reads continuously, validates every frame header before it
+// allocates, and closes on the first malformed frame. It keeps itself alive:
+// optional heartbeats out, and a receive deadline in (silence closes it).
+//
+// State machine: open -> closing (flushing a last message) -> closed; it only
+// moves forward and remembers the first reason it closed. on_closed runs once.
+//
+// Threading: every public call is thread-safe (posted to the stream's strand);
+// handlers run on that strand.
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include <asio/steady_timer.hpp>
+
+#include "core/error.h"
+#include "net/stream.h"
+#include "wire/frame.h"
+#include "wire/messages.h"
+
+namespace ferry::net {
+
+class FrameConnection : public std::enable_shared_from_this<FrameConnection> {
+ public:
+  struct Handlers {
+    std::function<void(wire::Message)> on_message;  // heartbeats are consumed here, not delivered
+    std::function<void(const Status&)> on_closed;
+  };
+  using Clock = std::chrono::steady_clock;
+
+  static std::shared_ptr<FrameConnection> create(std::shared_ptr<Stream> stream,
+                                                 uint32_t max_payload = wire::kMaxControlPayload);
+
+  void start(Handlers handlers);
+  void send(const wire::Message& message);
+  // Sends `last` (if given), then closes with `reason`.
+  void close(Status reason, std::optional<wire::Message> last = std::nullopt);
+  // Close when nothing at all arrives for `timeout` (zero: never).
+  void set_receive_timeout(std::chrono::milliseconds timeout);
+  // Send a heartbeat every `interval` (zero: never).
+  void set_heartbeat(std::chrono::milliseconds interval);
+  std::string remote_host() const { return remote_host_; }
+
+ private:
+  enum class State { open, closing, closed };
+
+  FrameConnection(std::shared_ptr<Stream> stream, uint32_t max_payload);
+  void read_header();
+  void read_payload();
+  void enqueue(std::vector<uint8_t> frame);
+  void write_next();
+  void finish(Status reason);
+  void arm_receive_timer();
+  void arm_heartbeat_timer();
+
+  std::shared_ptr<Stream> stream_;
+  const uint32_t max_payload_;
+  const std::string remote_host_;
+  // All below: only on the strand.
+  Handlers handlers_;
+  State state_ = State::open;
+  Status close_reason_;
+  std::array<uint8_t, wire::kFrameHeaderBytes> header_bytes_{};
+  wire::FrameHeader header_;
+  std::vector<uint8_t> payload_;
+  std::deque<std::vector<uint8_t>> queue_;
+  bool writing_ = false;
+  asio::steady_timer receive_timer_;
+  std::chrono::milliseconds receive_timeout_{0};
+  Clock::time_point last_receive_ = Clock::now();
+  asio::steady_timer heartbeat_timer_;
+  std::chrono::milliseconds heartbeat_interval_{0};
+};
+
+}  // namespace ferry::net

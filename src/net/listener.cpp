@@ -1,0 +1,71 @@
+#include "net/listener.h"
+
+#include <asio/ip/address.hpp>
+#include <asio/post.hpp>
+#include "core/log.h"
+
+#include "net/resolve.h"
+
+namespace ferry::net {
+
+Listener::Listener(asio::any_io_executor executor)
+    : acceptor_(executor), retry_timer_(executor) {}
+
+std::shared_ptr<Listener> Listener::bind(asio::any_io_executor executor, const std::string& host,
+                                         uint16_t port_min, uint16_t port_max) {
+  if (port_max < port_min)
+    throw Error(Errc::invalid_argument, "port range " + std::to_string(port_min) + ".." +
+                                            std::to_string(port_max) + " is empty");
+  asio::ip::address address = resolve_one_address(executor, host);
+  std::shared_ptr<Listener> listener(new Listener(executor));
+  std::error_code last;
+  for (uint32_t port = port_min; port <= port_max; ++port) {
+    asio::ip::tcp::endpoint endpoint(address, static_cast<uint16_t>(port));
+    std::error_code ec;
+    listener->acceptor_.close(ec);
+    listener->acceptor_.open(endpoint.protocol(), ec);
+    if (!ec) listener->acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) listener->acceptor_.bind(endpoint, ec);
+    if (!ec) listener->acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    if (!ec) {
+      listener->port_ = listener->acceptor_.local_endpoint().port();
+      return listener;
+    }
+    last = ec;
+  }
+  throw Error(Errc::connect, "cannot listen on " + host + " ports " + std::to_string(port_min) + ".." +
+                                 std::to_string(port_max) + ": " + last.message());
+}
+
+void Listener::start(OnAccept on_accept) {
+  on_accept_ = std::move(on_accept);
+  asio::post(acceptor_.get_executor(), [self = shared_from_this()] { self->accept_next(); });
+}
+
+void Listener::stop() {
+  asio::post(acceptor_.get_executor(), [self = shared_from_this()] {
+    self->stopped_ = true;
+    std::error_code ignored;
+    self->acceptor_.close(ignored);
+    self->retry_timer_.cancel();
+    self->on_accept_ = nullptr;
+  });
+}
+
+void Listener::accept_next() {
+  if (stopped_) return;
+  acceptor_.async_accept([self = shared_from_this()](std::error_code ec, asio::ip::tcp::socket socket) {
+    if (self->stopped_) return;
+    if (ec) {
+      // Out of file descriptors and the like: back off instead of spinning.
+      log().warn("accept failed: {}; retrying in 100 ms", ec.message());
+      self->retry_timer_.expires_after(std::chrono::milliseconds(100));
+      self->retry_timer_.async_wait([self](std::error_code) { self->accept_next(); });
+      return;
+    }
+    if (self->on_accept_) self->on_accept_(std::move(socket));
+    self->accept_next();
+  });
+}
+
+}  // namespace ferry::net

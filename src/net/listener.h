@@ -1,0 +1,42 @@
+// A TCP listener bound to the first free port of a range, accepting until
+// stopped. Accepted sockets go to the callback raw: the owner decides which
+// Transport wraps them and with what deadline.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/steady_timer.hpp>
+
+#include "core/error.h"
+
+namespace ferry::net {
+
+class Listener : public std::enable_shared_from_this<Listener> {
+ public:
+  using OnAccept = std::function<void(asio::ip::tcp::socket)>;
+
+  // Binds host:[port_min..port_max] (0/0: any free port). Throws Error
+  // (Errc::connect) when no port in the range can be bound, Errc::invalid_argument
+  // for a host that does not resolve.
+  static std::shared_ptr<Listener> bind(asio::any_io_executor executor, const std::string& host,
+                                        uint16_t port_min, uint16_t port_max);
+
+  uint16_t port() const { return port_; }
+  void start(OnAccept on_accept);
+  void stop();  // thread-safe
+
+ private:
+  explicit Listener(asio::any_io_executor executor);
+  void accept_next();
+
+  asio::ip::tcp::acceptor acceptor_;
+  asio::steady_timer retry_timer_;
+  OnAccept on_accept_;
+  uint16_t port_ = 0;
+  bool stopped_ = false;
+};
+
+}  // namespace ferry::net

@@ -1,0 +1,28 @@
+// Plain TCP backend of Stream.
+#pragma once
+
+#include <asio/ip/tcp.hpp>
+#include <asio/strand.hpp>
+
+#include "net/stream.h"
+
+namespace ferry::net {
+
+class TcpStream final : public Stream {
+ public:
+  // Takes a connected socket; moves it onto a fresh strand of its executor.
+  explicit TcpStream(asio::ip::tcp::socket socket);
+
+  asio::any_io_executor executor() override { return strand_; }
+  void read_exact(asio::mutable_buffer buffer, IoHandler handler) override;
+  void write_all(std::span<const asio::const_buffer> buffers, IoHandler handler) override;
+  void close() override;
+  std::string remote_host() const override { return remote_host_; }
+
+ private:
+  asio::strand<asio::any_io_executor> strand_;
+  asio::ip::tcp::socket socket_;
+  std::string remote_host_;
+};
+
+}  // namespace ferry::net

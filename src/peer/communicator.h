@@ -1,0 +1,136 @@
+// A peer of a ferry run: its session with the master, its p2p listener, the
+// links of its current ring, and the collectives in flight.
+//
+// Threads:
+//  - API calls (connect, update_topology, peers_pending, allreduce_async,
+//    attributes) come from the caller's threads. The votes are serialized by
+//    vote_mu_; everything else takes mu_ briefly.
+//  - The master session, link set-up, lanes and reductions run on io_threads
+//    threads of this communicator's io_context.
+//  - Lock order: vote_mu_ before mu_. Never hold mu_ while calling into an
+//    AllreduceOp, LinkSetup or RingLinks: they call back into us.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <asio/executor_work_guard.hpp>
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/strand.hpp>
+
+#include "net/endpoint.h"
+#include "net/frame_connection.h"
+#include "net/listener.h"
+#include "net/transport.h"
+#include "peer/allreduce_op.h"
+#include "peer/link_setup.h"
+
+namespace ferry::peer {
+
+struct CommConfig {
+  net::Endpoint master;
+  uint32_t peer_group = 0;
+  uint32_t connections = 4;
+  std::string listen_host = "0.0.0.0";
+  uint16_t port_min = 0, port_max = 0;
+  std::string advertised_host;  // empty: as the master sees us
+  uint16_t advertised_port = 0;  // 0: the bound port
+  std::chrono::milliseconds timeout{60'000};
+  std::chrono::milliseconds progress_timeout{20'000};
+  std::chrono::milliseconds heartbeat_timeout{10'000};
+  uint32_t io_threads = 2;
+  size_t max_chunk_bytes = 1 << 20;
+  std::shared_ptr<net::Transport> transport;  // null: plain TCP
+};
+
+struct Attributes {
+  int64_t global_world = 0, group_world = 0, num_groups = 0, largest_group = 0, rank = 0, peer_group = 0;
+};
+
+class Communicator final : private OpHost {
+ public:
+  // Binds the p2p listener and starts the io threads. Throws Error.
+  explicit Communicator(CommConfig config);
+  ~Communicator() override;  // leaves the run; bounded
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  void connect();
+  void update_topology();
+  uint32_t peers_pending();
+  Attributes attributes() const;
+  // Issues an all-reduce; the returned operation is waited with wait().
+  std::shared_ptr<AllreduceOp> allreduce_async(const void* send, void* recv, size_t count, const AllreduceSpec& spec);
+  size_t ops_in_flight() const;
+
+ private:
+  enum class State { idle, connecting, pending, accepted, dead };
+
+  // OpHost
+  void send_end(uint64_t epoch, uint32_t seq, const Status& status) override;
+  void op_finished(uint32_t seq) override;
+
+  void on_master_message(wire::Message message);
+  void on_master_closed(const Status& why);
+  void on_topology(const wire::Topology& topology);
+  void on_links_ready(const std::shared_ptr<LinkSetup>& setup, LinkSetup::Outcome outcome);
+  void on_topology_done(const wire::TopologyDone& done);
+  void on_inbound(asio::ip::tcp::socket socket);
+  void on_link_hello(const wire::LinkHello& hello, const std::shared_ptr<net::Stream>& stream);
+  void die(const Status& why);
+  void arm_watchdog();
+
+  // Throws unless accepted (the check every collective starts with). mu_ held.
+  void require_accepted(const char* call) const;
+  // Waits on cv_ until pred or dead or the deadline; throws on the latter two. mu_ held via lock.
+  template <class Pred>
+  void wait_for(std::unique_lock<std::mutex>& lock, Pred pred, const std::string& what);
+  std::shared_ptr<AllreduceOp> find_op(uint64_t epoch, uint32_t seq);
+
+  const CommConfig config_;
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  std::shared_ptr<net::Listener> listener_;
+  asio::strand<asio::io_context::executor_type> watchdog_strand_;
+  asio::steady_timer watchdog_;  // only on watchdog_strand_
+  std::vector<std::thread> threads_;
+
+  std::mutex vote_mu_;  // one vote (connect / topology / pending) at a time
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  // All below guarded by mu_.
+  State state_ = State::idle;
+  Status dead_reason_;
+  std::shared_ptr<net::FrameConnection> master_;
+  uint64_t peer_id_ = 0;
+  uint64_t epoch_ = 0;
+  std::vector<wire::RingMember> ring_;
+  uint32_t rank_ = 0, lanes_ = 0;
+  wire::TopologyDone world_;  // sizes as of the last topology_done
+  std::shared_ptr<RingLinks> links_;
+  std::optional<wire::Topology> proposed_;
+  std::shared_ptr<LinkSetup> setup_;
+  std::shared_ptr<RingLinks> proposed_links_;
+  uint64_t topology_done_count_ = 0;
+  uint64_t pending_answers_ = 0;
+  uint32_t last_pending_ = 0;
+  uint32_t next_seq_ = 0;
+  std::map<uint32_t, std::shared_ptr<AllreduceOp>> ops_;
+  struct ParkedLink {
+    wire::LinkHello hello;
+    std::shared_ptr<net::Stream> stream;
+    Clock::time_point since;
+  };
+  std::vector<ParkedLink> parked_links_;  // hellos for a ring we have not heard of yet
+  bool master_closed_ = false;
+};
+
+}  // namespace ferry::peer

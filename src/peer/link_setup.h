@@ -1,0 +1,64 @@
+// Builds the links of one proposed ring: dials `lanes` connections to the
+// next peer (link_hello -> link_welcome on each) and collects as many
+// handshaken connections from the previous peer, all within a deadline.
+// The result is a started RingLinks, or the peer to blame.
+//
+// Threading: offer_inbound() and cancel() from any thread.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include <asio/steady_timer.hpp>
+#include <asio/strand.hpp>
+
+#include "net/transport.h"
+#include "peer/ring_links.h"
+#include "wire/messages.h"
+
+namespace ferry::peer {
+
+class LinkSetup : public std::enable_shared_from_this<LinkSetup> {
+ public:
+  struct Outcome {
+    Status status;
+    std::shared_ptr<RingLinks> links;  // set on success
+    uint64_t unreachable_peer = 0;     // on failure: whom to blame, when known
+  };
+  using Done = std::function<void(Outcome)>;
+
+  LinkSetup(asio::any_io_executor executor, std::shared_ptr<net::Transport> transport, uint64_t self_id,
+            const wire::Topology& topology, std::chrono::milliseconds timeout, Done done);
+
+  void start();
+  // A connection from some peer said link_hello. True when it belongs to this
+  // ring (it is then answered and kept); false leaves it to the caller.
+  bool offer_inbound(const wire::LinkHello& hello, const std::shared_ptr<net::Stream>& stream);
+  void cancel(const Status& why);
+  uint64_t epoch() const { return topology_.epoch; }
+
+ private:
+  void arm_timer();
+  void dial_lane(uint32_t lane);
+  void lane_ready(bool outgoing, uint32_t lane, std::shared_ptr<net::Stream> stream);
+  void finish(Outcome outcome);
+
+  asio::any_io_executor executor_;
+  std::shared_ptr<net::Transport> transport_;
+  const uint64_t self_id_;
+  const wire::Topology topology_;
+  const std::chrono::milliseconds timeout_;
+  uint32_t rank_ = 0;
+  wire::RingMember next_, prev_;
+  asio::strand<asio::any_io_executor> strand_;
+  asio::steady_timer timer_;  // only on strand_
+  std::mutex mu_;
+  Done done_;                                        // guarded by mu_; null once finished
+  std::vector<std::shared_ptr<net::Stream>> out_, in_;  // guarded by mu_
+  size_t out_ready_ = 0, in_ready_ = 0;              // guarded by mu_
+};
+
+}  // namespace ferry::peer

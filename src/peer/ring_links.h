@@ -1,0 +1,46 @@
+// The p2p links of one committed ring: `lanes` connections out to the next
+// peer and as many in from the previous one, plus the directory that routes
+// incoming chunks to their collectives. A link that fails takes the whole
+// set down (a half-working ring would only stall) and tells every
+// collective on it; the next ferry_update_topology builds fresh links.
+//
+// Threading: all calls thread-safe.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "peer/in_lane.h"
+#include "peer/op_directory.h"
+#include "peer/out_lane.h"
+
+namespace ferry::peer {
+
+class RingLinks : public std::enable_shared_from_this<RingLinks> {
+ public:
+  RingLinks(uint64_t epoch, uint32_t lanes);
+
+  // Takes the handshaken streams (empty vectors for a world of one) and starts reading.
+  void start(std::vector<std::shared_ptr<net::Stream>> out, std::vector<std::shared_ptr<net::Stream>> in);
+  uint64_t epoch() const { return epoch_; }
+  uint32_t lanes() const { return lanes_; }
+  OutLane& out(uint32_t lane) { return *out_[lane]; }
+  const std::shared_ptr<OpDirectory>& directory() { return directory_; }
+
+  // Closes every lane and tells every registered collective. Idempotent.
+  void close(const Status& why);
+  // The reason the links closed, or ok while they work.
+  Status failure() const;
+
+ private:
+  const uint64_t epoch_;
+  const uint32_t lanes_;
+  std::shared_ptr<OpDirectory> directory_ = std::make_shared<OpDirectory>();
+  std::vector<std::shared_ptr<OutLane>> out_;  // fixed after start()
+  std::vector<std::shared_ptr<InLane>> in_;    // fixed after start()
+  mutable std::mutex mu_;
+  Status failure_;  // guarded by mu_
+};
+
+}  // namespace ferry::peer

@@ -1,0 +1,35 @@
+// Control frames: a fixed 12-byte header (magic, protocol version, message
+// type, payload length) and a payload of at most the connection's limit.
+// The header is checked in full before a single payload byte is allocated.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "core/error.h"
+
+namespace ferry::wire {
+
+inline constexpr uint32_t kFrameMagic = 0x31595246;  // "FRY1" on the wire
+inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr size_t kFrameHeaderBytes = 12;
+// Control payloads are small; the largest is a ring listing. 4 MiB holds a
+// ring of tens of thousands of peers and still bounds what a stranger can make us allocate.
+inline constexpr uint32_t kMaxControlPayload = 4u << 20;
+
+struct FrameHeader {
+  uint16_t version = kProtocolVersion;
+  uint16_t type = 0;
+  uint32_t length = 0;
+};
+
+std::array<uint8_t, kFrameHeaderBytes> encode_frame_header(const FrameHeader& header);
+
+// Checks magic, version and length (<= max_payload). Types are checked by the
+// message decoder, which knows them.
+Status decode_frame_header(std::span<const uint8_t, kFrameHeaderBytes> bytes, uint32_t max_payload,
+                           FrameHeader& out);
+
+}  // namespace ferry::wire

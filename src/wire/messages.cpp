@@ -1,0 +1,78 @@
+#include "wire/messages.h"
+
+#include "wire/frame.h"
+
+namespace ferry::wire {
+namespace {
+
+template <class M>
+bool try_decode(uint16_t type, std::span<const uint8_t> payload, DecodedMessage& out) {
+  if (type != static_cast<uint16_t>(M::kType)) return false;
+  ByteReader reader(payload);
+  M message;
+  message.fields(reader);
+  reader.expect_end();
+  if (reader.ok())
+    out.message = std::move(message);
+  else
+    out.status = Status::failure(Errc::protocol, std::string("malformed ") +
+                                                     message_type_name(type) + ": " + reader.error());
+  return true;
+}
+
+template <class... Ms>
+DecodedMessage decode_any(std::variant<Ms...>*, uint16_t type, std::span<const uint8_t> payload) {
+  DecodedMessage out;
+  bool known = (try_decode<Ms>(type, payload, out) || ...);
+  if (!known)
+    out.status = Status::failure(Errc::protocol, "unknown message type " + std::to_string(type));
+  return out;
+}
+
+}  // namespace
+
+MessageType message_type(const Message& message) {
+  return std::visit([](const auto& m) { return std::decay_t<decltype(m)>::kType; }, message);
+}
+
+const char* message_type_name(uint16_t type) {
+  switch (static_cast<MessageType>(type)) {
+    case MessageType::hello: return "hello";
+    case MessageType::topology_vote: return "topology_vote";
+    case MessageType::topology_ready: return "topology_ready";
+    case MessageType::pending_query: return "pending_query";
+    case MessageType::collective_begin: return "collective_begin";
+    case MessageType::collective_end: return "collective_end";
+    case MessageType::leave: return "leave";
+    case MessageType::welcome: return "welcome";
+    case MessageType::topology: return "topology";
+    case MessageType::topology_done: return "topology_done";
+    case MessageType::pending_count: return "pending_count";
+    case MessageType::collective_go: return "collective_go";
+    case MessageType::collective_result: return "collective_result";
+    case MessageType::kick: return "kick";
+    case MessageType::heartbeat: return "heartbeat";
+    case MessageType::link_hello: return "link_hello";
+    case MessageType::link_welcome: return "link_welcome";
+  }
+  return "unknown";
+}
+
+std::vector<uint8_t> encode_message(const Message& message) {
+  std::vector<uint8_t> frame(kFrameHeaderBytes);
+  ByteWriter writer(frame);
+  std::visit([&](const auto& m) { const_cast<std::decay_t<decltype(m)>&>(m).fields(writer); },
+             message);
+  FrameHeader header;
+  header.type = static_cast<uint16_t>(message_type(message));
+  header.length = static_cast<uint32_t>(frame.size() - kFrameHeaderBytes);
+  auto head = encode_frame_header(header);
+  std::copy(head.begin(), head.end(), frame.begin());
+  return frame;
+}
+
+DecodedMessage decode_message(uint16_t type, std::span<const uint8_t> payload) {
+  return decode_any(static_cast<Message*>(nullptr), type, payload);
+}
+
+}  // namespace ferry::wire

@@ -1,0 +1,231 @@
+// Every control message of the protocol, master <-> peer and peer <-> peer
+// (link set-up). Each struct lists its fields once in fields(); that one list
+// is both the encoder and the bounds-checked decoder (see byte_codec.h).
+//
+// Protocol rules the master enforces (see master/master_state.h):
+//  - hello is the first frame on a master connection; welcome answers it.
+//  - topology_vote, pending_query and collective_* come only from accepted
+//    peers; anything else is a violation and gets the sender kicked.
+//  - Collectives are numbered per epoch (seq = 0, 1, ...) in issue order; the
+//    master matches the seq-th collective of every member and checks that
+//    they agree.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/error.h"
+#include "wire/byte_codec.h"
+
+namespace ferry::wire {
+
+enum class MessageType : uint16_t {
+  // peer -> master
+  hello = 1,
+  topology_vote = 2,
+  topology_ready = 3,
+  pending_query = 4,
+  collective_begin = 5,
+  collective_end = 6,
+  leave = 7,
+  // master -> peer
+  welcome = 64,
+  topology = 65,
+  topology_done = 66,
+  pending_count = 67,
+  collective_go = 68,
+  collective_result = 69,
+  kick = 70,
+  // both directions on a master connection: liveness
+  heartbeat = 96,
+  // peer -> peer, before a link switches to raw chunk streaming
+  link_hello = 128,
+  link_welcome = 129,
+};
+
+inline constexpr size_t kMaxHostLength = 255;
+inline constexpr size_t kMaxReasonLength = 1024;
+inline constexpr size_t kMaxRingMembers = 65536;
+inline constexpr uint32_t kMaxConnectionsPerLink = 64;
+
+enum class CollectiveKind : uint8_t { allreduce = 1 };
+
+struct Hello {
+  static constexpr MessageType kType = MessageType::hello;
+  uint32_t peer_group = 0;
+  std::string advertised_host;  // empty: use the address the master sees
+  uint16_t advertised_port = 0;
+  uint32_t p2p_connections = 0;
+  uint32_t heartbeat_timeout_ms = 0;
+  template <class V> void fields(V& v) {
+    v(peer_group); v(advertised_host, Limit{kMaxHostLength}); v(advertised_port);
+    v(p2p_connections); v(heartbeat_timeout_ms);
+  }
+};
+
+struct Welcome {
+  static constexpr MessageType kType = MessageType::welcome;
+  uint64_t peer_id = 0;
+  std::string observed_host;  // where the master saw this peer connect from
+  template <class V> void fields(V& v) { v(peer_id); v(observed_host, Limit{kMaxHostLength}); }
+};
+
+struct TopologyVote {
+  static constexpr MessageType kType = MessageType::topology_vote;
+  template <class V> void fields(V&) {}
+};
+
+struct RingMember {
+  uint64_t peer_id = 0;
+  std::string host;
+  uint16_t port = 0;
+  template <class V> void fields(V& v) { v(peer_id); v(host, Limit{kMaxHostLength}); v(port); }
+  bool operator==(const RingMember&) const = default;
+};
+
+// A proposed ring; members connect to their neighbours and answer with topology_ready.
+struct Topology {
+  static constexpr MessageType kType = MessageType::topology;
+  uint64_t epoch = 0;
+  uint32_t peer_group = 0;
+  uint32_t p2p_connections = 0;  // lanes per link, agreed for the whole ring
+  std::vector<RingMember> ring;
+  template <class V> void fields(V& v) {
+    v(epoch); v(peer_group); v(p2p_connections); v(ring, Limit{kMaxRingMembers});
+  }
+};
+
+struct TopologyReady {
+  static constexpr MessageType kType = MessageType::topology_ready;
+  uint64_t epoch = 0;
+  uint32_t code = 0;              // Errc; 0 when every link is up
+  uint64_t unreachable_peer = 0;  // who could not be reached, when known
+  std::string reason;
+  template <class V> void fields(V& v) {
+    v(epoch); v(code); v(unreachable_peer); v(reason, Limit{kMaxReasonLength});
+  }
+};
+
+// The ring of `epoch` is complete: every member has its links.
+struct TopologyDone {
+  static constexpr MessageType kType = MessageType::topology_done;
+  uint64_t epoch = 0;
+  uint32_t global_world = 0;
+  uint32_t num_groups = 0;
+  uint32_t largest_group = 0;
+  template <class V> void fields(V& v) { v(epoch); v(global_world); v(num_groups); v(largest_group); }
+};
+
+struct PendingQuery {
+  static constexpr MessageType kType = MessageType::pending_query;
+  template <class V> void fields(V&) {}
+};
+
+struct PendingCount {
+  static constexpr MessageType kType = MessageType::pending_count;
+  uint32_t pending = 0;
+  template <class V> void fields(V& v) { v(pending); }
+};
+
+struct CollectiveBegin {
+  static constexpr MessageType kType = MessageType::collective_begin;
+  uint64_t epoch = 0;
+  uint32_t seq = 0;
+  uint8_t kind = 0;  // CollectiveKind
+  uint64_t tag = 0;
+  uint64_t count = 0;
+  uint8_t dtype = 0;
+  uint8_t op = 0;
+  template <class V> void fields(V& v) {
+    v(epoch); v(seq); v(kind); v(tag); v(count); v(dtype); v(op);
+  }
+  // Everything every member must agree on.
+  bool same_collective(const CollectiveBegin& o) const {
+    return kind == o.kind && tag == o.tag && count == o.count && dtype == o.dtype && op == o.op;
+  }
+};
+
+struct CollectiveGo {
+  static constexpr MessageType kType = MessageType::collective_go;
+  uint64_t epoch = 0;
+  uint32_t seq = 0;
+  template <class V> void fields(V& v) { v(epoch); v(seq); }
+};
+
+// A member finished its part (code 0) or failed (code = Errc).
+struct CollectiveEnd {
+  static constexpr MessageType kType = MessageType::collective_end;
+  uint64_t epoch = 0;
+  uint32_t seq = 0;
+  uint32_t code = 0;
+  std::string reason;
+  template <class V> void fields(V& v) { v(epoch); v(seq); v(code); v(reason, Limit{kMaxReasonLength}); }
+};
+
+// The master's verdict, the same for every member: committed (0) or aborted.
+struct CollectiveResult {
+  static constexpr MessageType kType = MessageType::collective_result;
+  uint64_t epoch = 0;
+  uint32_t seq = 0;
+  uint32_t code = 0;
+  std::string reason;
+  template <class V> void fields(V& v) { v(epoch); v(seq); v(code); v(reason, Limit{kMaxReasonLength}); }
+};
+
+struct Kick {
+  static constexpr MessageType kType = MessageType::kick;
+  uint32_t code = 0;
+  std::string reason;
+  template <class V> void fields(V& v) { v(code); v(reason, Limit{kMaxReasonLength}); }
+};
+
+struct Heartbeat {
+  static constexpr MessageType kType = MessageType::heartbeat;
+  template <class V> void fields(V&) {}
+};
+
+struct Leave {
+  static constexpr MessageType kType = MessageType::leave;
+  template <class V> void fields(V&) {}
+};
+
+// First frame on a p2p connection: who dials whom, for which ring and lane.
+struct LinkHello {
+  static constexpr MessageType kType = MessageType::link_hello;
+  uint64_t from_peer = 0;
+  uint64_t to_peer = 0;
+  uint64_t epoch = 0;
+  uint32_t lane = 0;
+  uint32_t lanes = 0;
+  template <class V> void fields(V& v) { v(from_peer); v(to_peer); v(epoch); v(lane); v(lanes); }
+};
+
+struct LinkWelcome {
+  static constexpr MessageType kType = MessageType::link_welcome;
+  uint32_t code = 0;
+  std::string reason;
+  template <class V> void fields(V& v) { v(code); v(reason, Limit{kMaxReasonLength}); }
+};
+
+using Message = std::variant<Hello, Welcome, TopologyVote, Topology, TopologyReady, TopologyDone,
+                             PendingQuery, PendingCount, CollectiveBegin, CollectiveGo, CollectiveEnd,
+                             CollectiveResult, Kick, Heartbeat, Leave, LinkHello, LinkWelcome>;
+
+MessageType message_type(const Message& message);
+const char* message_type_name(uint16_t type);
+
+// A whole frame: header + payload.
+std::vector<uint8_t> encode_message(const Message& message);
+
+// Decodes a payload whose header was already checked. Unknown types, short
+// or over-long payloads and over-limit fields are errors (Errc::protocol).
+struct DecodedMessage {
+  std::optional<Message> message;
+  Status status;
+};
+DecodedMessage decode_message(uint16_t type, std::span<const uint8_t> payload);
+
+}  // namespace ferry::wire

@@ -1,0 +1,63 @@
+// Test scaffolding over the public C API: an embedded master, peers with
+// test-friendly settings, and a runner that drives N peers on N threads.
+// Catch2 assertions are not thread-safe, so peer threads only record what
+// happened; the test's own thread asserts afterwards.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ferry/ferry.h"
+
+namespace ferry::test {
+
+// A failed ferry call, carrying its result and message.
+struct CallFailed : std::runtime_error {
+  CallFailed(ferry_result r, const std::string& what) : std::runtime_error(what), result(r) {}
+  ferry_result result;
+};
+
+// Throws CallFailed unless r == FERRY_OK.
+void must(ferry_result r, const char* what);
+
+class EmbeddedMaster {
+ public:
+  EmbeddedMaster();
+  ~EmbeddedMaster();
+  EmbeddedMaster(const EmbeddedMaster&) = delete;
+  EmbeddedMaster& operator=(const EmbeddedMaster&) = delete;
+  std::string address() const;
+  uint16_t port() const { return port_; }
+  void stop();
+
+ private:
+  ferry_master* master_ = nullptr;
+  uint16_t port_ = 0;
+};
+
+struct PeerSettings {
+  uint32_t group = 0;
+  uint32_t connections = 2;
+  uint32_t io_threads = 1;
+  uint32_t timeout_ms = 20000;
+  uint32_t progress_timeout_ms = 10000;
+  uint32_t heartbeat_timeout_ms = 5000;
+  uint32_t max_chunk_bytes = 1 << 20;
+};
+
+ferry_comm* create_peer(const std::string& master, const PeerSettings& settings = {});
+int64_t attribute(ferry_comm* comm, ferry_attribute attribute);
+// ferry_connect, then ferry_update_topology until the group has `target` peers.
+// Every peer of a group must call it with the same target.
+void grow_group(ferry_comm* comm, int64_t target);
+
+// Runs body(rank) on `peers` threads and joins them. Returns one entry per
+// rank: empty when body returned, else the failure's message.
+std::vector<std::string> run_peers(size_t peers, const std::function<void(size_t rank)>& body);
+// "" when every entry is empty, else all failures joined, for one REQUIRE.
+std::string failures(const std::vector<std::string>& results);
+
+}  // namespace ferry::test

@@ -1,0 +1,202 @@
+// Joining, leaving, peer groups, collective votes and mismatches, through the C API.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <latch>
+#include <thread>
+
+#include "harness.h"
+
+using namespace ferry::test;
+
+namespace {
+
+// Sum-all-reduces one value per peer and returns the result.
+double allreduce_one(ferry_comm* comm, double value, uint64_t tag = 0) {
+  ferry_allreduce_desc desc;
+  ferry_allreduce_desc_init(&desc);
+  desc.dtype = FERRY_F64;
+  desc.tag = tag;
+  must(ferry_allreduce(comm, &value, &value, 1, &desc, nullptr), "ferry_allreduce");
+  return value;
+}
+
+ferry_result try_allreduce(ferry_comm* comm, size_t count, ferry_dtype dtype = FERRY_F32, uint64_t tag = 0) {
+  std::vector<double> buffer(count + 1, 1.0);
+  ferry_allreduce_desc desc;
+  ferry_allreduce_desc_init(&desc);
+  desc.dtype = dtype;
+  desc.tag = tag;
+  return ferry_allreduce(comm, buffer.data(), buffer.data(), count, &desc, nullptr);
+}
+
+void wait_until(const std::function<bool()>& done, const char* what) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) throw std::runtime_error(std::string("timed out: ") + what);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("membership: a newcomer waits, is admitted by update_topology, and joins the next all-reduce",
+          "[membership]") {
+  EmbeddedMaster master;
+  std::atomic<bool> first_round_done{false};
+  std::vector<double> before(3, 0), after(3, 0);
+  std::vector<int64_t> world_after(3, 0);
+  auto results = run_peers(3, [&](size_t who) {
+    ferry_comm* comm = create_peer(master.address());
+    if (who < 2) {
+      grow_group(comm, 2);
+      before[who] = allreduce_one(comm, 1.0);
+      if (who == 0) first_round_done = true;
+      // Poll cheaply until someone waits, then admit it. Every caller gets the same count.
+      uint32_t pending = 0;
+      wait_until([&] {
+        must(ferry_peers_pending(comm, &pending), "ferry_peers_pending");
+        return pending > 0;
+      }, "newcomer pending");
+      must(ferry_update_topology(comm), "ferry_update_topology");
+    } else {
+      wait_until([&] { return first_round_done.load(); }, "first round");
+      must(ferry_connect(comm), "ferry_connect");  // returns once the others admit us
+    }
+    world_after[who] = attribute(comm, FERRY_ATTR_GROUP_WORLD_SIZE);
+    after[who] = allreduce_one(comm, 1.0);
+    ferry_comm_destroy(comm);
+  });
+  REQUIRE(failures(results) == "");
+  CHECK(before[0] == 2.0);
+  CHECK(before[1] == 2.0);
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(world_after[i] == 3);
+    CHECK(after[i] == 3.0);
+  }
+}
+
+TEST_CASE("membership: a peer that leaves cleanly is dropped at once; the rest continue in the smaller world",
+          "[membership]") {
+  EmbeddedMaster master;
+  std::promise<void> left;
+  auto left_future = left.get_future().share();
+  std::vector<ferry_result> first_try(3, FERRY_OK);
+  std::vector<double> result(3, 0);
+  std::vector<int64_t> world(3, 0);
+  auto results = run_peers(3, [&](size_t who) {
+    ferry_comm* comm = create_peer(master.address());
+    grow_group(comm, 3);
+    allreduce_one(comm, 1.0);
+    if (who == 2) {
+      ferry_comm_destroy(comm);
+      left.set_value();
+      return;
+    }
+    left_future.wait();
+    // The ring lost a member: the next collective says so instead of hanging...
+    first_try[who] = try_allreduce(comm, 16);
+    // ...and a topology update carries on with the survivors.
+    must(ferry_update_topology(comm), "ferry_update_topology");
+    world[who] = attribute(comm, FERRY_ATTR_GROUP_WORLD_SIZE);
+    result[who] = allreduce_one(comm, 1.0);
+    ferry_comm_destroy(comm);
+  });
+  REQUIRE(failures(results) == "");
+  for (size_t i = 0; i < 2; ++i) {
+    CHECK(first_try[i] == FERRY_ERR_PEER_LOST);
+    CHECK(ferry_result_is_retryable(first_try[i]));
+    CHECK(world[i] == 2);
+    CHECK(result[i] == 2.0);
+  }
+}
+
+TEST_CASE("membership: peer groups form separate rings under one master and never mix", "[membership][groups]") {
+  EmbeddedMaster master;
+  std::vector<double> result(5, 0);
+  std::vector<std::array<int64_t, 4>> attrs(5);
+  std::latch all_read(5);  // nobody leaves before everyone has read the global attributes
+  auto results = run_peers(5, [&](size_t who) {
+    PeerSettings settings;
+    settings.group = who < 3 ? 7 : 9;  // three peers in group 7, two in group 9
+    ferry_comm* comm = create_peer(master.address(), settings);
+    grow_group(comm, who < 3 ? 3 : 2);
+    result[who] = allreduce_one(comm, who < 3 ? 1.0 : 100.0);
+    // Each group saw the other settle at some point; re-read once both are complete.
+    for (int i = 0; i < 200 && attribute(comm, FERRY_ATTR_GLOBAL_WORLD_SIZE) < 5; ++i) {
+      must(ferry_update_topology(comm), "ferry_update_topology");
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    attrs[who] = {attribute(comm, FERRY_ATTR_GROUP_WORLD_SIZE), attribute(comm, FERRY_ATTR_GLOBAL_WORLD_SIZE),
+                  attribute(comm, FERRY_ATTR_NUM_GROUPS), attribute(comm, FERRY_ATTR_LARGEST_GROUP_SIZE)};
+    all_read.arrive_and_wait();
+    ferry_comm_destroy(comm);
+  });
+  REQUIRE(failures(results) == "");
+  for (size_t i = 0; i < 5; ++i) {
+    CHECK(result[i] == (i < 3 ? 3.0 : 200.0));
+    CHECK(attrs[i][0] == (i < 3 ? 3 : 2));
+    CHECK(attrs[i][1] == 5);
+    CHECK(attrs[i][2] == 2);
+    CHECK(attrs[i][3] == 3);
+  }
+}
+
+TEST_CASE("membership: peers that issue different collectives all get FERRY_ERR_MISMATCH, then carry on",
+          "[membership][mismatch]") {
+  EmbeddedMaster master;
+  struct Outcome {
+    ferry_result count, tag, dtype;
+    double after;
+  };
+  std::vector<Outcome> out(3);
+  auto results = run_peers(3, [&](size_t) {
+    ferry_comm* comm = create_peer(master.address());
+    grow_group(comm, 3);
+    size_t rank = static_cast<size_t>(attribute(comm, FERRY_ATTR_RANK));
+    out[rank].count = try_allreduce(comm, rank == 1 ? 11 : 10);
+    out[rank].tag = try_allreduce(comm, 10, FERRY_F32, rank == 2 ? 5 : 4);
+    out[rank].dtype = try_allreduce(comm, 10, rank == 0 ? FERRY_F64 : FERRY_F32);
+    out[rank].after = allreduce_one(comm, 1.0);  // the ring is intact: no data moved
+    ferry_comm_destroy(comm);
+  });
+  REQUIRE(failures(results) == "");
+  for (const auto& o : out) {
+    CHECK(o.count == FERRY_ERR_MISMATCH);
+    CHECK(o.tag == FERRY_ERR_MISMATCH);
+    CHECK(o.dtype == FERRY_ERR_MISMATCH);
+    CHECK(o.after == 3.0);
+  }
+}
+
+TEST_CASE("membership: a world of one returns its own data", "[membership]") {
+  EmbeddedMaster master;
+  ferry_comm* comm = create_peer(master.address());
+  REQUIRE(ferry_connect(comm) == FERRY_OK);
+  CHECK(attribute(comm, FERRY_ATTR_GROUP_WORLD_SIZE) == 1);
+  std::vector<int32_t> send{1, 2, 3}, recv(3, 0);
+  ferry_allreduce_desc desc;
+  ferry_allreduce_desc_init(&desc);
+  desc.dtype = FERRY_I32;
+  desc.op = FERRY_OP_AVG;
+  REQUIRE(ferry_allreduce(comm, send.data(), recv.data(), 3, &desc, nullptr) == FERRY_OK);
+  CHECK(recv == send);
+  uint32_t pending = 99;
+  REQUIRE(ferry_peers_pending(comm, &pending) == FERRY_OK);
+  CHECK(pending == 0);
+  REQUIRE(ferry_update_topology(comm) == FERRY_OK);  // nothing changed: returns at once
+  ferry_comm_destroy(comm);
+}
+
+TEST_CASE("membership: when the master stops, calls fail with FERRY_ERR_MASTER_LOST", "[membership][failure]") {
+  EmbeddedMaster master;
+  ferry_comm* comm = create_peer(master.address());
+  REQUIRE(ferry_connect(comm) == FERRY_OK);
+  master.stop();
+  wait_until([&] { return try_allreduce(comm, 4) == FERRY_ERR_MASTER_LOST; }, "master lost");
+  CHECK(ferry_update_topology(comm) == FERRY_ERR_MASTER_LOST);
+  CHECK(std::string(ferry_last_error()).find("master") != std::string::npos);
+  ferry_comm_destroy(comm);
+}

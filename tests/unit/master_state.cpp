@@ -1,0 +1,288 @@
+// The master's rules, fed message by message: no sockets, no clocks.
+#include <catch2/catch.hpp>
+
+#include <spdlog/logger.h>
+
+#include "core/log.h"
+#include "master/master_state.h"
+
+using namespace ferry;
+using namespace ferry::master;
+using namespace ferry::wire;
+
+namespace {
+
+struct Fixture {
+  MasterState state;
+  Effects last;
+
+  Fixture() { ferry::set_log_level("off"); }
+
+  Effects& step() {
+    last = state.take_effects();
+    return last;
+  }
+
+  // Connects `conn` and says hello for a peer of `group`; returns its peer id.
+  PeerId join(ConnId conn, uint32_t group = 0) {
+    state.on_connected(conn, "10.0.0." + std::to_string(conn));
+    state.on_message(conn, Hello{group, "", static_cast<uint16_t>(5000 + conn), 2, 5000});
+    for (auto& s : step().sends)
+      if (auto* w = std::get_if<Welcome>(&s.message); w && s.conn == conn) return w->peer_id;
+    FAIL("no welcome");
+    return 0;
+  }
+
+  template <class M>
+  std::vector<std::pair<ConnId, M>> sent() const {
+    std::vector<std::pair<ConnId, M>> out;
+    for (auto& s : last.sends)
+      if (auto* m = std::get_if<M>(&s.message)) out.push_back({s.conn, *m});
+    return out;
+  }
+
+  bool closed(ConnId conn) const {
+    for (auto& c : last.closes)
+      if (c.conn == conn) return true;
+    return false;
+  }
+
+  // Every member of the last proposal reports ready; returns the committed epoch.
+  uint64_t all_ready() {
+    auto proposals = sent<Topology>();
+    REQUIRE_FALSE(proposals.empty());
+    uint64_t epoch = proposals.front().second.epoch;
+    for (auto& [conn, t] : proposals) state.on_message(conn, TopologyReady{epoch, 0, 0, ""});
+    step();
+    REQUIRE(sent<TopologyDone>().size() == proposals.size());
+    return epoch;
+  }
+
+  // Forms a committed ring of conns 1..n in group 0.
+  void ring_of(ConnId n) {
+    join(1);
+    all_ready();
+    for (ConnId c = 2; c <= n; ++c) join(c);
+    for (PeerId id : state.ring(0)) (void)id;
+    for (ConnId c = 1; c <= static_cast<ConnId>(state.ring(0).size()); ++c) state.on_message(c, TopologyVote{});
+    step();
+    all_ready();
+    REQUIRE(state.ring(0).size() == n);
+  }
+};
+
+CollectiveBegin begin(uint64_t epoch, uint32_t seq, uint64_t count = 10, uint64_t tag = 0) {
+  return CollectiveBegin{epoch, seq, 1, tag, count, 10, 0};
+}
+
+}  // namespace
+
+TEST_CASE("master: the first peer of a group is admitted at once; the next waits for a vote", "[master]") {
+  Fixture f;
+  f.join(1);
+  auto proposals = f.sent<Topology>();
+  REQUIRE(proposals.size() == 1);
+  CHECK(proposals[0].second.ring.size() == 1);
+  CHECK(proposals[0].second.ring[0].host == "10.0.0.1");  // no advertised host: what the master saw
+  f.all_ready();
+  CHECK(f.state.ring(0).size() == 1);
+
+  f.join(2);
+  CHECK(f.sent<Topology>().empty());  // peer 2 waits: group 0 has an accepted member
+  CHECK(f.state.pending(0).size() == 1);
+  f.state.on_message(1, TopologyVote{});
+  f.step();
+  auto second = f.sent<Topology>();
+  REQUIRE(second.size() == 2);
+  CHECK(second[0].second.ring.size() == 2);
+  CHECK(second[0].second.p2p_connections == 2);
+  uint64_t epoch = f.all_ready();
+  CHECK(f.state.epoch(0) == epoch);
+  CHECK(f.state.pending(0).empty());
+  auto done = f.sent<TopologyDone>();
+  CHECK(done[0].second.global_world == 2);
+  CHECK(done[0].second.num_groups == 1);
+}
+
+TEST_CASE("master: a vote that changes nothing answers at once with the same epoch", "[master]") {
+  Fixture f;
+  f.ring_of(2);
+  uint64_t epoch = f.state.epoch(0);
+  f.state.on_message(1, TopologyVote{});
+  CHECK(f.step().sends.empty());  // waits for every member
+  f.state.on_message(2, TopologyVote{});
+  f.step();
+  CHECK(f.sent<Topology>().empty());
+  auto done = f.sent<TopologyDone>();
+  REQUIRE(done.size() == 2);
+  CHECK(done[0].second.epoch == epoch);
+}
+
+TEST_CASE("master: pending counts reach every accepted member alike, once all asked", "[master]") {
+  Fixture f;
+  f.ring_of(2);
+  f.join(3);
+  f.state.on_message(1, PendingQuery{});
+  CHECK(f.step().sends.empty());
+  f.state.on_message(2, PendingQuery{});
+  f.step();
+  auto counts = f.sent<PendingCount>();
+  REQUIRE(counts.size() == 2);
+  CHECK(counts[0].second.pending == 1);
+  CHECK(counts[1].second.pending == 1);
+}
+
+TEST_CASE("master: collectives go when all began alike and commit when all ended", "[master]") {
+  Fixture f;
+  f.ring_of(3);
+  uint64_t e = f.state.epoch(0);
+  f.state.on_message(1, begin(e, 0));
+  f.state.on_message(2, begin(e, 0));
+  CHECK(f.step().sends.empty());
+  f.state.on_message(3, begin(e, 0));
+  f.step();
+  CHECK(f.sent<CollectiveGo>().size() == 3);
+  f.state.on_message(1, CollectiveEnd{e, 0, 0, ""});
+  f.state.on_message(2, CollectiveEnd{e, 0, 0, ""});
+  CHECK(f.step().sends.empty());
+  f.state.on_message(3, CollectiveEnd{e, 0, 0, ""});
+  f.step();
+  auto results = f.sent<CollectiveResult>();
+  REQUIRE(results.size() == 3);
+  for (auto& [conn, r] : results) CHECK(r.code == 0);
+}
+
+TEST_CASE("master: a disagreement aborts the collective for every member, late ones included", "[master]") {
+  Fixture f;
+  f.ring_of(3);
+  uint64_t e = f.state.epoch(0);
+  f.state.on_message(2, begin(e, 0, 10, 1));
+  f.state.on_message(1, begin(e, 0, 10, 2));  // lower peer id, other tag
+  f.step();
+  auto aborted = f.sent<CollectiveResult>();
+  REQUIRE(aborted.size() == 2);
+  for (auto& [conn, r] : aborted) CHECK(r.code == static_cast<uint32_t>(Errc::mismatch));
+  CHECK(aborted[0].second.reason.find("tag") != std::string::npos);
+  f.state.on_message(3, begin(e, 0, 10, 1));
+  f.step();
+  REQUIRE(f.sent<CollectiveResult>().size() == 1);
+  CHECK(f.sent<CollectiveResult>()[0].second.code == static_cast<uint32_t>(Errc::mismatch));
+  CHECK(f.sent<CollectiveGo>().empty());
+}
+
+TEST_CASE("master: a failed end aborts the collective for everyone", "[master]") {
+  Fixture f;
+  f.ring_of(2);
+  uint64_t e = f.state.epoch(0);
+  f.state.on_message(1, begin(e, 0));
+  f.state.on_message(2, begin(e, 0));
+  f.step();
+  f.state.on_message(1, CollectiveEnd{e, 0, 0, ""});
+  f.state.on_message(2, CollectiveEnd{e, 0, static_cast<uint32_t>(Errc::timeout), "no progress"});
+  f.step();
+  auto results = f.sent<CollectiveResult>();
+  REQUIRE(results.size() == 2);
+  for (auto& [conn, r] : results) CHECK(r.code == static_cast<uint32_t>(Errc::timeout));
+}
+
+TEST_CASE("master: losing a member aborts its collectives and breaks the ring until a new vote", "[master]") {
+  Fixture f;
+  f.ring_of(3);
+  uint64_t e = f.state.epoch(0);
+  f.state.on_message(1, begin(e, 0));
+  f.state.on_message(2, begin(e, 0));
+  f.step();
+  f.state.on_disconnected(3, "connection reset");
+  f.step();
+  auto results = f.sent<CollectiveResult>();
+  REQUIRE(results.size() == 2);
+  for (auto& [conn, r] : results) CHECK(r.code == static_cast<uint32_t>(Errc::peer_lost));
+  CHECK(f.state.ring_broken(0));
+  // A new collective on the broken ring is refused at once.
+  f.state.on_message(1, begin(e, 1));
+  f.step();
+  REQUIRE(f.sent<CollectiveResult>().size() == 1);
+  CHECK(f.sent<CollectiveResult>()[0].second.code == static_cast<uint32_t>(Errc::peer_lost));
+  // The survivors vote a smaller ring.
+  f.state.on_message(1, TopologyVote{});
+  f.state.on_message(2, TopologyVote{});
+  f.step();
+  REQUIRE(f.sent<Topology>().size() == 2);
+  CHECK(f.sent<Topology>()[0].second.ring.size() == 2);
+  f.all_ready();
+  CHECK_FALSE(f.state.ring_broken(0));
+}
+
+TEST_CASE("master: a member lost during a proposal is dropped and the ring proposed again", "[master]") {
+  Fixture f;
+  f.ring_of(2);
+  f.join(3);
+  f.state.on_message(1, TopologyVote{});
+  f.state.on_message(2, TopologyVote{});
+  f.step();
+  uint64_t first = f.sent<Topology>()[0].second.epoch;
+  f.state.on_disconnected(3, "gone");
+  f.step();
+  auto again = f.sent<Topology>();
+  REQUIRE(again.size() == 2);
+  CHECK(again[0].second.epoch > first);
+  CHECK(again[0].second.ring.size() == 2);
+  // A ready for the superseded proposal changes nothing.
+  f.state.on_message(1, TopologyReady{first, 0, 0, ""});
+  CHECK(f.step().sends.empty());
+}
+
+TEST_CASE("master: the peer named unreachable is kicked and the ring proposed without it", "[master]") {
+  Fixture f;
+  f.ring_of(2);
+  PeerId newcomer = f.join(3);
+  f.state.on_message(1, TopologyVote{});
+  f.state.on_message(2, TopologyVote{});
+  f.step();
+  uint64_t epoch = f.sent<Topology>()[0].second.epoch;
+  f.state.on_message(2, TopologyReady{epoch, static_cast<uint32_t>(Errc::connect), newcomer, "refused"});
+  f.step();
+  CHECK(f.closed(3));
+  auto again = f.sent<Topology>();
+  REQUIRE(again.size() == 2);
+  CHECK(again[0].second.ring.size() == 2);
+  // Naming a peer outside the proposal blames the reporter instead.
+  f.state.on_message(1, TopologyReady{again[0].second.epoch, 6, 999, "lies"});
+  f.step();
+  CHECK(f.closed(1));
+}
+
+TEST_CASE("master: protocol violations get the sender kicked, with a reason", "[master]") {
+  Fixture f;
+  f.state.on_connected(1, "h");
+  f.state.on_message(1, CollectiveGo{});
+  f.step();
+  REQUIRE(f.closed(1));
+  REQUIRE(f.last.closes[0].last.has_value());
+  CHECK(std::get<Kick>(*f.last.closes[0].last).reason.find("expected hello") != std::string::npos);
+
+  f.ring_of(2);
+  f.state.on_message(2, Hello{});
+  f.step();
+  CHECK(f.closed(2));  // a second hello
+  PeerId pending = f.join(4);
+  (void)pending;
+  f.state.on_message(4, TopologyVote{});
+  f.step();
+  CHECK(f.closed(4));  // votes are for accepted peers only
+  CHECK(f.state.connection_count() == 1);
+}
+
+TEST_CASE("master: peer groups are separate rings with separate epochs", "[master][groups]") {
+  Fixture f;
+  f.join(1, 5);
+  f.all_ready();
+  f.join(2, 6);
+  f.all_ready();  // an empty group admits its first peer at once, whatever other groups do
+  CHECK(f.state.ring(5).size() == 1);
+  CHECK(f.state.ring(6).size() == 1);
+  CHECK(f.state.epoch(5) != f.state.epoch(6));
+  auto done = f.sent<TopologyDone>();
+  CHECK(done[0].second.num_groups == 2);
+  CHECK(done[0].second.global_world == 2);
+}

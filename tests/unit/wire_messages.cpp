@@ -1,0 +1,159 @@
+// The wire format: round trips, golden bytes, and every way a frame can be wrong.
+#include <catch2/catch.hpp>
+
+#include <span>
+
+#include "wire/chunk_header.h"
+#include "wire/frame.h"
+#include "wire/messages.h"
+
+using namespace ferry;
+using namespace ferry::wire;
+
+namespace {
+
+// Decodes a whole frame the way a connection does: header first, then payload.
+DecodedMessage decode_frame(const std::vector<uint8_t>& frame) {
+  DecodedMessage out;
+  if (frame.size() < kFrameHeaderBytes) {
+    out.status = Status::failure(Errc::protocol, "short");
+    return out;
+  }
+  FrameHeader h;
+  out.status = decode_frame_header(std::span<const uint8_t, kFrameHeaderBytes>(frame.data(), kFrameHeaderBytes),
+                                   kMaxControlPayload, h);
+  if (!out.status.ok()) return out;
+  if (frame.size() - kFrameHeaderBytes != h.length) {
+    out.status = Status::failure(Errc::protocol, "length");
+    return out;
+  }
+  return decode_message(h.type, std::span<const uint8_t>(frame).subspan(kFrameHeaderBytes));
+}
+
+std::vector<Message> one_of_each() {
+  Topology topology;
+  topology.epoch = 9;
+  topology.peer_group = 3;
+  topology.p2p_connections = 4;
+  topology.ring = {{1, "10.0.0.1", 5000}, {2, "fe80::1", 5001}};
+  return {Hello{7, "example.org", 4000, 4, 10000},
+          Welcome{42, "192.0.2.1"},
+          TopologyVote{},
+          topology,
+          TopologyReady{9, 6, 2, "refused"},
+          TopologyDone{9, 5, 2, 3},
+          PendingQuery{},
+          PendingCount{2},
+          CollectiveBegin{9, 17, 1, 0xABCDEF, 1u << 20, 10, 1},
+          CollectiveGo{9, 17},
+          CollectiveEnd{9, 17, 4, "peer lost"},
+          CollectiveResult{9, 17, 0, ""},
+          Kick{9, "bad frame"},
+          Heartbeat{},
+          Leave{},
+          LinkHello{1, 2, 9, 3, 4},
+          LinkWelcome{0, ""}};
+}
+
+}  // namespace
+
+TEST_CASE("wire: every message survives a round trip", "[wire]") {
+  for (const Message& m : one_of_each()) {
+    auto frame = encode_message(m);
+    auto decoded = decode_frame(frame);
+    INFO(message_type_name(static_cast<uint16_t>(message_type(m))));
+    REQUIRE(decoded.status.ok());
+    REQUIRE(decoded.message.has_value());
+    CHECK(encode_message(*decoded.message) == frame);  // same bytes back: same fields back
+  }
+}
+
+TEST_CASE("wire: golden bytes pin the format", "[wire][golden]") {
+  // Changing these bytes breaks compatibility with every deployed peer: bump kProtocolVersion instead.
+  std::vector<uint8_t> hello = {
+      0x46, 0x52, 0x59, 0x31,  // magic "FRY1"
+      0x01, 0x00,              // version 1
+      0x01, 0x00,              // type hello
+      0x15, 0x00, 0x00, 0x00,  // payload length 21
+      0x07, 0x00, 0x00, 0x00,  // peer_group 7
+      0x03, 0x00, 0x00, 0x00, 'a', 'b', 'c',  // advertised_host "abc"
+      0xA0, 0x0F,              // advertised_port 4000
+      0x04, 0x00, 0x00, 0x00,  // p2p_connections 4
+      0x10, 0x27, 0x00, 0x00,  // heartbeat_timeout_ms 10000
+  };
+  CHECK(encode_message(Hello{7, "abc", 4000, 4, 10000}) == hello);
+
+  std::array<uint8_t, kChunkHeaderBytes> chunk = {
+      0x43, 0x48, 0x4E, 0x4B,  // "CHNK"
+      0x05, 0x00, 0x00, 0x00,  // seq 5
+      0x09, 0x00, 0x00, 0x00,  // unit 9
+      0x00, 0x10, 0x00, 0x00,  // length 4096
+      0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01,  // checksum
+  };
+  CHECK(encode_chunk_header({5, 9, 4096, 0x0102030405060708ULL}) == chunk);
+  ChunkHeader back;
+  REQUIRE(decode_chunk_header(chunk.data(), back));
+  CHECK(back.seq == 5);
+  CHECK(back.unit == 9);
+  CHECK(back.length == 4096);
+  CHECK(back.checksum == 0x0102030405060708ULL);
+  chunk[0] ^= 1;
+  CHECK_FALSE(decode_chunk_header(chunk.data(), back));
+}
+
+TEST_CASE("wire: every truncation and every extension of a valid frame is rejected", "[wire]") {
+  for (const Message& m : one_of_each()) {
+    auto frame = encode_message(m);
+    INFO(message_type_name(static_cast<uint16_t>(message_type(m))));
+    // A payload cut short, with the header's length adjusted to match: the field decoder must notice.
+    for (size_t cut = kFrameHeaderBytes; cut < frame.size(); ++cut) {
+      auto payload = std::span<const uint8_t>(frame).subspan(kFrameHeaderBytes, cut - kFrameHeaderBytes);
+      auto decoded = decode_message(static_cast<uint16_t>(message_type(m)), payload);
+      CHECK_FALSE(decoded.status.ok());
+      CHECK(decoded.status.code == Errc::protocol);
+    }
+    auto longer = std::vector<uint8_t>(frame.begin() + kFrameHeaderBytes, frame.end());
+    longer.push_back(0);
+    CHECK_FALSE(decode_message(static_cast<uint16_t>(message_type(m)), longer).status.ok());
+  }
+}
+
+TEST_CASE("wire: frame headers are checked before anything is allocated", "[wire]") {
+  auto frame = encode_message(Heartbeat{});
+  std::array<uint8_t, kFrameHeaderBytes> h;
+  std::copy_n(frame.begin(), kFrameHeaderBytes, h.begin());
+  FrameHeader out;
+  CHECK(decode_frame_header(h, kMaxControlPayload, out).ok());
+
+  auto bad = h;
+  bad[0] = 'X';
+  CHECK(decode_frame_header(bad, kMaxControlPayload, out).message.find("magic") != std::string::npos);
+  bad = h;
+  bad[4] = 2;
+  CHECK(decode_frame_header(bad, kMaxControlPayload, out).message.find("version") != std::string::npos);
+  bad = h;
+  bad[11] = 0x7F;  // length ~2 GiB
+  CHECK(decode_frame_header(bad, kMaxControlPayload, out).message.find("limit") != std::string::npos);
+  CHECK(decode_message(4242, {}).status.message.find("unknown message type") != std::string::npos);
+}
+
+TEST_CASE("wire: counts and lengths that lie are rejected without allocating", "[wire]") {
+  // A topology claiming 4 billion members in a 16-byte payload.
+  std::vector<uint8_t> payload;
+  ByteWriter w(payload);
+  w(uint64_t{1});
+  w(uint32_t{0});
+  w(uint32_t{4});
+  w(uint32_t{0xFFFFFFFF});
+  auto decoded = decode_message(static_cast<uint16_t>(MessageType::topology), payload);
+  CHECK_FALSE(decoded.status.ok());
+  CHECK(decoded.status.message.find("limit") != std::string::npos);
+
+  // A host name longer than any host.
+  Hello h;
+  h.advertised_host = std::string(kMaxHostLength + 1, 'a');
+  auto frame = encode_message(h);
+  auto bad = decode_frame(frame);
+  CHECK_FALSE(bad.status.ok());
+  CHECK(bad.status.message.find("exceeds its limit") != std::string::npos);
+}

@@ -1,0 +1,169 @@
+#include "bench_args.h"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <climits>
+#include <cstdio>
+#include <limits>
+#include <map>
+
+namespace ferry::gloo_baseline {
+
+std::string_view dtype_name(Dtype dtype) {
+  switch (dtype) {
+    case Dtype::f32: return "f32";
+    case Dtype::f64: return "f64";
+    case Dtype::i32: return "i32";
+  }
+  return "?";
+}
+
+std::size_t dtype_size(Dtype dtype) {
+  switch (dtype) {
+    case Dtype::f32: return 4;
+    case Dtype::f64: return 8;
+    case Dtype::i32: return 4;
+  }
+  return 0;
+}
+
+std::string_view algorithm_name(Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::allreduce: return "allreduce";
+    case Algorithm::ring: return "ring";
+    case Algorithm::ring_chunked: return "ring_chunked";
+  }
+  return "?";
+}
+
+std::size_t parse_byte_size(std::string_view text) {
+  const std::string shown(text);
+  std::uint64_t value = 0;
+  const char* const begin = text.data();
+  const char* const end = begin + text.size();
+  const auto [stop, ec] = std::from_chars(begin, end, value);
+  if (ec != std::errc{} || stop == begin) {
+    throw ArgsError("bad size '" + shown + "': expected a number of bytes with an optional K, M or G suffix");
+  }
+  unsigned shift = 0;
+  if (stop != end) {
+    if (stop + 1 != end) {
+      throw ArgsError("bad size '" + shown + "': only one suffix letter (K, M or G) is allowed");
+    }
+    switch (*stop) {
+      case 'k': case 'K': shift = 10; break;
+      case 'm': case 'M': shift = 20; break;
+      case 'g': case 'G': shift = 30; break;
+      default:
+        throw ArgsError("bad size '" + shown + "': unknown suffix (K, M and G are binary: 1M = 1048576)");
+    }
+  }
+  if (value == 0) {
+    throw ArgsError("bad size '" + shown + "': must be at least one element");
+  }
+  if (value > (std::numeric_limits<std::size_t>::max() >> shift)) {
+    throw ArgsError("bad size '" + shown + "': too large");
+  }
+  return static_cast<std::size_t>(value << shift);
+}
+
+std::vector<std::size_t> parse_byte_sizes(std::string_view text) {
+  std::vector<std::size_t> sizes;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    sizes.push_back(parse_byte_size(text.substr(start, comma - start)));
+    start = comma + 1;
+  }
+  return sizes;
+}
+
+namespace {
+
+constexpr const char* kDescription =
+    "Runs Gloo's all-reduce (sum) as one rank of an N-process job and prints one\n"
+    "JSON line per size on stdout; logs go to stderr. Ranks meet through Gloo's\n"
+    "FileStore in --store: give every run a fresh directory (or a --run-id not used\n"
+    "before in that directory), since Gloo refuses to overwrite a key it finds there.\n"
+    "Exit status: 0 ok, 1 rendezvous or collective failed, 2 bad arguments,\n"
+    "3 a result differed from the exact expected sum.";
+
+const std::map<std::string, Dtype> kDtypes{{"f32", Dtype::f32}, {"f64", Dtype::f64}, {"i32", Dtype::i32}};
+const std::map<std::string, Algorithm> kAlgorithms{
+    {"allreduce", Algorithm::allreduce}, {"ring", Algorithm::ring}, {"ring_chunked", Algorithm::ring_chunked}};
+
+// Checks that need several options at once; CLI11 validators see one at a time.
+void check_consistency(const BenchArgs& args) {
+  if (args.rank >= args.world) {
+    throw ArgsError("--rank " + std::to_string(args.rank) + " is outside --world " + std::to_string(args.world));
+  }
+  const std::size_t element = dtype_size(args.dtype);
+  for (const std::size_t bytes : args.sizes) {
+    if (bytes % element != 0) {
+      throw ArgsError("size " + std::to_string(bytes) + " is not a multiple of the " +
+                      std::string(dtype_name(args.dtype)) + " element size");
+    }
+    // The classic algorithms take the element count as an int.
+    if (args.algorithm != Algorithm::allreduce && bytes / element > static_cast<std::size_t>(INT_MAX)) {
+      throw ArgsError("size " + std::to_string(bytes) + " has more elements than --algorithm " +
+                      std::string(algorithm_name(args.algorithm)) + " can take (INT_MAX)");
+    }
+  }
+  if (args.run_id.find('/') != std::string::npos) {
+    throw ArgsError("--run-id must not contain '/'");
+  }
+}
+
+}  // namespace
+
+std::optional<BenchArgs> parse_bench_args(int argc, char** argv) {
+  BenchArgs args;
+  std::string sizes_text = "1M,16M,64M,256M";
+  std::string dtype_text = "f32";
+  std::string algorithm_text = "allreduce";
+  long timeout_s = args.timeout.count();
+
+  CLI::App app(kDescription, "ferry-gloo-bench");
+  app.add_option("--rank", args.rank, "This process's rank, 0..world-1")->required()->check(CLI::NonNegativeNumber);
+  app.add_option("--world", args.world, "Number of ranks (processes)")->required()->check(CLI::Range(2, 4096));
+  app.add_option("--store", args.store_dir, "FileStore directory shared by all ranks (created if missing; use a fresh one per run)")
+      ->required();
+  app.add_option("--run-id", args.run_id, "Key prefix inside --store, the same on every rank")->default_val("ferry-gloo-bench");
+  app.add_option("--host", args.host, "Address (or host name) the TCP device binds to, e.g. 127.0.0.1")->required();
+  app.add_option("--sizes", sizes_text, "Comma-separated bytes per all-reduce; K/M/G are binary (1M = 1048576)")
+      ->capture_default_str();
+  app.add_option("--dtype", dtype_text, "Element type")
+      ->check(CLI::IsMember(kDtypes, CLI::ignore_case))
+      ->capture_default_str();
+  app.add_option("--algorithm", algorithm_text,
+                 "allreduce (gloo::allreduce, ring), ring (AllreduceRing) or ring_chunked (AllreduceRingChunked)")
+      ->check(CLI::IsMember(kAlgorithms, CLI::ignore_case))
+      ->capture_default_str();
+  app.add_option("--iters", args.iters, "Timed iterations per size")->capture_default_str()->check(CLI::Range(1, 1000000));
+  app.add_option("--warmup", args.warmup, "Untimed iterations per size before the timed ones")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000000));
+  app.add_option("--seed", args.seed, "Seed of the deterministic input")->capture_default_str();
+  app.add_option("--timeout-s", timeout_s, "Deadline in seconds for the rendezvous and for each collective")
+      ->capture_default_str()
+      ->check(CLI::Range(1L, 86400L));
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return std::nullopt;
+  } catch (const CLI::ParseError& e) {
+    throw ArgsError(e.what());
+  }
+  args.sizes = parse_byte_sizes(sizes_text);
+  args.dtype = kDtypes.at(dtype_text);  // IsMember has normalised the case
+  args.algorithm = kAlgorithms.at(algorithm_text);
+  args.timeout = std::chrono::seconds(timeout_s);
+  check_consistency(args);
+  return args;
+}
+
+}  // namespace ferry::gloo_baseline

@@ -1,0 +1,62 @@
+// ferry-master: the standalone coordinator of a ferry run.
+#include <csignal>
+#include <cstdio>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "core/log.h"
+#include "master/master_server.h"
+#include "net/endpoint.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"ferry-master: coordinates the peers of a ferry run (membership, rings, collectives)"};
+  std::string listen = "0.0.0.0:48148";
+  std::string log_level = "info";
+  uint32_t peer_timeout_ms = 10000;
+  app.add_option("--listen", listen, "HOST:PORT to listen on")->capture_default_str();
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical, off")->capture_default_str();
+  app.add_option("--peer-timeout-ms", peer_timeout_ms,
+                 "remove a peer after this much silence, unless it asked for longer")
+      ->check(CLI::Range(100u, 3'600'000u))
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  if (!ferry::set_log_level(log_level)) {
+    std::fprintf(stderr, "ferry-master: unknown --log-level '%s'\n", log_level.c_str());
+    return 2;
+  }
+  std::string error;
+  auto endpoint = ferry::net::parse_endpoint(listen, /*allow_port_zero=*/true, &error);
+  if (!endpoint) {
+    std::fprintf(stderr, "ferry-master: --listen: %s\n", error.c_str());
+    return 2;
+  }
+
+  // Block the stop signals before any thread starts, then wait for them here.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  try {
+    ferry::master::MasterServerOptions options;
+    options.listen_host = endpoint->host;
+    options.listen_port = endpoint->port;
+    options.limits.default_heartbeat_timeout_ms = peer_timeout_ms;
+    ferry::master::MasterServer server(options);
+    server.start();
+    // Scripts that ask for port 0 read the real one from this line.
+    std::printf("ferry-master listening on %s:%u\n", endpoint->host.c_str(), server.port());
+    std::fflush(stdout);
+    int signal = 0;
+    sigwait(&stop_signals, &signal);
+    ferry::log().info("signal {}: shutting down", signal);
+    server.stop();
+  } catch (const ferry::Error& e) {
+    std::fprintf(stderr, "ferry-master: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
