@@ -6,10 +6,15 @@
 #include "capi/api_guard.h"
 #include "core/dtype.h"
 #include "net/endpoint.h"
+#include "net/socket_options.h"
 #include "peer/communicator.h"
 
 struct ferry_comm {
   std::unique_ptr<ferry::peer::Communicator> impl;
+};
+
+struct ferry_op {
+  std::shared_ptr<ferry::peer::AllreduceOp> impl;
 };
 
 using ferry::Errc;
@@ -59,6 +64,11 @@ ferry::peer::CommConfig to_config(const ferry_comm_params& p) {
   c.heartbeat_timeout = milliseconds(p.heartbeat_timeout_ms);
   c.io_threads = p.io_threads;
   c.max_chunk_bytes = p.max_chunk_bytes;
+  if (p.congestion_control) {
+    c.p2p_tuning.congestion_control = p.congestion_control;
+    if (auto st = ferry::net::check_congestion_control(c.p2p_tuning.congestion_control); !st.ok())
+      throw Error(st.code, st.message);
+  }
   return c;
 }
 
@@ -178,20 +188,63 @@ void ferry_allreduce_desc_init(ferry_allreduce_desc* desc) {
   desc->tag = 0;
 }
 
+namespace {
+
+std::shared_ptr<ferry::peer::AllreduceOp> issue(ferry_comm* comm, const void* send, void* recv, size_t count,
+                                                const ferry_allreduce_desc* desc) {
+  require(comm, "comm");
+  auto spec = to_spec(ferry::capi::read_versioned(desc, ferry_allreduce_desc_init, "desc"));
+  check_buffers(send, recv, count, spec.dtype);
+  return comm->impl->allreduce_async(send, recv, count, spec);
+}
+
+void check_info(const ferry_op_info* info) {
+  if (info && info->struct_size < sizeof(uint32_t))
+    throw Error(Errc::invalid_argument, "info->struct_size is not set");
+}
+
+void finish(const std::shared_ptr<ferry::peer::AllreduceOp>& op, ferry_op_info* info) {
+  ferry::peer::OpInfo result;
+  ferry::Status st = op->wait(&result);
+  fill_info(info, result);
+  if (!st.ok()) throw Error(st.code, st.message);
+}
+
+}  // namespace
+
 ferry_result ferry_allreduce(ferry_comm* comm, const void* send, void* recv, size_t count,
                              const ferry_allreduce_desc* desc, ferry_op_info* info) {
   return guarded([&] {
-    require(comm, "comm");
-    auto spec = to_spec(ferry::capi::read_versioned(desc, ferry_allreduce_desc_init, "desc"));
-    check_buffers(send, recv, count, spec.dtype);
-    if (info && info->struct_size < sizeof(uint32_t))
-      throw Error(Errc::invalid_argument, "info->struct_size is not set");
-    auto op = comm->impl->allreduce_async(send, recv, count, spec);
-    ferry::peer::OpInfo result;
-    ferry::Status st = op->wait(&result);
-    fill_info(info, result);
-    if (!st.ok()) throw Error(st.code, st.message);
+    check_info(info);
+    finish(issue(comm, send, recv, count, desc), info);
   });
+}
+
+ferry_result ferry_allreduce_async(ferry_comm* comm, const void* send, void* recv, size_t count,
+                                   const ferry_allreduce_desc* desc, ferry_op** op) {
+  return guarded([&] {
+    require(op, "op");
+    *op = nullptr;
+    auto handle = std::make_unique<ferry_op>();
+    handle->impl = issue(comm, send, recv, count, desc);
+    *op = handle.release();
+  });
+}
+
+ferry_result ferry_op_test(ferry_op* op, int* done) {
+  return guarded([&] {
+    require(op, "op");
+    require(done, "done");
+    *done = op->impl->finished() ? 1 : 0;
+  });
+}
+
+ferry_result ferry_op_wait(ferry_op* op, ferry_op_info* info) {
+  if (!op) return ferry::capi::fail(Errc::invalid_argument, "op is NULL");
+  // A bad info leaves the op untouched (still in flight, still the caller's to wait).
+  if (ferry_result r = guarded([&] { check_info(info); }); r != FERRY_OK) return r;
+  std::unique_ptr<ferry_op> owned(op);  // from here released whatever the outcome: exactly once
+  return guarded([&] { finish(owned->impl, info); });
 }
 
 }  // extern "C"

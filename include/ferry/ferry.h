@@ -233,6 +233,11 @@ typedef struct ferry_comm_params {
   /* Largest pipelining unit of an all-reduce, in bytes. Default 1 MiB;
      4 KiB..64 MiB. */
   uint32_t max_chunk_bytes;
+  /* TCP congestion control for this peer's p2p connections ("bbr",
+     "cubic", ...), or NULL (default) for the system's. On a lossy long link
+     bbr keeps its rate where cubic collapses. Unusable names are refused at
+     ferry_comm_create. */
+  const char* congestion_control;
 } ferry_comm_params;
 
 FERRY_API void ferry_comm_params_init(ferry_comm_params* params);
@@ -333,6 +338,41 @@ typedef struct ferry_op_info {
    corrupted chunk). */
 FERRY_API ferry_result ferry_allreduce(ferry_comm* comm, const void* send, void* recv, size_t count,
                                        const ferry_allreduce_desc* desc, ferry_op_info* info);
+
+/* ------------------------------------------------------------------------ */
+/* Asynchronous all-reduce                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* An all-reduce in flight. Owned by the caller from ferry_allreduce_async
+   until ferry_op_wait, which releases it; every op must be waited exactly
+   once (destroying the communicator fails the ops still in flight, but they
+   must still be waited to free them). */
+typedef struct ferry_op ferry_op;
+
+/* Issues the all-reduce described for ferry_allreduce and returns at once;
+   it progresses on the communicator's threads while the caller computes.
+   Several may be in flight; the master matches the k-th collective of every
+   peer, so issue them in the same order everywhere (tags are checked:
+   FERRY_ERR_MISMATCH, never a hang). The library borrows `send` and `recv`
+   until ferry_op_wait returns (or ferry_op_test reports done): do not touch
+   them before. ferry_update_topology is refused while ops are in flight.
+   Errors (immediate): FERRY_ERR_INVALID_ARGUMENT, FERRY_ERR_INVALID_USAGE,
+   FERRY_ERR_MASTER_LOST, FERRY_ERR_KICKED. Everything else is reported by
+   ferry_op_wait. */
+FERRY_API ferry_result ferry_allreduce_async(ferry_comm* comm, const void* send, void* recv, size_t count,
+                                             const ferry_allreduce_desc* desc, ferry_op** op);
+
+/* Non-blocking: *done = 1 when the op has finished (its buffers are free
+   again and ferry_op_wait will return at once), else 0. Any thread.
+   Errors: FERRY_ERR_INVALID_ARGUMENT (NULL). */
+FERRY_API ferry_result ferry_op_test(ferry_op* op, int* done);
+
+/* Blocks until the op finishes (bounded by the communicator's deadlines),
+   fills `info` (may be NULL), releases the op and returns its result: the
+   errors listed for ferry_allreduce. Ops may be waited in any order, from any
+   thread, each exactly once. NULL `op`, or an `info` whose struct_size is
+   unset, returns FERRY_ERR_INVALID_ARGUMENT and leaves the op unreleased. */
+FERRY_API ferry_result ferry_op_wait(ferry_op* op, ferry_op_info* info);
 
 #ifdef __cplusplus
 }

@@ -32,6 +32,8 @@ struct DialAttempt : std::enable_shared_from_this<DialAttempt> {
     asio::async_connect(socket, results, [self = shared_from_this()](std::error_code ec, const auto&) {
       if (self->finished) return;
       if (ec) return self->fail(Errc::connect, ec.message());
+      if (Status tuned = apply_tuning(self->socket, self->tuning); !tuned.ok())
+        return self->fail(tuned.code, tuned.message);
       self->transport->open_client(std::move(self->socket),
                                    [self](Status st, std::shared_ptr<Stream> stream) {
                                      asio::dispatch(self->strand, [self, st, stream] {
@@ -64,14 +66,16 @@ struct DialAttempt : std::enable_shared_from_this<DialAttempt> {
   Endpoint endpoint;
   std::shared_ptr<Transport> transport;
   StreamReady done;
+  SocketTuning tuning;
   bool finished = false;
 };
 
 }  // namespace
 
 void dial(asio::any_io_executor executor, const Endpoint& endpoint, std::chrono::milliseconds timeout,
-          std::shared_ptr<Transport> transport, StreamReady done) {
+          std::shared_ptr<Transport> transport, StreamReady done, SocketTuning tuning) {
   auto attempt = std::make_shared<DialAttempt>(executor, endpoint, std::move(transport), std::move(done));
+  attempt->tuning = std::move(tuning);
   asio::dispatch(attempt->strand, [attempt, timeout] { attempt->start(timeout); });
 }
 

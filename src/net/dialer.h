@@ -8,6 +8,7 @@
 #include <asio/any_io_executor.hpp>
 
 #include "net/endpoint.h"
+#include "net/socket_options.h"
 #include "net/transport.h"
 
 namespace ferry::net {
@@ -15,6 +16,6 @@ namespace ferry::net {
 // `done` runs exactly once: Errc::connect when refused or unreachable,
 // Errc::timeout when the deadline passed first.
 void dial(asio::any_io_executor executor, const Endpoint& endpoint, std::chrono::milliseconds timeout,
-          std::shared_ptr<Transport> transport, StreamReady done);
+          std::shared_ptr<Transport> transport, StreamReady done, SocketTuning tuning = {});
 
 }  // namespace ferry::net

@@ -1,7 +1,11 @@
-// Options every ferry TCP socket gets.
+// Options every ferry TCP socket gets, and the per-communicator tuning of p2p sockets.
 #pragma once
 
+#include <string>
+
 #include <asio/ip/tcp.hpp>
+
+#include "core/error.h"
 
 namespace ferry::net {
 
@@ -9,5 +13,16 @@ namespace ferry::net {
 // (PCCL's ~44 ms floor per operation on loopback comes from exactly this).
 // SO_KEEPALIVE as a last resort under ferry's own heartbeats.
 void apply_socket_options(asio::ip::tcp::socket& socket);
+
+struct SocketTuning {
+  // TCP_CONGESTION for this socket ("bbr", "cubic", ...); empty: the system's default.
+  // Lossy long links are where this matters: cubic collapses on random loss, bbr does not.
+  std::string congestion_control;
+};
+
+Status apply_tuning(asio::ip::tcp::socket& socket, const SocketTuning& tuning);
+
+// Errc::invalid_argument when this process may not use `name` (checked on a scratch socket).
+Status check_congestion_control(const std::string& name);
 
 }  // namespace ferry::net

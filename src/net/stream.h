@@ -2,9 +2,12 @@
 // the transport under them. Backends (plain TCP, TLS) are siblings with the
 // same small surface, so master/ and peer/ never know which one they use.
 //
-// Threading: a stream runs on its own strand (executor()). Start operations
-// only from that strand (asio::post/dispatch to it); at most one read and one
-// write may be outstanding at a time. Handlers run on the strand.
+// Two modes. Asynchronous (control connections, handshakes): a stream runs on
+// its own strand (executor()); start operations only from that strand; at
+// most one read and one write outstanding; handlers run on the strand.
+// Blocking (the bulk data path, after its handshake): one thread reads and
+// one thread writes, each blocking in the kernel; a large transfer is then a
+// single syscall instead of a reactor round trip per socket-buffer's worth.
 #pragma once
 
 #include <functional>
@@ -16,9 +19,12 @@
 #include <asio/any_io_executor.hpp>
 #include <asio/buffer.hpp>
 
+#include "core/inline_function.h"
+
 namespace ferry::net {
 
-using IoHandler = std::function<void(std::error_code, size_t)>;
+// Move-only and allocation-free: one runs per chunk read and per chunk written.
+using IoHandler = InlineFunction<void(std::error_code, size_t), 96>;
 
 class Stream {
  public:
@@ -34,6 +40,18 @@ class Stream {
   virtual void close() = 0;
   // Peer address as text (for logs and for the master's view of a peer).
   virtual std::string remote_host() const = 0;
+
+  // --- blocking mode ---
+  // Switch once, on the strand, with nothing outstanding; from then on only
+  // the calls below are used.
+  virtual void enter_blocking_mode() = 0;
+  // Each may be called by one thread at a time (one reader, one writer).
+  virtual std::error_code read_exact_blocking(asio::mutable_buffer buffer) = 0;
+  virtual std::error_code write_all_blocking(std::span<const asio::const_buffer> buffers) = 0;
+  // The descriptor, for poll(): only to wait for readiness or a hang-up.
+  virtual int native_handle() = 0;
+  // Any thread: blocked calls return an error, later ones fail at once. Idempotent.
+  virtual void abort() = 0;
 };
 
 }  // namespace ferry::net

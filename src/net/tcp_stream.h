@@ -19,10 +19,17 @@ class TcpStream final : public Stream {
   void close() override;
   std::string remote_host() const override { return remote_host_; }
 
+  void enter_blocking_mode() override;
+  std::error_code read_exact_blocking(asio::mutable_buffer buffer) override;
+  std::error_code write_all_blocking(std::span<const asio::const_buffer> buffers) override;
+  int native_handle() override { return fd_; }
+  void abort() override;
+
  private:
   asio::strand<asio::any_io_executor> strand_;
   asio::ip::tcp::socket socket_;
   std::string remote_host_;
+  int fd_ = -1;  // fixed at construction; closed only by socket_'s destructor
 };
 
 }  // namespace ferry::net

@@ -36,8 +36,7 @@ void AllreduceOp::go() {
     uint32_t unit = plan_.unit(0, c);
     ElementRange r = plan_.send_range(unit);
     if (r.count == 0) continue;
-    const uint8_t* data = send_at(r.begin);
-    if (!queue_send(unit, data, hash_bytes(data, r.count * plan_.elem_size()))) break;
+    if (!queue_send(unit, send_at(r.begin), std::nullopt)) break;
   }
   release();
 }
@@ -113,11 +112,11 @@ void AllreduceOp::check_deadlines(Clock::time_point now) {
 
 // --- driven by the lanes -----------------------------------------------------------
 
-bool AllreduceOp::queue_send(uint32_t unit, const uint8_t* data, uint64_t checksum) {
+bool AllreduceOp::queue_send(uint32_t unit, const uint8_t* data, std::optional<uint64_t> checksum) {
   ElementRange r = plan_.send_range(unit);
-  wire::ChunkHeader header{seq_, unit, static_cast<uint32_t>(r.count * plan_.elem_size()), checksum};
+  wire::ChunkHeader header{seq_, unit, static_cast<uint32_t>(r.count * plan_.elem_size()), checksum.value_or(0)};
   if (!try_hold()) return false;
-  links_->out(plan_.lane_of(unit)).push(header, data, shared_from_this());
+  links_->out(plan_.lane_of(unit)).push(header, data, shared_from_this(), !checksum);
   return true;
 }
 

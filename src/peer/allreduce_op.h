@@ -92,7 +92,8 @@ class AllreduceOp final : public ChunkConsumer, public std::enable_shared_from_t
 
   uint8_t* recv_at(size_t element) const { return recv_ + element * plan_.elem_size(); }
   const uint8_t* send_at(size_t element) const { return send_ + element * plan_.elem_size(); }
-  bool queue_send(uint32_t unit, const uint8_t* data, uint64_t checksum);
+  // nullopt: the lane hashes the payload when it writes it.
+  bool queue_send(uint32_t unit, const uint8_t* data, std::optional<uint64_t> checksum);
   bool try_hold();
   void run_locally();  // a world of one, or nothing to reduce
   void progressed() { last_progress_ns_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed); }

@@ -1,5 +1,6 @@
 #include "peer/communicator.h"
 
+#include <cfenv>
 #include <future>
 
 #include <asio/dispatch.hpp>
@@ -36,6 +37,9 @@ Communicator::Communicator(CommConfig config)
   asio::dispatch(watchdog_strand_, [this] { arm_watchdog(); });
   for (uint32_t i = 0; i < config_.io_threads; ++i)
     threads_.emplace_back([this] {
+      // Reductions run here: a fixed IEEE environment (no flush-to-zero inherited
+      // from whichever thread created us) makes results reproducible.
+      std::fesetenv(FE_DFL_ENV);
       try {
         io_.run();
       } catch (const std::exception& e) {
@@ -269,9 +273,11 @@ void Communicator::die(const Status& why) {
   }
   if (why.code != Errc::invalid_usage) log().warn("{}", why.message);
   if (setup) setup->cancel(why);
-  if (links) links->close(why);
-  if (proposed_links) proposed_links->close(why);
+  for (auto& l : {links, proposed_links})
+    if (l) l->close(why);
   for (auto& op : ops) op->fail_local(why, /*final=*/true);
+  for (auto& l : {links, proposed_links})
+    if (l) l->join();
   if (master && why.code != Errc::invalid_usage) master->close(why);
 }
 
@@ -296,8 +302,8 @@ void Communicator::on_topology(const wire::Topology& topology) {
     proposed_ = topology;
     // The callback must name its own setup, to tell a superseded one apart.
     auto self_setup = std::make_shared<std::weak_ptr<LinkSetup>>();
-    setup = std::make_shared<LinkSetup>(io_.get_executor(), config_.transport, peer_id_, topology, config_.timeout,
-                                        [this, self_setup](LinkSetup::Outcome outcome) {
+    setup = std::make_shared<LinkSetup>(io_.get_executor(), config_.transport, config_.p2p_tuning, peer_id_,
+                                        topology, config_.timeout, [this, self_setup](LinkSetup::Outcome outcome) {
                                           on_links_ready(self_setup->lock(), std::move(outcome));
                                         });
     *self_setup = setup;
@@ -313,8 +319,11 @@ void Communicator::on_topology(const wire::Topology& topology) {
   }
   Status rebuilt = Status::failure(Errc::peer_lost, "the ring is being rebuilt");
   if (old_setup) old_setup->cancel(rebuilt);
-  if (old_proposed) old_proposed->close(rebuilt);
-  if (old_links) old_links->close(rebuilt);
+  for (auto& l : {old_proposed, old_links})
+    if (l) {
+      l->close(rebuilt);
+      l->join();
+    }
   log().debug("peer {} sets up links for epoch {} ({} peers)", peer_id_, topology.epoch,
                 topology.ring.size());
   setup->start();
@@ -327,7 +336,10 @@ void Communicator::on_links_ready(const std::shared_ptr<LinkSetup>& setup, LinkS
   {
     std::lock_guard lock(mu_);
     if (!setup || setup_ != setup || state_ == State::dead) {
-      if (outcome.links) outcome.links->close(Status::failure(Errc::peer_lost, "superseded ring"));
+      if (outcome.links) {
+        outcome.links->close(Status::failure(Errc::peer_lost, "superseded ring"));
+        outcome.links->join();
+      }
       return;
     }
     proposed_links_ = outcome.links;
@@ -369,6 +381,8 @@ void Communicator::on_topology_done(const wire::TopologyDone& done) {
 // --- inbound p2p connections --------------------------------------------------------------------------
 
 void Communicator::on_inbound(asio::ip::tcp::socket socket) {
+  if (Status tuned = net::apply_tuning(socket, config_.p2p_tuning); !tuned.ok())
+    log().warn("inbound link: {}", tuned.message);
   config_.transport->open_server(std::move(socket), [this](Status st, std::shared_ptr<net::Stream> stream) {
     if (!st.ok()) return log().debug("dropped an inbound link: {}", st.message);
     asio::dispatch(stream->executor(), [this, stream] {

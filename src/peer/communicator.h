@@ -7,6 +7,8 @@
 //    vote_mu_; everything else takes mu_ briefly.
 //  - The master session, link set-up, lanes and reductions run on io_threads
 //    threads of this communicator's io_context.
+//  - Each p2p lane has a thread of its own (see ring_links.h); they never
+//    wait for the io threads, so an io thread may join them.
 //  - Lock order: vote_mu_ before mu_. Never hold mu_ while calling into an
 //    AllreduceOp, LinkSetup or RingLinks: they call back into us.
 #pragma once
@@ -29,6 +31,7 @@
 #include "net/endpoint.h"
 #include "net/frame_connection.h"
 #include "net/listener.h"
+#include "net/socket_options.h"
 #include "net/transport.h"
 #include "peer/allreduce_op.h"
 #include "peer/link_setup.h"
@@ -48,6 +51,7 @@ struct CommConfig {
   std::chrono::milliseconds heartbeat_timeout{10'000};
   uint32_t io_threads = 2;
   size_t max_chunk_bytes = 1 << 20;
+  net::SocketTuning p2p_tuning;  // applied to every p2p socket, both directions
   std::shared_ptr<net::Transport> transport;  // null: plain TCP
 };
 

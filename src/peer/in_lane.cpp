@@ -1,6 +1,6 @@
 #include "peer/in_lane.h"
 
-#include <asio/post.hpp>
+#include <pthread.h>
 
 namespace ferry::peer {
 
@@ -8,63 +8,54 @@ InLane::InLane(std::shared_ptr<net::Stream> stream, uint32_t lane, std::shared_p
                OnError on_error)
     : stream_(std::move(stream)), lane_(lane), directory_(std::move(directory)), on_error_(std::move(on_error)) {}
 
+InLane::~InLane() {
+  close();
+  if (thread_.joinable()) thread_.detach();  // only if never joined: see RingLinks
+}
+
 void InLane::start() {
-  asio::post(stream_->executor(), [self = shared_from_this()] { self->read_header(); });
+  thread_ = std::thread([self = shared_from_this()] { self->run(); });
 }
 
 void InLane::close() {
-  asio::post(stream_->executor(), [self = shared_from_this()] {
-    self->closed_ = true;
-    self->stream_->close();
-  });
+  if (!closed_.exchange(true)) stream_->abort();
 }
 
-void InLane::read_header() {
-  if (closed_) return;
-  stream_->read_exact(asio::buffer(header_bytes_), [self = shared_from_this()](std::error_code ec, size_t) {
-    if (ec) return self->fail(Status::failure(Errc::peer_lost, "link from the previous peer closed: " + ec.message()));
-    if (!wire::decode_chunk_header(self->header_bytes_.data(), self->header_))
-      return self->fail(Status::failure(Errc::protocol, "malformed chunk header from the previous peer"));
-    self->dispatch();
-  });
+void InLane::join() {
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
 }
 
-void InLane::dispatch() {
-  if (closed_) return;
-  auto self = shared_from_this();
-  auto found = directory_->find(header_.seq, [self] {
-    asio::post(self->stream_->executor(), [self] { self->dispatch(); });
-  });
-  if (found.parked) return;
-  if (!found.consumer) return fail(found.error);
-  consumer_ = std::move(found.consumer);
-  Status st = consumer_->payload_destination(header_, lane_, staging_, destination_);
-  if (!st.ok()) {
-    consumer_.reset();
-    return fail(st);
-  }
-  read_payload();
-}
-
-void InLane::read_payload() {
-  stream_->read_exact(asio::buffer(destination_, header_.length), [self = shared_from_this()](std::error_code ec,
-                                                                                              size_t) {
-    auto consumer = std::move(self->consumer_);
-    if (ec) {
-      consumer->payload_abandoned();
-      return self->fail(Status::failure(Errc::peer_lost, "link from the previous peer closed: " + ec.message()));
+void InLane::run() {
+  std::string name = "ferry-in-" + std::to_string(lane_);
+  pthread_setname_np(pthread_self(), name.c_str());
+  for (;;) {
+    Status st = receive_one();
+    if (st.ok()) continue;
+    if (!closed_.exchange(true)) {
+      stream_->abort();
+      if (on_error_) on_error_(st);
     }
-    Status st = consumer->payload_received(self->header_, self->lane_, self->destination_);
-    if (!st.ok()) return self->fail(st);
-    self->read_header();
-  });
+    return;
+  }
 }
 
-void InLane::fail(const Status& why) {
-  if (closed_) return;
-  closed_ = true;
-  stream_->close();
-  if (on_error_) on_error_(why);
+Status InLane::receive_one() {
+  std::array<uint8_t, wire::kChunkHeaderBytes> bytes{};
+  if (auto ec = stream_->read_exact_blocking(asio::buffer(bytes)))
+    return Status::failure(Errc::peer_lost, "link from the previous peer closed: " + ec.message());
+  wire::ChunkHeader header;
+  if (!wire::decode_chunk_header(bytes.data(), header))
+    return Status::failure(Errc::protocol, "malformed chunk header from the previous peer");
+  // Its collective may not have started here yet (the master's go is on its way): wait for it.
+  auto found = directory_->wait_started(header.seq);
+  if (!found.consumer) return found.error;
+  uint8_t* destination = nullptr;
+  if (Status st = found.consumer->payload_destination(header, lane_, staging_, destination); !st.ok()) return st;
+  if (auto ec = stream_->read_exact_blocking(asio::buffer(destination, header.length))) {
+    found.consumer->payload_abandoned();
+    return Status::failure(Errc::peer_lost, "link from the previous peer closed: " + ec.message());
+  }
+  return found.consumer->payload_received(header, lane_, destination);
 }
 
 }  // namespace ferry::peer

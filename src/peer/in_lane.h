@@ -1,15 +1,16 @@
-// One incoming connection of a ring link: reads chunk headers, asks the
-// owning collective where each payload goes, reads it there, hands it over.
-// One read at a time, so one staging buffer per lane suffices and the
-// reduce of chunk i overlaps the kernel receiving chunk i+1.
+// One incoming connection of a ring link, read by this lane's own thread:
+// a chunk header, then (once its collective has started) the payload straight
+// to where the collective wants it, then the collective's processing of it.
+// One read at a time, so one staging buffer per lane suffices; the kernel
+// keeps receiving chunk i+1 while chunk i is reduced.
 //
-// Threading: start()/close() from any thread; everything else on the
-// stream's strand.
+// Threading: start()/close()/join() from other threads; the rest on the lane's thread.
 #pragma once
 
 #include <array>
 #include <functional>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "net/stream.h"
@@ -24,27 +25,24 @@ class InLane : public std::enable_shared_from_this<InLane> {
 
   InLane(std::shared_ptr<net::Stream> stream, uint32_t lane, std::shared_ptr<OpDirectory> directory,
          OnError on_error);
+  ~InLane();
 
   void start();
   void close();
+  void join();
+  std::thread::id thread_id() const { return thread_.get_id(); }
 
  private:
-  void read_header();
-  void dispatch();  // find the header's collective, or park until it starts
-  void read_payload();
-  void fail(const Status& why);
+  void run();
+  Status receive_one();
 
   std::shared_ptr<net::Stream> stream_;
   const uint32_t lane_;
   std::shared_ptr<OpDirectory> directory_;
   OnError on_error_;
-  // Only on the strand:
-  bool closed_ = false;
-  std::array<uint8_t, wire::kChunkHeaderBytes> header_bytes_{};
-  wire::ChunkHeader header_;
-  std::shared_ptr<ChunkConsumer> consumer_;
-  uint8_t* destination_ = nullptr;
-  std::vector<uint8_t> staging_;
+  std::thread thread_;
+  std::atomic<bool> closed_{false};
+  std::vector<uint8_t> staging_;  // only on the lane's thread
 };
 
 }  // namespace ferry::peer

@@ -8,9 +8,11 @@
 
 namespace ferry::peer {
 
-LinkSetup::LinkSetup(asio::any_io_executor executor, std::shared_ptr<net::Transport> transport, uint64_t self_id,
-                     const wire::Topology& topology, std::chrono::milliseconds timeout, Done done)
-    : executor_(executor), transport_(std::move(transport)), self_id_(self_id), topology_(topology),
+LinkSetup::LinkSetup(asio::any_io_executor executor, std::shared_ptr<net::Transport> transport,
+                     net::SocketTuning tuning, uint64_t self_id, const wire::Topology& topology,
+                     std::chrono::milliseconds timeout, Done done)
+    : executor_(executor), transport_(std::move(transport)), tuning_(std::move(tuning)), self_id_(self_id),
+      topology_(topology),
       timeout_(timeout), strand_(asio::make_strand(executor)), timer_(strand_), done_(std::move(done)) {
   size_t n = topology_.ring.size();
   for (size_t i = 0; i < n; ++i)
@@ -72,7 +74,8 @@ void LinkSetup::dial_lane(uint32_t lane) {
                       });
                 });
               });
-            });
+            },
+            tuning_);
 }
 
 bool LinkSetup::offer_inbound(const wire::LinkHello& hello, const std::shared_ptr<net::Stream>& stream) {

@@ -15,6 +15,7 @@
 #include <asio/steady_timer.hpp>
 #include <asio/strand.hpp>
 
+#include "net/socket_options.h"
 #include "net/transport.h"
 #include "peer/ring_links.h"
 #include "wire/messages.h"
@@ -30,8 +31,8 @@ class LinkSetup : public std::enable_shared_from_this<LinkSetup> {
   };
   using Done = std::function<void(Outcome)>;
 
-  LinkSetup(asio::any_io_executor executor, std::shared_ptr<net::Transport> transport, uint64_t self_id,
-            const wire::Topology& topology, std::chrono::milliseconds timeout, Done done);
+  LinkSetup(asio::any_io_executor executor, std::shared_ptr<net::Transport> transport, net::SocketTuning tuning,
+            uint64_t self_id, const wire::Topology& topology, std::chrono::milliseconds timeout, Done done);
 
   void start();
   // A connection from some peer said link_hello. True when it belongs to this
@@ -48,6 +49,7 @@ class LinkSetup : public std::enable_shared_from_this<LinkSetup> {
 
   asio::any_io_executor executor_;
   std::shared_ptr<net::Transport> transport_;
+  const net::SocketTuning tuning_;
   const uint64_t self_id_;
   const wire::Topology topology_;
   const std::chrono::milliseconds timeout_;

@@ -8,45 +8,38 @@ void OpDirectory::add(uint32_t seq, std::weak_ptr<ChunkConsumer> consumer) {
 }
 
 void OpDirectory::start(uint32_t seq) {
-  std::vector<Resume> parked;
-  {
-    std::lock_guard lock(mu_);
-    auto it = entries_.find(seq);
-    if (it == entries_.end()) return;
-    it->second.started = true;
-    parked.swap(it->second.parked);
-  }
-  for (auto& resume : parked) resume();
+  std::lock_guard lock(mu_);
+  if (auto it = entries_.find(seq); it != entries_.end()) it->second.started = true;
+  changed_.notify_all();
 }
 
 void OpDirectory::remove(uint32_t seq) {
-  std::vector<Resume> parked;
-  {
-    std::lock_guard lock(mu_);
-    auto it = entries_.find(seq);
-    if (it == entries_.end()) return;
-    parked.swap(it->second.parked);
-    entries_.erase(it);
-  }
-  for (auto& resume : parked) resume();  // they look again and find the collective gone
+  std::lock_guard lock(mu_);
+  entries_.erase(seq);
+  changed_.notify_all();
 }
 
-OpDirectory::Lookup OpDirectory::find(uint32_t seq, Resume resume) {
+void OpDirectory::close() {
   std::lock_guard lock(mu_);
+  closed_ = true;
+  changed_.notify_all();
+}
+
+OpDirectory::Lookup OpDirectory::wait_started(uint32_t seq) {
+  std::unique_lock lock(mu_);
   auto it = entries_.find(seq);
+  changed_.wait(lock, [&] {
+    it = entries_.find(seq);
+    return closed_ || it == entries_.end() || it->second.started;
+  });
+  if (closed_) return {nullptr, Status::failure(Errc::peer_lost, "links closed")};
   if (it == entries_.end())
-    return {nullptr, false,
-            Status::failure(Errc::protocol, "chunk for collective " + std::to_string(seq) +
-                                                ", which this peer has not issued or already finished")};
-  if (!it->second.started) {
-    it->second.parked.push_back(std::move(resume));
-    return {nullptr, true, {}};
-  }
+    return {nullptr, Status::failure(Errc::protocol, "chunk for collective " + std::to_string(seq) +
+                                                         ", which this peer has not issued or already finished")};
   auto consumer = it->second.consumer.lock();
   if (!consumer)
-    return {nullptr, false,
-            Status::failure(Errc::protocol, "chunk for finished collective " + std::to_string(seq))};
-  return {std::move(consumer), false, {}};
+    return {nullptr, Status::failure(Errc::protocol, "chunk for finished collective " + std::to_string(seq))};
+  return {std::move(consumer), {}};
 }
 
 std::vector<std::shared_ptr<ChunkConsumer>> OpDirectory::consumers() {

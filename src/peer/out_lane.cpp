@@ -1,24 +1,39 @@
 #include "peer/out_lane.h"
 
-#include <asio/post.hpp>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <array>
+
+#include "core/hash.h"
 
 namespace ferry::peer {
 
-OutLane::OutLane(std::shared_ptr<net::Stream> stream, OnError on_error)
-    : stream_(std::move(stream)), on_error_(std::move(on_error)) {}
-
-void OutLane::start() {
-  asio::post(stream_->executor(), [self = shared_from_this()] {
-    self->stream_->read_exact(asio::buffer(self->probe_), [self](std::error_code ec, size_t) {
-      self->fail(Status::failure(Errc::peer_lost,
-                                 ec ? "link to the next peer closed: " + ec.message()
-                                    : "the next peer sent data on an outgoing lane"));
-    });
-  });
+OutLane::OutLane(std::shared_ptr<net::Stream> stream, uint32_t lane, OnError on_error)
+    : stream_(std::move(stream)), lane_(lane), on_error_(std::move(on_error)),
+      wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  if (wake_fd_ < 0) throw Error(Errc::system, "eventfd failed");
 }
 
-void OutLane::push(const wire::ChunkHeader& header, const uint8_t* payload,
-                   std::shared_ptr<ChunkConsumer> owner) {
+OutLane::~OutLane() {
+  close();
+  if (thread_.joinable()) thread_.detach();  // only if never joined: see RingLinks
+  ::close(wake_fd_);
+}
+
+void OutLane::start() {
+  thread_ = std::thread([self = shared_from_this()] { self->run(); });
+}
+
+void OutLane::join() {
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+}
+
+void OutLane::push(const wire::ChunkHeader& header, const uint8_t* payload, std::shared_ptr<ChunkConsumer> owner,
+                   bool checksum_pending) {
+  bool wake = false;
   {
     std::lock_guard lock(mu_);
     if (!closed_) {
@@ -26,36 +41,62 @@ void OutLane::push(const wire::ChunkHeader& header, const uint8_t* payload,
         queue_.clear();
         head_ = 0;
       }
-      queue_.push_back(Item{wire::encode_chunk_header(header), payload, header.length, std::move(owner)});
-      if (writing_) return;
-      writing_ = true;
-      asio::post(stream_->executor(), [self = shared_from_this()] { self->write_next(); });
-      return;
+      queue_.push_back(Item{header, payload, std::move(owner), checksum_pending});
+      wake = std::exchange(sleeping_, false);
+      owner = nullptr;
     }
   }
-  owner->chunk_dropped();
+  if (owner) return owner->chunk_dropped();
+  if (wake) {
+    uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof one);
+  }
 }
 
-void OutLane::write_next() {
-  {
-    std::lock_guard lock(mu_);
-    if (closed_ || head_ == queue_.size()) {
-      writing_ = false;
-      return;
+bool OutLane::next(Item& item) {
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      if (closed_) return false;
+      if (head_ < queue_.size()) {
+        item = std::move(queue_[head_++]);
+        return true;
+      }
+      sleeping_ = true;
     }
-    current_ = std::move(queue_[head_++]);
+    // Idle: wake for new work, or when the far side hangs up (never for its data: it sends none here).
+    std::array<pollfd, 2> fds{pollfd{wake_fd_, POLLIN, 0}, pollfd{stream_->native_handle(), POLLRDHUP, 0}};
+    int n = ::poll(fds.data(), fds.size(), -1);
+    if (n < 0 && errno != EINTR) {
+      fail(Status::failure(Errc::system, "poll failed on a link"));
+      return false;
+    }
+    if (fds[1].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
+      fail(Status::failure(Errc::peer_lost, "link to the next peer closed"));
+      return false;
+    }
+    uint64_t drained;
+    (void)!::read(wake_fd_, &drained, sizeof drained);
   }
-  std::array<asio::const_buffer, 2> buffers{asio::buffer(current_.header),
-                                            asio::buffer(current_.payload, current_.length)};
-  stream_->write_all(buffers, [self = shared_from_this()](std::error_code ec, size_t) {
-    auto owner = std::move(self->current_.owner);
+}
+
+void OutLane::run() {
+  std::string name = "ferry-out-" + std::to_string(lane_);
+  pthread_setname_np(pthread_self(), name.c_str());
+  Item item;
+  while (next(item)) {
+    if (item.checksum_pending) item.header.checksum = hash_bytes(item.payload, item.header.length);
+    auto header = wire::encode_chunk_header(item.header);
+    std::array<asio::const_buffer, 2> buffers{asio::buffer(header), asio::buffer(item.payload, item.header.length)};
+    std::error_code ec = stream_->write_all_blocking(buffers);
+    auto owner = std::move(item.owner);
     if (ec) {
       owner->chunk_dropped();
-      return self->fail(Status::failure(Errc::peer_lost, "link to the next peer failed: " + ec.message()));
+      fail(Status::failure(Errc::peer_lost, "link to the next peer failed: " + ec.message()));
+      break;
     }
-    owner->chunk_sent(self->current_.length);
-    self->write_next();
-  });
+    owner->chunk_sent(item.header.length);
+  }
 }
 
 void OutLane::fail(const Status& why) {
@@ -75,7 +116,9 @@ bool OutLane::close_once() {
     head_ = 0;
   }
   for (auto& item : dropped) item.owner->chunk_dropped();
-  asio::post(stream_->executor(), [self = shared_from_this()] { self->stream_->close(); });
+  stream_->abort();
+  uint64_t one = 1;
+  (void)!::write(wake_fd_, &one, sizeof one);
   return true;
 }
 

@@ -4,14 +4,24 @@ namespace ferry::peer {
 
 RingLinks::RingLinks(uint64_t epoch, uint32_t lanes) : epoch_(epoch), lanes_(lanes) {}
 
+RingLinks::~RingLinks() {
+  close(Status::failure(Errc::peer_lost, "links released"));
+  join();  // a lane's own thread cannot join itself; its lane detaches it (see OutLane/InLane)
+}
+
 void RingLinks::start(std::vector<std::shared_ptr<net::Stream>> out, std::vector<std::shared_ptr<net::Stream>> in) {
   std::weak_ptr<RingLinks> weak = weak_from_this();
   auto on_error = [weak](const Status& why) {
     if (auto self = weak.lock()) self->close(why);
   };
-  for (auto& stream : out) out_.push_back(std::make_shared<OutLane>(std::move(stream), on_error));
-  for (uint32_t lane = 0; lane < in.size(); ++lane)
+  for (uint32_t lane = 0; lane < out.size(); ++lane) {
+    out[lane]->enter_blocking_mode();
+    out_.push_back(std::make_shared<OutLane>(std::move(out[lane]), lane, on_error));
+  }
+  for (uint32_t lane = 0; lane < in.size(); ++lane) {
+    in[lane]->enter_blocking_mode();
     in_.push_back(std::make_shared<InLane>(std::move(in[lane]), lane, directory_, on_error));
+  }
   for (auto& lane : out_) lane->start();
   for (auto& lane : in_) lane->start();
 }
@@ -24,7 +34,13 @@ void RingLinks::close(const Status& why) {
   }
   for (auto& lane : out_) lane->close();
   for (auto& lane : in_) lane->close();
+  directory_->close();
   for (auto& consumer : directory_->consumers()) consumer->links_failed(why);
+}
+
+void RingLinks::join() {
+  for (auto& lane : out_) lane->join();
+  for (auto& lane : in_) lane->join();
 }
 
 Status RingLinks::failure() const {

@@ -1,10 +1,13 @@
 // The p2p links of one committed ring: `lanes` connections out to the next
-// peer and as many in from the previous one, plus the directory that routes
-// incoming chunks to their collectives. A link that fails takes the whole
-// set down (a half-working ring would only stall) and tells every
-// collective on it; the next ferry_update_topology builds fresh links.
+// peer and as many in from the previous one (each served by a thread of its
+// own), plus the directory that routes incoming chunks to their collectives.
+// A link that fails takes the whole set down (a half-working ring would only
+// stall) and tells every collective on it; the next ferry_update_topology
+// builds fresh links.
 //
-// Threading: all calls thread-safe.
+// Threading: close() from any thread, lane threads included. join() waits for
+// the lane threads and must not be called from one of them: the Communicator
+// calls it when it lets a set of links go.
 #pragma once
 
 #include <memory>
@@ -20,8 +23,10 @@ namespace ferry::peer {
 class RingLinks : public std::enable_shared_from_this<RingLinks> {
  public:
   RingLinks(uint64_t epoch, uint32_t lanes);
+  ~RingLinks();
 
-  // Takes the handshaken streams (empty vectors for a world of one) and starts reading.
+  // Takes the handshaken streams (empty for a world of one), switches them to
+  // blocking mode and starts the lane threads.
   void start(std::vector<std::shared_ptr<net::Stream>> out, std::vector<std::shared_ptr<net::Stream>> in);
   uint64_t epoch() const { return epoch_; }
   uint32_t lanes() const { return lanes_; }
@@ -30,6 +35,7 @@ class RingLinks : public std::enable_shared_from_this<RingLinks> {
 
   // Closes every lane and tells every registered collective. Idempotent.
   void close(const Status& why);
+  void join();
   // The reason the links closed, or ok while they work.
   Status failure() const;
 

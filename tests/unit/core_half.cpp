@@ -14,6 +14,10 @@
 
 #include "core/half.h"
 
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
+
 using namespace ferry;
 
 namespace {
@@ -94,7 +98,9 @@ std::vector<float> boundary_inputs(uint16_t largest_finite, Value value) {
   std::vector<float> inputs;
   for (uint16_t h = 0; h <= largest_finite; ++h) {
     const double here = value(h);
-    const double next = h == largest_finite ? 2 * value(h) - value(static_cast<uint16_t>(h - 1)) : value(static_cast<uint16_t>(h + 1));
+    // Past the largest finite value, the next step would be as wide as the last one.
+    const double next = h == largest_finite ? 2 * here - value(static_cast<uint16_t>(h - 1))
+                                            : value(static_cast<uint16_t>(h + 1));
     const auto midpoint = static_cast<float>((here + next) / 2);  // exact: one bit more than the format
     for (const float x : {static_cast<float>(here), midpoint}) {
       for (const float y : {x, std::nextafter(x, 0.0f), std::nextafter(x, INFINITY)}) {
@@ -261,3 +267,28 @@ TEST_CASE("bulk conversions accept an empty range", "[core][half]") {
   f32_to_bf16(nullptr, nullptr, 0);
   SUCCEED();
 }
+
+#if defined(__SSE__)
+TEST_CASE("conversions do not depend on MXCSR flush-to-zero / denormals-are-zero", "[core][half]") {
+  // Training frameworks may set FTZ/DAZ (torch.set_flush_denormal); f16
+  // subnormals must survive it, or peers would disagree.
+  std::vector<uint16_t> all(65536);
+  for (uint32_t h = 0; h < all.size(); ++h) all[h] = static_cast<uint16_t>(h);
+  std::vector<float> widened(all.size()), widened_ftz(all.size());
+  std::vector<uint16_t> narrowed(all.size()), narrowed_ftz(all.size());
+  f16_to_f32(all.data(), widened.data(), all.size());
+  f32_to_f16(widened.data(), narrowed.data(), widened.size());
+
+  const unsigned saved = _mm_getcsr();
+  _mm_setcsr(saved | 0x8040u);  // FTZ | DAZ
+  f16_to_f32(all.data(), widened_ftz.data(), all.size());
+  f32_to_f16(widened.data(), narrowed_ftz.data(), widened.size());
+  volatile uint16_t smallest_subnormal = 0x0001;  // volatile: convert at run time, under these flags
+  const float scalar_subnormal = f16_to_f32(static_cast<uint16_t>(smallest_subnormal));
+  _mm_setcsr(saved);
+
+  CHECK(std::memcmp(widened.data(), widened_ftz.data(), widened.size() * sizeof(float)) == 0);
+  CHECK(narrowed == narrowed_ftz);
+  CHECK(scalar_subnormal == 0x1p-24f);
+}
+#endif

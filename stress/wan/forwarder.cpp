@@ -1,0 +1,253 @@
+#include "forwarder.h"
+
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <system_error>
+#include <utility>
+
+namespace ferry::wan {
+namespace {
+
+uint64_t mono_ns() {
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+uint64_t splitmix64(uint64_t& x) {
+  uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+// epoll data: host index for a TUN, or one of these.
+constexpr uint64_t kSignalTag = std::numeric_limits<uint64_t>::max();
+constexpr uint64_t kParentTag = kSignalTag - 1;
+
+[[noreturn]] void throw_errno(const char* what) { throw std::system_error(errno, std::generic_category(), what); }
+
+}  // namespace
+
+Forwarder::Forwarder(ForwarderOptions opts, WanShared* shared)
+    : opts_(std::move(opts)),
+      shared_(shared),
+      line_(opts_.delay_line_bytes, opts_.max_frame),
+      keep_(65536),
+      frame_(opts_.max_frame) {
+  uint64_t s = opts_.seed;
+  for (uint64_t& r : rng_) r = splitmix64(s);
+
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0) throw_errno("epoll_create1");
+  auto add = [this](int fd, uint64_t tag) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = tag;
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) throw_errno("epoll_ctl");
+  };
+  for (size_t i = 0; i < opts_.tun_fds.size(); ++i) add(opts_.tun_fds[i], i);
+
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGHUP);
+  if (::sigprocmask(SIG_BLOCK, &stop, nullptr) != 0) throw_errno("sigprocmask");
+  signal_fd_ = ::signalfd(-1, &stop, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (signal_fd_ < 0) throw_errno("signalfd");
+  add(signal_fd_, kSignalTag);
+  if (opts_.parent_pidfd >= 0) add(opts_.parent_pidfd, kParentTag);
+}
+
+Forwarder::~Forwarder() {
+  if (signal_fd_ >= 0) ::close(signal_fd_);
+  if (epoll_fd_ >= 0) ::close(epoll_fd_);
+}
+
+// xoshiro256**: fast, good enough for Bernoulli drops, and the same sequence for a seed.
+uint64_t Forwarder::next_random() {
+  const uint64_t result = rotl(rng_[1] * 5, 7) * 9;
+  const uint64_t t = rng_[1] << 17;
+  rng_[2] ^= rng_[0];
+  rng_[3] ^= rng_[1];
+  rng_[1] ^= rng_[2];
+  rng_[0] ^= rng_[3];
+  rng_[2] ^= t;
+  rng_[3] = rotl(rng_[3], 45);
+  return result;
+}
+
+void Forwarder::read_from(int host, uint64_t now_ns) {
+  const int fd = opts_.tun_fds[host];
+  const uint64_t hosts = opts_.tun_fds.size();
+  const uint64_t release_ns = now_ns + opts_.delay_ns;
+  for (int n = 0; n < kReadBudget; ++n) {
+    std::byte* slot = line_.reserve();
+    if (!slot) {
+      // Full: read into the spare buffer and drop, so the TUN does not stall the sender.
+      const ssize_t r = ::read(fd, frame_.data(), frame_.size());
+      if (r <= 0) return;
+      TcpGsoFrame g;
+      const size_t segs = parse_tcp_gso(frame_.data(), static_cast<size_t>(r), g) ? g.segments : 1;
+      ++c_.rx_frames;
+      c_.rx_packets += segs;
+      c_.rx_bytes += static_cast<uint64_t>(r);
+      c_.drop_full += segs;
+      continue;
+    }
+    const ssize_t r = ::read(fd, slot, opts_.max_frame);
+    if (r <= 0) return;  // EAGAIN: drained; anything else: the device is gone, epoll says so
+    const auto len = static_cast<uint32_t>(r);
+    TcpGsoFrame g;
+    const bool gso = parse_tcp_gso(slot, len, g);
+    const size_t segs = gso ? g.segments : 1;
+    ++c_.rx_frames;
+    c_.rx_packets += segs;
+    c_.rx_bytes += len;
+
+    const auto* p = reinterpret_cast<const uint8_t*>(slot + kVnetHdrSize);
+    if (len < kVnetHdrSize + 20 || (p[0] >> 4) != 4 || len >= opts_.max_frame) {
+      c_.drop_no_route += segs;
+      continue;
+    }
+    const uint32_t dst_ip = (uint32_t{p[16]} << 24) | (uint32_t{p[17]} << 16) | (uint32_t{p[18]} << 8) | p[19];
+    const uint32_t dst = (dst_ip & 0xffu) - 1;  // 10.77.0.(i+1) -> i; .0 wraps to a huge value
+    if ((dst_ip & 0xffffff00u) != kSubnet || dst >= hosts || dst == static_cast<uint32_t>(host)) {
+      c_.drop_no_route += segs;
+      continue;
+    }
+    if (shared_->isolated[host].load(std::memory_order_relaxed) ||
+        shared_->isolated[dst].load(std::memory_order_relaxed)) {
+      c_.drop_isolated += segs;
+      continue;
+    }
+    const uint64_t threshold = shared_->loss_threshold53.load(std::memory_order_relaxed);
+    if (threshold && gso && segs > 1) {
+      commit_gso_with_loss(slot, len, g, threshold, release_ns, static_cast<uint16_t>(dst));
+      continue;
+    }
+    if (threshold && (next_random() >> 11) < threshold) {
+      c_.drop_loss += segs;
+      continue;
+    }
+    line_.commit(len, release_ns, static_cast<uint16_t>(dst), static_cast<uint16_t>(segs));
+  }
+}
+
+void Forwarder::commit_gso_with_loss(std::byte* slot, uint32_t len, const TcpGsoFrame& g, uint64_t threshold,
+                                     uint64_t release_ns, uint16_t dst) {
+  size_t lost = 0;
+  for (size_t i = 0; i < g.segments; ++i) {
+    keep_[i] = (next_random() >> 11) >= threshold;
+    lost += !keep_[i];
+  }
+  c_.drop_loss += lost;
+  if (lost == 0) {
+    line_.commit(len, release_ns, dst, static_cast<uint16_t>(g.segments));
+    return;
+  }
+  if (lost == g.segments) return;
+  // Rebuild each run of kept segments as its own frame. The frame is copied out first: the
+  // runs are written where it lies now.
+  std::memcpy(frame_.data(), slot, len);
+  ++c_.split_frames;
+  size_t i = 0;
+  while (i < g.segments) {
+    if (!keep_[i]) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < g.segments && keep_[j]) ++j;
+    std::byte* out = line_.reserve();
+    if (!out) {
+      c_.drop_full += j - i;
+    } else {
+      const size_t n = split_run(frame_.data(), g, i, j, out);
+      line_.commit(static_cast<uint32_t>(n), release_ns, dst, static_cast<uint16_t>(j - i));
+    }
+    i = j;
+  }
+}
+
+void Forwarder::release_due(uint64_t now_ns) {
+  while (const DelayLine::Header* h = line_.front()) {
+    if (h->release_ns > now_ns) return;
+    const ssize_t w = ::write(opts_.tun_fds[h->dst], DelayLine::data(h), h->len);
+    if (w == static_cast<ssize_t>(h->len)) {
+      ++c_.tx_frames;
+      c_.tx_packets += h->segments;
+      c_.tx_bytes += h->len;
+    } else {
+      c_.write_errors += h->segments;
+    }
+    line_.pop();
+  }
+}
+
+void Forwarder::publish() {
+  auto& s = *shared_;
+  constexpr auto relaxed = std::memory_order_relaxed;
+  s.rx_frames.store(c_.rx_frames, relaxed);
+  s.tx_frames.store(c_.tx_frames, relaxed);
+  s.rx_packets.store(c_.rx_packets, relaxed);
+  s.rx_bytes.store(c_.rx_bytes, relaxed);
+  s.tx_packets.store(c_.tx_packets, relaxed);
+  s.tx_bytes.store(c_.tx_bytes, relaxed);
+  s.drop_loss.store(c_.drop_loss, relaxed);
+  s.drop_isolated.store(c_.drop_isolated, relaxed);
+  s.drop_full.store(c_.drop_full, relaxed);
+  s.drop_no_route.store(c_.drop_no_route, relaxed);
+  s.write_errors.store(c_.write_errors, relaxed);
+  s.split_frames.store(c_.split_frames, relaxed);
+  s.queue_peak_bytes.store(line_.peak_bytes(), relaxed);
+}
+
+Forwarder::Exit Forwarder::run() {
+  epoll_event events[64];
+  for (;;) {
+    uint64_t now = mono_ns();
+    release_due(now);
+    publish();
+
+    timespec timeout{};
+    timespec* wait = nullptr;  // nothing queued: sleep until a packet or a signal
+    if (const DelayLine::Header* h = line_.front()) {
+      const uint64_t dt = h->release_ns > now ? h->release_ns - now : 0;
+      timeout.tv_sec = static_cast<time_t>(dt / 1'000'000'000u);
+      timeout.tv_nsec = static_cast<long>(dt % 1'000'000'000u);
+      wait = &timeout;
+    }
+    const int n = ::epoll_pwait2(epoll_fd_, events, 64, wait, nullptr);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_errno("epoll_pwait2");
+    }
+    now = mono_ns();
+    for (int i = 0; i < n; ++i) {
+      const uint64_t tag = events[i].data.u64;
+      if (tag == kSignalTag || tag == kParentTag) {
+        publish();
+        return tag == kSignalTag ? Exit::kSignalled : Exit::kParentGone;
+      }
+      if (events[i].events & (EPOLLERR | EPOLLHUP)) {
+        // A TUN fd does not hang up while we hold it; if it ever does, stop watching it.
+        ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, opts_.tun_fds[tag], nullptr);
+        continue;
+      }
+      read_from(static_cast<int>(tag), now);
+    }
+  }
+}
+
+}  // namespace ferry::wan

@@ -1,0 +1,82 @@
+// Forwarder: the userspace delay line between the emulated hosts' TUN devices.
+//
+// One thread, one epoll set: every host's TUN fd (level-triggered), a signalfd (SIGTERM,
+// SIGINT, SIGHUP: stop) and a pidfd of the process that started it (it exits with its
+// parent, so a crashed test leaves no forwarder behind). Each wake-up reads up to kReadBudget
+// packets per ready TUN straight into the DelayLine, then writes every packet whose release
+// time has come to its destination's TUN, then sleeps until the next release (epoll_pwait2,
+// nanosecond timeout) or the next packet.
+//
+// Per frame: one read, a look at the IPv4 header, one RNG draw per wire packet, one write; no
+// allocation. A frame is one packet, or with offload a TCP GSO frame standing for up to ~44
+// (tcp_gso.h). Writing to a TUN runs the destination's receive path (IP, TCP, waking the
+// reader; and for ACKs the sender's transmit path) in this thread, so the forwarder's system
+// time includes much of the hosts' TCP stacks; see README.md for figures.
+//
+// Drop rules, applied at ingress: not IPv4, or not to 10.77.0.x of another host; either end
+// isolated; random loss per wire packet (probability from WanShared, so the library can
+// change it live); delay line full. A drop is only counted.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "delay_line.h"
+#include "tcp_gso.h"
+#include "wan_shared.h"
+
+namespace ferry::wan {
+
+struct ForwarderOptions {
+  std::vector<int> tun_fds;   // index = host
+  uint64_t delay_ns = 0;      // one way
+  uint64_t seed = 1;
+  size_t delay_line_bytes = 0;
+  size_t max_frame = 65536 + 256;  // read size: virtio_net_hdr + a 64 KiB GSO frame
+  int parent_pidfd = -1;      // -1: do not watch a parent
+  bool offload = true;        // TUN devices give and take TCP GSO frames
+};
+
+class Forwarder {
+ public:
+  Forwarder(ForwarderOptions opts, WanShared* shared);
+  ~Forwarder();
+  Forwarder(const Forwarder&) = delete;
+  Forwarder& operator=(const Forwarder&) = delete;
+
+  enum class Exit { kSignalled, kParentGone };
+  // Runs until a stop signal arrives or the parent exits, and says which. Throws
+  // std::system_error when epoll itself fails.
+  Exit run();
+
+ private:
+  static constexpr int kReadBudget = 64;
+
+  void read_from(int host, uint64_t now_ns);
+  // Applies per-packet loss to a GSO frame sitting at `slot`; commits what survives.
+  void commit_gso_with_loss(std::byte* slot, uint32_t len, const TcpGsoFrame& g, uint64_t threshold,
+                            uint64_t release_ns, uint16_t dst);
+  void release_due(uint64_t now_ns);
+  void publish();
+  uint64_t next_random();
+
+  ForwarderOptions opts_;
+  WanShared* shared_;
+  DelayLine line_;
+  int epoll_fd_ = -1;
+  int signal_fd_ = -1;
+  uint64_t rng_[4];
+  std::vector<uint8_t> keep_;     // per-segment verdicts of one GSO frame
+  std::vector<std::byte> frame_;  // copy of a GSO frame being split
+
+  // Counters kept locally and published once per wake-up (the shared page is read by
+  // another process; touching it per packet would bounce its cache line for nothing).
+  struct Counters {
+    uint64_t rx_frames = 0, tx_frames = 0;
+    uint64_t rx_packets = 0, rx_bytes = 0, tx_packets = 0, tx_bytes = 0;
+    uint64_t drop_loss = 0, drop_isolated = 0, drop_full = 0, drop_no_route = 0, write_errors = 0;
+    uint64_t split_frames = 0;
+  } c_;
+};
+
+}  // namespace ferry::wan

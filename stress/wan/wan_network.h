@@ -1,0 +1,96 @@
+// WanNetwork: N emulated hosts joined by a lossy, long-delay, rate-capped network.
+//
+//   auto net = ferry::wan::WanNetwork::start(ferry::wan::WanConfig::parse("hosts=3,rtt=50ms,loss=0.1%"));
+//   std::vector<std::string> cmd = net.exec_prefix(0);   // {"ip","netns","exec","fw…h0"}
+//   cmd.insert(cmd.end(), {"ferry-master", "--listen", net.hosts()[0].ip + ":7000"});
+//   ...                                                    // spawn it; likewise peers on 1, 2
+//   net.stop();                                            // or let the destructor do it
+//
+// Each host is a network namespace with one TUN device (wan0, 10.77.0.(i+1)/24, MTU 1500) and
+// loopback. The hosts' TUNs are all held by one ferry-wan-forwarder process, which delays
+// every packet by rtt/2 and drops a fraction `loss` of them; tbf on each TUN's egress caps the
+// host's uplink at `rate`; the route to 10.77.0.0/24 carries `congctl <cc>`, so every TCP
+// socket between hosts uses that congestion control unless it sets TCP_CONGESTION itself.
+//
+// Needs root (namespaces, TUN, tc); start() says so in its error otherwise.
+//
+// Threads: start() and stop() from any one thread at a time; hosts(), exec_prefix(),
+// set_loss(), isolate() and stats() may be called from any thread while the network runs
+// (the control page is atomic; nothing else changes after start()).
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "netns.h"
+#include "wan_config.h"
+
+namespace ferry::wan {
+
+struct Host {
+  int index = 0;
+  std::string netns;  // fw<pid>n<k>h<i>; enter with ScopedNetns or `ip netns exec`
+  std::string ip;     // 10.77.0.(index+1)
+  std::string tun;    // wan0
+};
+
+struct WanStats {
+  // Packets are wire packets (a GSO frame counts as its segments); frames are the reads and
+  // writes the forwarder made.
+  uint64_t rx_frames = 0, tx_frames = 0;
+  uint64_t rx_packets = 0, rx_bytes = 0;  // taken from the hosts' TUNs
+  uint64_t tx_packets = 0, tx_bytes = 0;  // delivered after the delay
+  uint64_t drop_loss = 0, drop_isolated = 0, drop_full = 0, drop_no_route = 0, write_errors = 0;
+  uint64_t split_frames = 0;              // GSO frames cut around lost segments
+  uint64_t queue_peak_bytes = 0;          // most bytes ever waiting in the delay line
+  double forwarder_user_s = 0, forwarder_sys_s = 0;  // CPU the forwarder has used so far
+};
+
+class WanNetwork {
+ public:
+  // Removes stale namespaces of crashed runs first (remove_stale_netns()), then builds the
+  // network. Throws std::runtime_error when not root ("needs root: network namespaces ..."),
+  // when the congestion control is not available (after trying `modprobe tcp_<cc>`), when
+  // ferry-wan-forwarder cannot be found, or when a setup command fails; everything half-built
+  // is removed before it throws.
+  static WanNetwork start(const WanConfig& config);
+
+  WanNetwork(WanNetwork&&) noexcept;
+  WanNetwork& operator=(WanNetwork&&) noexcept;
+  ~WanNetwork();  // stop()
+
+  const WanConfig& config() const;
+  const std::vector<Host>& hosts() const;
+  // {"ip", "netns", "exec", <netns of host>}: prepend to a command to run it on that host.
+  std::vector<std::string> exec_prefix(int host) const;
+  // FERRY_WAN_HOSTS=<n>, FERRY_WAN_NETNS="<ns0> <ns1> ...", FERRY_WAN_IPS="<ip0> ...",
+  // FERRY_WAN_NETNS_<i>, FERRY_WAN_IP_<i>, FERRY_WAN_SPEC=<config().to_string()>.
+  std::vector<std::pair<std::string, std::string>> environment() const;
+
+  // Live faults for ferry-chaos; they act on the next packet.
+  void set_loss(double loss);            // [0, 1]
+  void isolate(int host, bool isolated);  // drop everything from and to the host
+
+  WanStats stats() const;  // after stop(): the last figures
+  pid_t forwarder_pid() const;
+  bool forwarder_running() const;
+
+  // Idempotent. Stops every process still running inside the hosts (SIGTERM, SIGKILL after
+  // 0.5 s), stops the forwarder, deletes the namespaces. Never throws.
+  void stop();
+
+  // Path of ferry-wan-forwarder: $FERRY_WAN_FORWARDER, else next to the running executable,
+  // else where the build put it.
+  static std::string forwarder_path();
+
+ private:
+  struct Impl;
+  explicit WanNetwork(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ferry::wan
