@@ -7,6 +7,7 @@
 #include "core/dtype.h"
 #include "net/endpoint.h"
 #include "net/socket_options.h"
+#include "peer/allreduce_retry.h"
 #include "peer/communicator.h"
 
 struct ferry_comm {
@@ -245,6 +246,40 @@ ferry_result ferry_op_wait(ferry_op* op, ferry_op_info* info) {
   if (ferry_result r = guarded([&] { check_info(info); }); r != FERRY_OK) return r;
   std::unique_ptr<ferry_op> owned(op);  // from here released whatever the outcome: exactly once
   return guarded([&] { finish(owned->impl, info); });
+}
+
+void ferry_allreduce_job_init(ferry_allreduce_job* job) {
+  if (!job) return;
+  *job = ferry_allreduce_job{};
+  job->struct_size = sizeof(ferry_allreduce_job);
+  ferry_allreduce_desc_init(&job->desc);
+}
+
+ferry_result ferry_allreduce_multiple_with_retry(ferry_comm* comm, const ferry_allreduce_job* jobs, size_t n,
+                                                 uint32_t max_in_flight, ferry_op_info* info) {
+  return guarded([&] {
+    require(comm, "comm");
+    check_info(info);
+    if (n > 0) require(jobs, "jobs");
+    if (comm->impl->ops_in_flight() > 0)
+      throw Error(Errc::invalid_usage, "ferry_allreduce_multiple_with_retry with collectives already in flight");
+    std::vector<ferry::peer::AllreduceJob> parsed;
+    const auto* base = reinterpret_cast<const uint8_t*>(jobs);
+    size_t stride = n > 0 ? jobs->struct_size : 0;
+    for (size_t i = 0; i < n; ++i) {
+      auto job = ferry::capi::read_versioned(reinterpret_cast<const ferry_allreduce_job*>(base + i * stride),
+                                             ferry_allreduce_job_init, "jobs[i]");
+      auto spec = to_spec(ferry::capi::read_versioned(&job.desc, ferry_allreduce_desc_init, "jobs[i].desc"));
+      check_buffers(job.send, job.recv, job.count, spec.dtype);
+      parsed.push_back({job.send, job.recv, job.count, spec});
+    }
+    ferry::peer::RetryPolicy policy;
+    policy.max_in_flight = max_in_flight == 0 ? 4 : max_in_flight;
+    ferry::peer::OpInfo total;
+    ferry::Status st = ferry::peer::allreduce_with_retry(*comm->impl, parsed, policy, &total);
+    fill_info(info, total);
+    if (!st.ok()) throw Error(st.code, st.message);
+  });
 }
 
 }  // extern "C"

@@ -374,6 +374,44 @@ FERRY_API ferry_result ferry_op_test(ferry_op* op, int* done);
    unset, returns FERRY_ERR_INVALID_ARGUMENT and leaves the op unreleased. */
 FERRY_API ferry_result ferry_op_wait(ferry_op* op, ferry_op_info* info);
 
+/* ------------------------------------------------------------------------ */
+/* Several all-reduces, retried through failures                             */
+/* ------------------------------------------------------------------------ */
+
+typedef struct ferry_allreduce_job {
+  uint32_t struct_size;       /* sizeof(ferry_allreduce_job); set by _init */
+  const void* send;           /* as for ferry_allreduce */
+  void* recv;
+  size_t count;
+  ferry_allreduce_desc desc;  /* initialised by ferry_allreduce_job_init */
+} ferry_allreduce_job;
+
+FERRY_API void ferry_allreduce_job_init(ferry_allreduce_job* job);
+
+/* Collective: runs `n` all-reduces with at most `max_in_flight` in flight
+   (0 means 4), issued in array order. When a peer is lost (or a transfer
+   times out), every surviving peer stops, votes a new topology together and
+   issues the unfinished jobs again in the smaller (or grown) world, until
+   all succeed. Use it as a unit on every peer, with the same jobs in the same
+   order.
+   In-place jobs (send == recv) have their input copied aside first and
+   restored before each retry (memory for one copy of each in-place buffer);
+   other jobs' `send` is never written.
+   `jobs` is an array of `n` structs whose stride is jobs[0].struct_size (so
+   callers built against an older header keep working). Buffers are borrowed
+   until the call returns. `info` (may be NULL) sums bytes and time over every
+   attempt; world_size is the final world.
+   Blocks for as long as the operations and the votes take, each under the
+   communicator's deadlines; gives up after 16 rounds.
+   Errors: FERRY_ERR_INVALID_ARGUMENT (as ferry_allreduce, per job),
+   FERRY_ERR_INVALID_USAGE (not connected, or operations already in flight),
+   FERRY_ERR_PEER_LOST (the group shrank below two peers, or 16 rounds
+   failed), FERRY_ERR_TIMEOUT, FERRY_ERR_MISMATCH, FERRY_ERR_MASTER_LOST,
+   FERRY_ERR_KICKED, FERRY_ERR_PROTOCOL. On failure, `recv` of unfinished
+   jobs holds unspecified values. */
+FERRY_API ferry_result ferry_allreduce_multiple_with_retry(ferry_comm* comm, const ferry_allreduce_job* jobs,
+                                                           size_t n, uint32_t max_in_flight, ferry_op_info* info);
+
 #ifdef __cplusplus
 }
 #endif

@@ -105,11 +105,12 @@ void MasterState::handle(Peer& peer, const wire::Leave&) { remove_peer(peer.id, 
 
 // --- votes -------------------------------------------------------------------
 
-void MasterState::handle(Peer& peer, const wire::TopologyVote&) {
+void MasterState::handle(Peer& peer, const wire::TopologyVote& m) {
   Group& group = group_of(peer);
   if (peer.phase != Phase::accepted)
     return kick(peer.conn, Errc::protocol, "topology vote from a peer that is not accepted");
   group.topology_votes.insert(peer.id);
+  group.links_broken_vote |= m.links_broken != 0;
   maybe_complete_votes(group);
 }
 
@@ -134,11 +135,9 @@ void MasterState::maybe_complete_votes(Group& group) {
   }
   if (all_in(group.topology_votes)) {
     group.topology_votes.clear();
-    if (group.waiting.empty() && !group.broken) {
-      // Nothing changed: the ring stands, its links stay up.
-      send_all(group.ring, done_message(group));
-      return;
-    }
+    bool rebuild = !group.waiting.empty() || group.broken || group.links_broken_vote;
+    group.links_broken_vote = false;
+    if (!rebuild) return renew_epoch(group);  // the ring stands, its links stay up
     start_proposal(group);
   }
 }
@@ -197,6 +196,7 @@ void MasterState::maybe_commit_proposal(Group& group) {
   group.broken = false;
   group.collectives.clear();
   group.topology_votes.clear();
+  group.links_broken_vote = false;
   group.pending_queries.clear();
   for (PeerId id : group.ring) {
     peers_.at(id).phase = Phase::accepted;
@@ -204,6 +204,14 @@ void MasterState::maybe_commit_proposal(Group& group) {
   }
   group.proposal.reset();
   log().info("phase: group {} committed epoch {}: ring of {}", group.id, group.epoch, group.ring.size());
+  send_all(group.ring, done_message(group));
+}
+
+void MasterState::renew_epoch(Group& group) {
+  group.epoch = next_epoch_++;
+  group.collectives.clear();
+  group.pending_queries.clear();
+  log().debug("phase: group {} renews its ring as epoch {}", group.id, group.epoch);
   send_all(group.ring, done_message(group));
 }
 

@@ -112,6 +112,7 @@ class MasterState {
     bool broken = false;         // a member was lost since the commit
     std::vector<PeerId> waiting; // pending peers, in arrival order
     std::set<PeerId> topology_votes;
+    bool links_broken_vote = false;  // some voter's links failed: rebuild even if nothing else changed
     std::set<PeerId> pending_queries;
     std::optional<Proposal> proposal;
     std::map<uint32_t, Collective> collectives;  // open ones, by seq
@@ -138,6 +139,7 @@ class MasterState {
 
   void maybe_complete_votes(Group& group);
   void start_proposal(Group& group);
+  void renew_epoch(Group& group);
   void maybe_commit_proposal(Group& group);
   void abort_collective(Group& group, uint32_t seq, Errc code, const std::string& reason);
   void abort_all_collectives(Group& group, Errc code, const std::string& reason);

@@ -86,6 +86,15 @@ void AllreduceOp::fail_local(const Status& why, bool final) {
   maybe_finish(lock);
 }
 
+bool AllreduceOp::cancel_if_not_started(const Status& why) {
+  {
+    std::lock_guard lock(mu_);
+    if (phase_ != Phase::issued || local_failure_ || verdict_) return false;
+  }
+  fail_local(why);  // phase stays `issued`: a late go is ignored, no link is touched
+  return true;
+}
+
 void AllreduceOp::check_deadlines(Clock::time_point now) {
   auto ms = [](auto d) { return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()); };
   std::unique_lock lock(mu_);

@@ -72,6 +72,9 @@ class AllreduceOp final : public ChunkConsumer, public std::enable_shared_from_t
   void verdict(const Status& verdict);
   // A failure on this side; when `final` no verdict can come (master lost).
   void fail_local(const Status& why, bool final = false);
+  // Gives up on an operation the master has not started yet (so no data
+  // moved): the master aborts it for everyone. False once it has started.
+  bool cancel_if_not_started(const Status& why);
   void check_deadlines(Clock::time_point now);
 
   bool finished() const;

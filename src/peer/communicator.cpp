@@ -130,7 +130,9 @@ void Communicator::update_topology() {
     throw Error(Errc::invalid_usage, "update_topology with " + std::to_string(ops_.size()) +
                                          " collectives in flight; wait for them first");
   uint64_t before = topology_done_count_;
-  master_->send(wire::TopologyVote{});
+  wire::TopologyVote ballot;
+  ballot.links_broken = links_ && !links_->failure().ok();
+  master_->send(ballot);
   wait_for(lock, [&] { return topology_done_count_ > before; }, "update_topology");
 }
 
@@ -370,6 +372,10 @@ void Communicator::on_topology_done(const wire::TopologyDone& done) {
     setup_.reset();
     next_seq_ = 0;
     state_ = State::accepted;
+  } else if (!proposed_ && state_ == State::accepted && done.epoch > epoch_) {
+    // The same ring renewed: links stay, the collective numbering restarts.
+    epoch_ = done.epoch;
+    next_seq_ = 0;
   } else if (done.epoch != epoch_) {
     return;  // for a proposal this peer never finished: a newer one follows
   }

@@ -75,7 +75,8 @@ struct Welcome {
 
 struct TopologyVote {
   static constexpr MessageType kType = MessageType::topology_vote;
-  template <class V> void fields(V&) {}
+  uint8_t links_broken = 0;  // this peer's ring links failed: the ring must be rebuilt, not kept
+  template <class V> void fields(V& v) { v(links_broken); }
 };
 
 struct RingMember {
@@ -109,7 +110,10 @@ struct TopologyReady {
   }
 };
 
-// The ring of `epoch` is complete: every member has its links.
+// The ring of `epoch` is complete: every member has its links. A vote that
+// changed nothing also ends with a new epoch (same ring, same links): every
+// completed vote restarts the collective numbering, which realigns peers that
+// issued different numbers of collectives before a failure.
 struct TopologyDone {
   static constexpr MessageType kType = MessageType::topology_done;
   uint64_t epoch = 0;

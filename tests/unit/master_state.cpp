@@ -104,18 +104,42 @@ TEST_CASE("master: the first peer of a group is admitted at once; the next waits
   CHECK(done[0].second.num_groups == 1);
 }
 
-TEST_CASE("master: a vote that changes nothing answers at once with the same epoch", "[master]") {
+TEST_CASE("master: a vote that changes nothing keeps the ring but restarts the collective numbering",
+          "[master]") {
   Fixture f;
   f.ring_of(2);
   uint64_t epoch = f.state.epoch(0);
+  // Before the vote, peer 1 issued one more collective than peer 2 (as after a failure).
+  f.state.on_message(1, begin(epoch, 0));
   f.state.on_message(1, TopologyVote{});
   CHECK(f.step().sends.empty());  // waits for every member
   f.state.on_message(2, TopologyVote{});
   f.step();
-  CHECK(f.sent<Topology>().empty());
+  CHECK(f.sent<Topology>().empty());  // no new ring: the links stay up
   auto done = f.sent<TopologyDone>();
   REQUIRE(done.size() == 2);
-  CHECK(done[0].second.epoch == epoch);
+  uint64_t renewed = done[0].second.epoch;
+  CHECK(renewed > epoch);
+  // Numbering starts again at 0 in the renewed epoch, and the stale begin is forgotten.
+  f.state.on_message(1, begin(renewed, 0));
+  f.state.on_message(2, begin(renewed, 0));
+  f.step();
+  CHECK(f.sent<CollectiveGo>().size() == 2);
+  f.state.on_message(2, begin(epoch, 1));
+  f.step();
+  REQUIRE(f.sent<CollectiveResult>().size() == 1);
+  CHECK(f.sent<CollectiveResult>()[0].second.code == static_cast<uint32_t>(Errc::peer_lost));
+}
+
+TEST_CASE("master: a voter whose links failed gets the ring rebuilt", "[master]") {
+  Fixture f;
+  f.ring_of(2);
+  f.state.on_message(1, TopologyVote{1});
+  f.state.on_message(2, TopologyVote{0});
+  f.step();
+  auto proposals = f.sent<Topology>();
+  REQUIRE(proposals.size() == 2);
+  CHECK(proposals[0].second.ring.size() == 2);
 }
 
 TEST_CASE("master: pending counts reach every accepted member alike, once all asked", "[master]") {
