@@ -412,6 +412,91 @@ FERRY_API void ferry_allreduce_job_init(ferry_allreduce_job* job);
 FERRY_API ferry_result ferry_allreduce_multiple_with_retry(ferry_comm* comm, const ferry_allreduce_job* jobs,
                                                            size_t n, uint32_t max_in_flight, ferry_op_info* info);
 
+/* ------------------------------------------------------------------------ */
+/* Shared state                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* Where a tensor's memory lives. This build reads and writes host memory
+   only; FERRY_DEVICE_CUDA is refused with FERRY_ERR_INVALID_ARGUMENT (the
+   Python bindings stage device tensors through host memory). */
+typedef enum ferry_device { FERRY_DEVICE_CPU = 0, FERRY_DEVICE_CUDA = 1 } ferry_device;
+
+typedef enum ferry_sync_strategy {
+  /* The most common bytes among the peers at the sync's revision win; this
+     peer's bytes count (default). */
+  FERRY_SYNC_ENFORCE_POPULAR = 0,
+  /* This peer never sends and never counts; it ends with the winning bytes
+     (a newcomer, typically). */
+  FERRY_SYNC_RECEIVE_ONLY = 1,
+  /* This peer's bytes must win; a second send-only peer whose bytes differ
+     is kicked (and the sync fails with FERRY_ERR_PEER_LOST everywhere). */
+  FERRY_SYNC_SEND_ONLY = 2
+} ferry_sync_strategy;
+
+typedef struct ferry_tensor {
+  uint32_t struct_size;   /* sizeof(ferry_tensor); set by _init */
+  const char* name;       /* 1..255 bytes, unique in the state; matched by name across peers */
+  void* data;             /* count elements of dtype; borrowed during the call */
+  size_t count;
+  ferry_dtype dtype;
+  ferry_device device;    /* default FERRY_DEVICE_CPU */
+  /* Nonzero: this tensor may legitimately differ between peers (e.g. an RNG
+     state); it is never compared or moved. Must be the same on every peer. */
+  int allow_content_inequality;
+  int changed;            /* out: 1 when the call overwrote this tensor's bytes */
+} ferry_tensor;
+
+FERRY_API void ferry_tensor_init(ferry_tensor* tensor);
+
+typedef struct ferry_shared_state {
+  uint32_t struct_size;   /* sizeof(ferry_shared_state); set by _init */
+  /* In: this peer's revision. Out (on success): the group's revision, which
+     every peer now shares. The revision rule: the highest revision offered
+     by the peers that are not receive-only must be the group's previous
+     revision + 1 (any value for the group's first sync); such peers with a
+     lower revision are behind and receive, like receive-only peers. */
+  uint64_t revision;
+  ferry_tensor* tensors;  /* array of `count`; stride tensors[0].struct_size */
+  size_t count;
+  /* zstd level this peer asks holders to compress with when it fetches
+     (0, the default: raw bytes; 1-3 pay on slow links, cost CPU on fast ones). */
+  uint32_t compression_level;
+} ferry_shared_state;
+
+FERRY_API void ferry_shared_state_init(ferry_shared_state* state);
+
+typedef struct ferry_sync_info {
+  uint32_t struct_size;     /* set by the caller: sizeof(ferry_sync_info) */
+  uint64_t bytes_sent;      /* served to other peers (wire bytes) */
+  uint64_t bytes_received;  /* fetched from holders (wire bytes) */
+  uint32_t tensors_changed; /* tensors this call overwrote */
+  uint64_t revision;        /* the group's revision after the sync */
+  double duration_s;
+} ferry_sync_info;
+
+/* Collective over the group: afterwards every peer holds the same bytes in
+   every tensor that does not allow inequality. Each peer hashes its tensors;
+   the master elects the winning content per tensor (see ferry_sync_strategy
+   and the revision rule above); peers whose bytes differ fetch the winning
+   bytes from the peers holding them, over several connections and from
+   several holders at once, verify their hash, and only then return. A holder
+   that dies mid-transfer is replaced by another holder when there is one.
+   Every peer of the group must call it (same tensor names, dtypes and
+   counts; the order may differ). Tensors are borrowed until the call
+   returns: holders serve from them while others fetch.
+   On failure the fetched tensors hold unspecified bytes (possibly part old,
+   part new) and `revision` is unchanged; call again after
+   ferry_update_topology.
+   Blocks at most timeout_ms waiting for the other peers, and
+   progress_timeout_ms without a byte moving.
+   Errors: FERRY_ERR_INVALID_ARGUMENT (NULL, bad tensor, duplicate name,
+   device), FERRY_ERR_INVALID_USAGE (not connected; the revision rule; every
+   peer receive-only), FERRY_ERR_MISMATCH (peers declare different tensors),
+   FERRY_ERR_PEER_LOST, FERRY_ERR_TIMEOUT, FERRY_ERR_PROTOCOL (fetched bytes
+   did not verify), FERRY_ERR_MASTER_LOST, FERRY_ERR_KICKED. */
+FERRY_API ferry_result ferry_sync_shared_state(ferry_comm* comm, ferry_shared_state* state,
+                                               ferry_sync_strategy strategy, ferry_sync_info* info);
+
 #ifdef __cplusplus
 }
 #endif

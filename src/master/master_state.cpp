@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "master/shared_state_election.h"
+
 #include "core/log.h"
 
 namespace ferry::master {
@@ -49,7 +51,7 @@ void MasterState::on_message(ConnId conn, const wire::Message& message) {
         if constexpr (std::is_same_v<M, wire::Hello> || std::is_same_v<M, wire::TopologyVote> ||
                       std::is_same_v<M, wire::TopologyReady> || std::is_same_v<M, wire::PendingQuery> ||
                       std::is_same_v<M, wire::CollectiveBegin> || std::is_same_v<M, wire::CollectiveEnd> ||
-                      std::is_same_v<M, wire::Leave>) {
+                      std::is_same_v<M, wire::SyncBegin> || std::is_same_v<M, wire::Leave>) {
           handle(peer, m);
         } else {
           kick(conn, Errc::protocol,
@@ -230,6 +232,23 @@ wire::TopologyDone MasterState::done_message(const Group& group) const {
 // --- collectives ---------------------------------------------------------------
 
 void MasterState::handle(Peer& peer, const wire::CollectiveBegin& m) {
+  if (m.kind != static_cast<uint8_t>(wire::CollectiveKind::allreduce))
+    return kick(peer.conn, Errc::protocol, "collective_begin of unknown kind " + std::to_string(m.kind));
+  begin_collective(peer, m, nullptr);
+}
+
+void MasterState::handle(Peer& peer, const wire::SyncBegin& m) {
+  if (m.strategy > static_cast<uint8_t>(wire::SyncStrategy::send_only))
+    return kick(peer.conn, Errc::protocol, "unknown shared-state strategy " + std::to_string(m.strategy));
+  // Syncs agree on their kind here; their layouts are compared by the election, which can say how they differ.
+  wire::CollectiveBegin summary;
+  summary.epoch = m.epoch;
+  summary.seq = m.seq;
+  summary.kind = static_cast<uint8_t>(wire::CollectiveKind::shared_state);
+  begin_collective(peer, summary, &m);
+}
+
+void MasterState::begin_collective(Peer& peer, const wire::CollectiveBegin& m, const wire::SyncBegin* sync) {
   Group& group = group_of(peer);
   if (peer.phase != Phase::accepted)
     return kick(peer.conn, Errc::protocol, "collective from a peer that is not accepted");
@@ -248,6 +267,7 @@ void MasterState::handle(Peer& peer, const wire::CollectiveBegin& m) {
   std::optional<std::pair<PeerId, wire::CollectiveBegin>> earlier;
   if (!c.begins.empty()) earlier = *c.begins.begin();
   c.begins[peer.id] = m;
+  if (sync) c.sync_begins[peer.id] = *sync;
   if (c.verdict) {
     send(peer.id, *c.verdict);
     if (c.begins.size() == c.members.size()) group.collectives.erase(it);
@@ -255,6 +275,7 @@ void MasterState::handle(Peer& peer, const wire::CollectiveBegin& m) {
   }
   if (earlier && !earlier->second.same_collective(m)) {
     auto describe = [](const wire::CollectiveBegin& b) {
+      if (b.kind == static_cast<uint8_t>(wire::CollectiveKind::shared_state)) return std::string("a shared-state sync");
       return "tag " + std::to_string(b.tag) + ", count " + std::to_string(b.count) + ", dtype " +
              std::to_string(b.dtype) + ", op " + std::to_string(b.op);
     };
@@ -263,10 +284,31 @@ void MasterState::handle(Peer& peer, const wire::CollectiveBegin& m) {
                                 peer_name(earlier->first) + " has " + describe(earlier->second) + ", " +
                                 peer_name(peer.id) + " has " + describe(m));
   }
-  if (c.begins.size() == c.members.size()) {
-    c.go_sent = true;
-    send_all(c.members, wire::CollectiveGo{group.epoch, m.seq});
+  if (c.begins.size() == c.members.size()) start_collective(group, m.seq);
+}
+
+void MasterState::start_collective(Group& group, uint32_t seq) {
+  Collective& c = group.collectives.at(seq);
+  c.go_sent = true;
+  if (c.sync_begins.empty()) return send_all(c.members, wire::CollectiveGo{group.epoch, seq});
+  std::vector<SyncCandidate> candidates;
+  for (auto& [id, begin] : c.sync_begins) {
+    const Peer& p = peers_.at(id);
+    candidates.push_back({id, {id, p.endpoint.host, p.endpoint.port}, begin});
   }
+  ElectionOutcome outcome = elect_shared_state(candidates, group.shared_revision.has_value(),
+                                               group.shared_revision.value_or(0));
+  if (!outcome.status.ok()) {
+    // Kick first, so a kicked peer hears why before its sync fails; losing it aborts the sync for the rest.
+    for (uint64_t id : outcome.kick)
+      if (auto it = peers_.find(id); it != peers_.end()) kick(it->second.conn, Errc::kicked, outcome.kick_reason);
+    abort_collective(group, seq, outcome.status.code, outcome.status.message);
+    return;
+  }
+  c.elected_revision = outcome.revision;
+  log().info("phase: group {} epoch {} shared-state sync {} elects revision {}", group.id, group.epoch, seq,
+             outcome.revision);
+  for (auto& [id, plan] : outcome.plans) send(id, plan);
 }
 
 void MasterState::handle(Peer& peer, const wire::CollectiveEnd& m) {
@@ -285,6 +327,7 @@ void MasterState::handle(Peer& peer, const wire::CollectiveEnd& m) {
     return kick(peer.conn, Errc::protocol, "collective " + std::to_string(m.seq) + " ended before go");
   c.ended_ok.insert(peer.id);
   if (c.ended_ok.size() == c.members.size()) {
+    if (c.elected_revision) group.shared_revision = c.elected_revision;
     send_all(c.members, wire::CollectiveResult{group.epoch, m.seq, 0, ""});
     group.collectives.erase(it);
   }
@@ -375,6 +418,11 @@ std::vector<PeerId> MasterState::pending(uint32_t group) const {
 uint64_t MasterState::epoch(uint32_t group) const {
   auto it = groups_.find(group);
   return it == groups_.end() ? 0 : it->second.epoch;
+}
+
+std::optional<uint64_t> MasterState::shared_revision(uint32_t group) const {
+  auto it = groups_.find(group);
+  return it == groups_.end() ? std::nullopt : it->second.shared_revision;
 }
 
 bool MasterState::ring_broken(uint32_t group) const {

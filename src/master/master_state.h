@@ -74,6 +74,7 @@ class MasterState {
   size_t peer_count() const { return peers_.size(); }
   std::vector<PeerId> ring(uint32_t group) const;
   std::vector<PeerId> pending(uint32_t group) const;
+  std::optional<uint64_t> shared_revision(uint32_t group) const;
   uint64_t epoch(uint32_t group) const;
   bool ring_broken(uint32_t group) const;
 
@@ -97,7 +98,9 @@ class MasterState {
 
   struct Collective {
     std::vector<PeerId> members;  // the ring when it began
-    std::map<PeerId, wire::CollectiveBegin> begins;
+    std::map<PeerId, wire::CollectiveBegin> begins;        // what every kind must agree on
+    std::map<PeerId, wire::SyncBegin> sync_begins;         // shared-state syncs only
+    std::optional<uint64_t> elected_revision;              // a sync's revision, set when planned
     std::set<PeerId> ended_ok;
     bool go_sent = false;
     // Set once aborted; members that begin later get the same verdict. The
@@ -116,6 +119,7 @@ class MasterState {
     std::set<PeerId> pending_queries;
     std::optional<Proposal> proposal;
     std::map<uint32_t, Collective> collectives;  // open ones, by seq
+    std::optional<uint64_t> shared_revision;      // of the last committed shared-state sync
   };
 
   struct Connection {
@@ -128,6 +132,9 @@ class MasterState {
   void handle(Peer& peer, const wire::TopologyReady& m);
   void handle(Peer& peer, const wire::PendingQuery& m);
   void handle(Peer& peer, const wire::CollectiveBegin& m);
+  void handle(Peer& peer, const wire::SyncBegin& m);
+  void begin_collective(Peer& peer, const wire::CollectiveBegin& m, const wire::SyncBegin* sync);
+  void start_collective(Group& group, uint32_t seq);
   void handle(Peer& peer, const wire::CollectiveEnd& m);
   void handle(Peer& peer, const wire::Leave& m);
   void on_hello(ConnId conn, const wire::Hello& hello);

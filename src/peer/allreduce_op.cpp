@@ -10,27 +10,21 @@ namespace ferry::peer {
 AllreduceOp::AllreduceOp(OpHost& host, uint64_t epoch, uint32_t seq, std::shared_ptr<RingLinks> links,
                          RingPlan plan, const void* send, void* recv, size_t count, AllreduceSpec spec,
                          OpDeadlines deadlines)
-    : host_(host), epoch_(epoch), seq_(seq), links_(std::move(links)), plan_(plan),
+    : CollectiveOp(host, epoch, seq, deadlines), links_(std::move(links)), plan_(plan),
       send_(static_cast<const uint8_t*>(send)), recv_(static_cast<uint8_t*>(recv)), count_(count), spec_(spec),
-      deadlines_(deadlines), done_target_(plan_.units_to_send() + plan_.units_to_receive()),
+      done_target_(plan_.units_to_send() + plan_.units_to_receive()),
       received_(new std::atomic<uint8_t>[plan_.units()]) {
   for (uint32_t u = 0; u < plan_.units(); ++u) received_[u].store(0, std::memory_order_relaxed);
-  progressed();
 }
 
 // --- driven by the master -------------------------------------------------------
 
 void AllreduceOp::go() {
-  {
-    std::lock_guard lock(mu_);
-    if (phase_ != Phase::issued || local_failure_ || verdict_) return;
-    phase_ = Phase::running;
-  }
-  progressed();
+  if (!begin_running()) return;
   if (plan_.world() == 1 || count_ == 0 || !links_) return run_locally();
   if (Status broken = links_->failure(); !broken.ok()) return fail_local(broken);
   if (!try_hold()) return;  // keeps the operation open while step 0 is queued
-  links_->directory()->start(seq_);
+  links_->directory()->start(seq());
   // Step 0 sends this rank's own segment straight from the caller's input.
   for (uint32_t c = 0; c < plan_.chunks_per_segment(); ++c) {
     uint32_t unit = plan_.unit(0, c);
@@ -44,86 +38,23 @@ void AllreduceOp::go() {
 void AllreduceOp::run_locally() {
   if (count_ > 0 && send_ != recv_) std::memcpy(recv_, send_, count_ * plan_.elem_size());
   // avg over a world of one divides by one: nothing to do.
-  std::unique_lock lock(mu_);
-  phase_ = Phase::local_done;
-  end_sent_ = true;
-  end_sent_at_ = Clock::now();
-  lock.unlock();
-  host_.send_end(epoch_, seq_, Status::success());
+  mark_local_done();
 }
 
-void AllreduceOp::verdict(const Status& verdict) {
-  bool close_links = false;
-  std::unique_lock lock(mu_);
-  if (verdict_ || phase_ == Phase::finished) return;
-  verdict_ = verdict;
-  close_links = !verdict.ok() && phase_ == Phase::running;
-  lock.unlock();
+void AllreduceOp::stop_transfers(const Status& why) {
   // Chunks may be mid-stream on these links: nothing can continue on them.
-  if (close_links && links_) links_->close(Status::failure(verdict.code, "collective aborted: " + verdict.message));
-  lock.lock();
-  maybe_finish(lock);
+  if (links_) links_->close(why);
 }
 
-void AllreduceOp::fail_local(const Status& why, bool final) {
-  bool tell_master = false, close_links = false;
-  std::unique_lock lock(mu_);
-  if (phase_ == Phase::finished) return;
-  if (final && !verdict_) verdict_ = why;
-  if (!local_failure_) {
-    local_failure_ = why;
-    close_links = phase_ == Phase::running;
-    if (!end_sent_) {
-      end_sent_ = true;
-      end_sent_at_ = Clock::now();
-      tell_master = !final;
-    }
-  }
-  lock.unlock();
-  if (close_links && links_) links_->close(why);
-  if (tell_master) host_.send_end(epoch_, seq_, why);
-  lock.lock();
-  maybe_finish(lock);
-}
-
-bool AllreduceOp::cancel_if_not_started(const Status& why) {
-  {
-    std::lock_guard lock(mu_);
-    if (phase_ != Phase::issued || local_failure_ || verdict_) return false;
-  }
-  fail_local(why);  // phase stays `issued`: a late go is ignored, no link is touched
-  return true;
-}
-
-void AllreduceOp::check_deadlines(Clock::time_point now) {
-  auto ms = [](auto d) { return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()); };
-  std::unique_lock lock(mu_);
-  if (phase_ == Phase::finished) return;
-  if (end_sent_ && !verdict_ && now - end_sent_at_ > deadlines_.verdict) {
-    lock.unlock();
-    return fail_local(Status::failure(Errc::timeout, "no verdict from the master within " + ms(deadlines_.verdict) +
-                                                         " ms"),
-                      true);
-  }
-  if (phase_ == Phase::issued && !local_failure_ && now - issued_at_ > deadlines_.start) {
-    lock.unlock();
-    return fail_local(Status::failure(Errc::timeout, "the other peers did not start collective " +
-                                                         std::to_string(seq_) + " within " + ms(deadlines_.start) +
-                                                         " ms"));
-  }
-  auto idle = now - Clock::time_point(Clock::duration(last_progress_ns_.load(std::memory_order_relaxed)));
-  if (phase_ == Phase::running && !local_failure_ && idle > deadlines_.progress) {
-    lock.unlock();
-    return fail_local(Status::failure(Errc::timeout, "collective " + std::to_string(seq_) + " made no progress for " +
-                                                         ms(deadlines_.progress) + " ms"));
-  }
+void AllreduceOp::on_finishing() {
+  if (links_) links_->directory()->remove(seq());
 }
 
 // --- driven by the lanes -----------------------------------------------------------
 
 bool AllreduceOp::queue_send(uint32_t unit, const uint8_t* data, std::optional<uint64_t> checksum) {
   ElementRange r = plan_.send_range(unit);
-  wire::ChunkHeader header{seq_, unit, static_cast<uint32_t>(r.count * plan_.elem_size()), checksum.value_or(0)};
+  wire::ChunkHeader header{seq(), unit, static_cast<uint32_t>(r.count * plan_.elem_size()), checksum.value_or(0)};
   if (!try_hold()) return false;
   links_->out(plan_.lane_of(unit)).push(header, data, shared_from_this(), !checksum);
   return true;
@@ -132,7 +63,7 @@ bool AllreduceOp::queue_send(uint32_t unit, const uint8_t* data, std::optional<u
 Status AllreduceOp::payload_destination(const wire::ChunkHeader& header, uint32_t lane,
                                         std::vector<uint8_t>& staging, uint8_t*& destination) {
   auto bad = [&](const std::string& why) {
-    return Status::failure(Errc::protocol, "collective " + std::to_string(seq_) + ", unit " +
+    return Status::failure(Errc::protocol, "collective " + std::to_string(seq()) + ", unit " +
                                                std::to_string(header.unit) + ": " + why);
   };
   if (header.unit >= plan_.units()) return bad("no such unit");
@@ -153,7 +84,7 @@ Status AllreduceOp::payload_destination(const wire::ChunkHeader& header, uint32_
 
 Status AllreduceOp::payload_received(const wire::ChunkHeader& header, uint32_t, const uint8_t* payload) {
   if (hash_bytes(payload, header.length) != header.checksum) {
-    Status corrupt = Status::failure(Errc::protocol, "collective " + std::to_string(seq_) + ": chunk " +
+    Status corrupt = Status::failure(Errc::protocol, "collective " + std::to_string(seq()) + ": chunk " +
                                                          std::to_string(header.unit) + " failed its checksum");
     release();
     fail_local(corrupt);
@@ -187,65 +118,20 @@ void AllreduceOp::chunk_sent(size_t bytes) {
 }
 
 void AllreduceOp::count_done_unit() {
-  if (units_done_.fetch_add(1, std::memory_order_acq_rel) + 1 != done_target_) return;
-  std::unique_lock lock(mu_);
-  if (phase_ != Phase::running || local_failure_) return;
-  phase_ = Phase::local_done;
-  end_sent_ = true;
-  end_sent_at_ = Clock::now();
-  lock.unlock();
-  host_.send_end(epoch_, seq_, Status::success());
-}
-
-// A hold taken after the operation closed for I/O is given back at once:
-// with the flag set before the count is read in maybe_finish (both seq_cst),
-// either the holder sees the flag or the finisher sees the hold.
-bool AllreduceOp::try_hold() {
-  holds_.fetch_add(1);
-  if (!io_closed_.load()) return true;
-  release();
-  return false;
-}
-
-void AllreduceOp::release() {
-  if (holds_.fetch_sub(1) != 1) return;
-  std::unique_lock lock(mu_);
-  maybe_finish(lock);
-}
-
-void AllreduceOp::maybe_finish(std::unique_lock<std::mutex>& lock) {
-  if (phase_ == Phase::finished || !verdict_) return;
-  io_closed_.store(true);
-  if (holds_.load() != 0) return;
-  phase_ = Phase::finished;
-  duration_s_ = std::chrono::duration<double>(Clock::now() - issued_at_).count();
-  lock.unlock();
-  if (links_) links_->directory()->remove(seq_);
-  host_.op_finished(seq_);
-  lock.lock();
-  finished_cv_.notify_all();
+  if (units_done_.fetch_add(1, std::memory_order_acq_rel) + 1 == done_target_) mark_local_done();
 }
 
 // --- the caller's side ----------------------------------------------------------------
 
-bool AllreduceOp::finished() const {
-  std::lock_guard lock(mu_);
-  return phase_ == Phase::finished;
-}
-
 Status AllreduceOp::wait(OpInfo* info) {
-  std::unique_lock lock(mu_);
-  // The deadlines above guarantee an end; this cap only turns a bug into an error.
-  auto cap = deadlines_.start + deadlines_.progress + 2 * deadlines_.verdict + std::chrono::seconds(30);
-  if (!finished_cv_.wait_for(lock, cap, [&] { return phase_ == Phase::finished; }))
-    return Status::failure(Errc::internal, "collective " + std::to_string(seq_) + " never finished");
+  Status verdict = wait_finished();
   if (info) {
     info->world_size = plan_.world();
     info->bytes_sent = bytes_sent_.load();
     info->bytes_received = bytes_received_.load();
-    info->duration_s = duration_s_;
+    info->duration_s = duration_s();
   }
-  return *verdict_;
+  return verdict;
 }
 
 }  // namespace ferry::peer

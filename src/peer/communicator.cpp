@@ -205,7 +205,7 @@ void Communicator::op_finished(uint32_t seq) {
   cv_.notify_all();
 }
 
-std::shared_ptr<AllreduceOp> Communicator::find_op(uint64_t epoch, uint32_t seq) {
+std::shared_ptr<CollectiveOp> Communicator::find_op(uint64_t epoch, uint32_t seq) {
   std::lock_guard lock(mu_);
   if (epoch != epoch_) return nullptr;
   auto it = ops_.find(seq);
@@ -234,6 +234,8 @@ void Communicator::on_master_message(wire::Message message) {
           cv_.notify_all();
         } else if constexpr (std::is_same_v<M, wire::CollectiveGo>) {
           if (auto op = find_op(m.epoch, m.seq)) op->go();
+        } else if constexpr (std::is_same_v<M, wire::SyncPlan>) {
+          if (auto op = find_op(m.epoch, m.seq)) op->plan(m);
         } else if constexpr (std::is_same_v<M, wire::CollectiveResult>) {
           if (auto op = find_op(m.epoch, m.seq)) op->verdict(status_from_wire(m.code, m.reason));
         } else if constexpr (std::is_same_v<M, wire::Kick>) {
@@ -256,7 +258,7 @@ void Communicator::on_master_closed(const Status& why) {
 }
 
 void Communicator::die(const Status& why) {
-  std::vector<std::shared_ptr<AllreduceOp>> ops;
+  std::vector<std::shared_ptr<CollectiveOp>> ops;
   std::shared_ptr<LinkSetup> setup;
   std::shared_ptr<RingLinks> links, proposed_links;
   std::shared_ptr<net::FrameConnection> master;
@@ -394,9 +396,9 @@ void Communicator::on_inbound(asio::ip::tcp::socket socket) {
     asio::dispatch(stream->executor(), [this, stream] {
       net::read_one_message(stream, config_.timeout, 4096, [this, stream](Status rst, std::optional<wire::Message> m) {
         if (!rst.ok()) return log().debug("inbound link handshake failed: {}", rst.message);
-        auto* hello = std::get_if<wire::LinkHello>(&*m);
-        if (!hello) return stream->close();
-        on_link_hello(*hello, stream);
+        if (auto* hello = std::get_if<wire::LinkHello>(&*m)) return on_link_hello(*hello, stream);
+        if (auto* hello = std::get_if<wire::FetchHello>(&*m)) return on_fetch_hello(*hello, stream);
+        stream->close();
       });
     });
   });
@@ -429,13 +431,96 @@ void Communicator::on_link_hello(const wire::LinkHello& hello, const std::shared
                          [stream](Status) { stream->close(); });
 }
 
+// --- shared state ------------------------------------------------------------------------------------
+
+std::shared_ptr<SharedStateSync> Communicator::sync_shared_state(SyncSpec spec) {
+  uint64_t epoch, self;
+  uint32_t seq;
+  std::shared_ptr<net::FrameConnection> master;
+  {
+    std::lock_guard lock(mu_);
+    require_accepted("sync_shared_state");
+    epoch = epoch_;
+    self = peer_id_;
+    seq = next_seq_++;
+    master = master_;
+  }
+  if (spec.connections == 0) spec.connections = config_.connections;
+  OpDeadlines deadlines{config_.timeout, config_.progress_timeout, config_.timeout};
+  std::shared_ptr<SharedStateSync> op;
+  try {
+    // Hashing happens here, outside the lock: it may take a while for large states.
+    op = std::make_shared<SharedStateSync>(
+        static_cast<OpHost&>(*this), epoch, seq, self, std::move(spec), deadlines,
+        [this](const wire::PeerAddress& holder, const wire::FetchHello& hello, std::shared_ptr<net::Stream>& out) {
+          return dial_holder(holder, hello, out);
+        });
+  } catch (const Error& e) {
+    // The number is taken: end it at once so every peer's numbering stays aligned.
+    master->send(wire::SyncBegin{epoch, seq, 0, 0, {}});
+    master->send(wire::CollectiveEnd{epoch, seq, static_cast<uint32_t>(e.code()), e.what()});
+    throw;
+  }
+  wire::SyncBegin begin = op->begin_message();
+  begin.epoch = epoch;
+  {
+    std::lock_guard lock(mu_);
+    if (state_ == State::dead) throw Error(dead_reason_.code, dead_reason_.message);
+    ops_[seq] = op;
+  }
+  master->send(begin);
+  return op;
+}
+
+Status Communicator::dial_holder(const wire::PeerAddress& holder, const wire::FetchHello& hello,
+                                 std::shared_ptr<net::Stream>& out) {
+  std::promise<std::pair<Status, std::shared_ptr<net::Stream>>> dialed;
+  net::dial(io_.get_executor(), {holder.host, holder.port}, config_.timeout, config_.transport,
+            [&dialed](Status st, std::shared_ptr<net::Stream> s) { dialed.set_value({st, s}); }, config_.p2p_tuning);
+  auto [st, stream] = dialed.get_future().get();  // bounded by the dialer's deadline
+  if (!st.ok()) return st;
+  std::promise<Status> answered;
+  asio::dispatch(stream->executor(), [&, stream] {
+    net::write_one_message(stream, hello, [&, stream](Status wst) {
+      if (!wst.ok()) return answered.set_value(wst);
+      net::read_one_message(stream, config_.timeout, 4096, [&](Status rst, std::optional<wire::Message> reply) {
+        if (!rst.ok()) return answered.set_value(rst);
+        auto* welcome = std::get_if<wire::LinkWelcome>(&*reply);
+        if (!welcome) return answered.set_value(Status::failure(Errc::protocol, "expected link_welcome"));
+        if (welcome->code != 0) return answered.set_value(Status::failure(Errc::auth, "refused: " + welcome->reason));
+        answered.set_value(Status::success());
+      });
+    });
+  });
+  Status handshake = answered.get_future().get();  // bounded by read_one_message's deadline
+  if (!handshake.ok()) {
+    stream->abort();
+    return handshake;
+  }
+  stream->enter_blocking_mode();
+  out = stream;
+  return Status::success();
+}
+
+void Communicator::on_fetch_hello(const wire::FetchHello& hello, const std::shared_ptr<net::Stream>& stream) {
+  auto op = std::dynamic_pointer_cast<SharedStateSync>(find_op(hello.epoch, hello.seq));
+  uint64_t self;
+  {
+    std::lock_guard lock(mu_);
+    self = peer_id_;
+  }
+  if (op && hello.to_peer == self) return op->serve(hello, stream);
+  net::write_one_message(stream, wire::LinkWelcome{static_cast<uint32_t>(Errc::protocol), "no such shared-state sync here"},
+                         [stream](Status) { stream->close(); });
+}
+
 // --- deadlines -----------------------------------------------------------------------------------------
 
 void Communicator::arm_watchdog() {
   watchdog_.expires_after(kWatchdogPeriod);
   watchdog_.async_wait([this](std::error_code ec) {
     if (ec) return;
-    std::vector<std::shared_ptr<AllreduceOp>> ops;
+    std::vector<std::shared_ptr<CollectiveOp>> ops;
     {
       std::lock_guard lock(mu_);
       for (auto& [seq, op] : ops_) ops.push_back(op);

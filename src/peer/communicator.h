@@ -35,6 +35,7 @@
 #include "net/transport.h"
 #include "peer/allreduce_op.h"
 #include "peer/link_setup.h"
+#include "peer/shared_state_sync.h"
 
 namespace ferry::peer {
 
@@ -73,6 +74,8 @@ class Communicator final : private OpHost {
   Attributes attributes() const;
   // Issues an all-reduce; the returned operation is waited with wait().
   std::shared_ptr<AllreduceOp> allreduce_async(const void* send, void* recv, size_t count, const AllreduceSpec& spec);
+  // Issues a shared-state sync (hashing the tensors first); wait with wait().
+  std::shared_ptr<SharedStateSync> sync_shared_state(SyncSpec spec);
   size_t ops_in_flight() const;
 
  private:
@@ -89,6 +92,10 @@ class Communicator final : private OpHost {
   void on_topology_done(const wire::TopologyDone& done);
   void on_inbound(asio::ip::tcp::socket socket);
   void on_link_hello(const wire::LinkHello& hello, const std::shared_ptr<net::Stream>& stream);
+  void on_fetch_hello(const wire::FetchHello& hello, const std::shared_ptr<net::Stream>& stream);
+  Status dial_holder(const wire::PeerAddress& holder, const wire::FetchHello& hello, std::shared_ptr<net::Stream>& out);
+  // Registers `op` under the next seq and returns it; mu_ held.
+  uint32_t take_seq();
   void die(const Status& why);
   void arm_watchdog();
 
@@ -97,7 +104,7 @@ class Communicator final : private OpHost {
   // Waits on cv_ until pred or dead or the deadline; throws on the latter two. mu_ held via lock.
   template <class Pred>
   void wait_for(std::unique_lock<std::mutex>& lock, Pred pred, const std::string& what);
-  std::shared_ptr<AllreduceOp> find_op(uint64_t epoch, uint32_t seq);
+  std::shared_ptr<CollectiveOp> find_op(uint64_t epoch, uint32_t seq);
 
   const CommConfig config_;
   asio::io_context io_;
@@ -127,7 +134,7 @@ class Communicator final : private OpHost {
   uint64_t pending_answers_ = 0;
   uint32_t last_pending_ = 0;
   uint32_t next_seq_ = 0;
-  std::map<uint32_t, std::shared_ptr<AllreduceOp>> ops_;
+  std::map<uint32_t, std::shared_ptr<CollectiveOp>> ops_;
   struct ParkedLink {
     wire::LinkHello hello;
     std::shared_ptr<net::Stream> stream;

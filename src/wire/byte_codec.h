@@ -37,7 +37,12 @@ class ByteWriter {
   template <class T>
   void operator()(const std::vector<T>& items, Limit) {
     (*this)(static_cast<uint32_t>(items.size()));
-    for (const T& item : items) const_cast<T&>(item).fields(*this);  // fields() only reads here
+    for (const T& item : items) {
+      if constexpr (std::is_integral_v<T>)
+        (*this)(item);
+      else
+        const_cast<T&>(item).fields(*this);  // fields() only reads here
+    }
   }
 
  private:
@@ -63,8 +68,9 @@ class ByteReader {
   void operator()(std::vector<T>& items, Limit limit) {
     uint32_t n = 0;
     (*this)(n);
-    // Every element takes at least one byte: a count beyond the bytes left is a lie.
-    if (ok_ && (n > limit.max || n > remaining())) {
+    // Every element takes at least one byte (an integer, sizeof(T)): a count beyond the bytes left is a lie.
+    size_t min_bytes = std::is_integral_v<T> ? sizeof(T) : 1;
+    if (ok_ && (n > limit.max || n > remaining() / min_bytes)) {
       fail("vector of " + std::to_string(n) + " elements exceeds its limit");
       return;
     }
@@ -72,7 +78,10 @@ class ByteReader {
     items.resize(n);
     for (T& item : items) {
       if (!ok_) return;
-      item.fields(*this);
+      if constexpr (std::is_integral_v<T>)
+        (*this)(item);
+      else
+        item.fields(*this);
     }
   }
 

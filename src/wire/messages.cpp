@@ -54,6 +54,9 @@ const char* message_type_name(uint16_t type) {
     case MessageType::heartbeat: return "heartbeat";
     case MessageType::link_hello: return "link_hello";
     case MessageType::link_welcome: return "link_welcome";
+    case MessageType::sync_begin: return "sync_begin";
+    case MessageType::sync_plan: return "sync_plan";
+    case MessageType::fetch_hello: return "fetch_hello";
   }
   return "unknown";
 }

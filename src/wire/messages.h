@@ -31,6 +31,7 @@ enum class MessageType : uint16_t {
   collective_begin = 5,
   collective_end = 6,
   leave = 7,
+  sync_begin = 8,
   // master -> peer
   welcome = 64,
   topology = 65,
@@ -39,19 +40,24 @@ enum class MessageType : uint16_t {
   collective_go = 68,
   collective_result = 69,
   kick = 70,
+  sync_plan = 71,
   // both directions on a master connection: liveness
   heartbeat = 96,
   // peer -> peer, before a link switches to raw chunk streaming
   link_hello = 128,
   link_welcome = 129,
+  fetch_hello = 130,
 };
 
 inline constexpr size_t kMaxHostLength = 255;
 inline constexpr size_t kMaxReasonLength = 1024;
 inline constexpr size_t kMaxRingMembers = 65536;
 inline constexpr uint32_t kMaxConnectionsPerLink = 64;
+inline constexpr size_t kMaxSharedTensors = 8192;
+inline constexpr size_t kMaxTensorName = 255;
 
-enum class CollectiveKind : uint8_t { allreduce = 1 };
+enum class CollectiveKind : uint8_t { allreduce = 1, shared_state = 2 };
+enum class SyncStrategy : uint8_t { enforce_popular = 0, receive_only = 1, send_only = 2 };
 
 struct Hello {
   static constexpr MessageType kType = MessageType::hello;
@@ -214,9 +220,76 @@ struct LinkWelcome {
   template <class V> void fields(V& v) { v(code); v(reason, Limit{kMaxReasonLength}); }
 };
 
+// --- shared state ---------------------------------------------------------
+
+struct TensorDigest {
+  std::string name;
+  uint8_t dtype = 0;
+  uint64_t count = 0;
+  uint64_t hash = 0;  // core/content_hash.h
+  uint8_t allow_inequality = 0;
+  template <class V> void fields(V& v) {
+    v(name, Limit{kMaxTensorName}); v(dtype); v(count); v(hash); v(allow_inequality);
+  }
+};
+
+// A shared-state sync is a collective too (same numbering as all-reduces).
+struct SyncBegin {
+  static constexpr MessageType kType = MessageType::sync_begin;
+  uint64_t epoch = 0;
+  uint32_t seq = 0;
+  uint64_t revision = 0;
+  uint8_t strategy = 0;  // SyncStrategy
+  std::vector<TensorDigest> tensors;
+  template <class V> void fields(V& v) {
+    v(epoch); v(seq); v(revision); v(strategy); v(tensors, Limit{kMaxSharedTensors});
+  }
+};
+
+// Tensors are named by their position in name order (the same on every peer).
+struct SyncFetch {
+  uint32_t tensor = 0;
+  uint64_t hash = 0;              // what the fetched bytes must hash to
+  std::vector<uint64_t> holders;  // peers that hold them
+  template <class V> void fields(V& v) { v(tensor); v(hash); v(holders, Limit{kMaxRingMembers}); }
+};
+
+struct PeerAddress {
+  uint64_t peer_id = 0;
+  std::string host;
+  uint16_t port = 0;
+  template <class V> void fields(V& v) { v(peer_id); v(host, Limit{kMaxHostLength}); v(port); }
+};
+
+// The master's election result for one peer: what to fetch from whom, whom to serve.
+struct SyncPlan {
+  static constexpr MessageType kType = MessageType::sync_plan;
+  uint64_t epoch = 0;
+  uint32_t seq = 0;
+  uint64_t revision = 0;              // the revision every peer ends with
+  std::vector<SyncFetch> fetches;
+  std::vector<uint64_t> serve_to;     // peers allowed to fetch from this one
+  std::vector<PeerAddress> addresses; // of the holders this peer fetches from
+  template <class V> void fields(V& v) {
+    v(epoch); v(seq); v(revision); v(fetches, Limit{kMaxSharedTensors}); v(serve_to, Limit{kMaxRingMembers});
+    v(addresses, Limit{kMaxRingMembers});
+  }
+};
+
+// First frame on a p2p connection that fetches shared state; answered by link_welcome.
+struct FetchHello {
+  static constexpr MessageType kType = MessageType::fetch_hello;
+  uint64_t from_peer = 0;
+  uint64_t to_peer = 0;
+  uint64_t epoch = 0;
+  uint32_t seq = 0;
+  template <class V> void fields(V& v) { v(from_peer); v(to_peer); v(epoch); v(seq); }
+};
+
 using Message = std::variant<Hello, Welcome, TopologyVote, Topology, TopologyReady, TopologyDone,
                              PendingQuery, PendingCount, CollectiveBegin, CollectiveGo, CollectiveEnd,
-                             CollectiveResult, Kick, Heartbeat, Leave, LinkHello, LinkWelcome>;
+                             CollectiveResult, Kick, Heartbeat, Leave, LinkHello, LinkWelcome, SyncBegin, SyncPlan,
+                             FetchHello>;
 
 MessageType message_type(const Message& message);
 const char* message_type_name(uint16_t type);

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <latch>
 #include <random>
 
 #include "core/hash.h"
@@ -36,6 +37,7 @@ TEST_CASE("async: many concurrent tagged all-reduces of random sizes, waited in 
   for (auto& s : sizes) s = std::uniform_int_distribution<size_t>(0, 300000)(shared_rng);
   std::vector<std::vector<uint64_t>> hashes(peers, std::vector<uint64_t>(ops));
   std::vector<std::string> wrong(peers);
+  std::latch checked(static_cast<std::ptrdiff_t>(peers));
 
   auto results = run_peers(peers, [&](size_t who) {
     PeerSettings settings;
@@ -50,12 +52,17 @@ TEST_CASE("async: many concurrent tagged all-reduces of random sizes, waited in 
     for (size_t k = 0; k < ops; ++k) {
       buffers[k].resize(sizes[k]);
       for (size_t i = 0; i < sizes[k]; ++i) buffers[k][i] = value(rank, k, i);
+      // The last op cannot finish before rank 0 has checked below: the others issue it only after.
+      if (k == ops - 1 && rank != 0) checked.arrive_and_wait();
       auto desc = sum_desc(100 + k);
       must(ferry_allreduce_async(comm, buffers[k].data(), buffers[k].data(), sizes[k], &desc, &handles[k]),
            "ferry_allreduce_async");
     }
-    // While they run, the communicator refuses to change the ring under them.
-    if (ferry_update_topology(comm) != FERRY_ERR_INVALID_USAGE) wrong[who] += "update_topology was not refused\n";
+    if (rank == 0) {
+      // While they run, the communicator refuses to change the ring under them.
+      if (ferry_update_topology(comm) != FERRY_ERR_INVALID_USAGE) wrong[who] += "update_topology was not refused\n";
+      checked.arrive_and_wait();
+    }
     std::vector<size_t> order(ops);
     for (size_t k = 0; k < ops; ++k) order[k] = k;
     std::shuffle(order.begin(), order.end(), std::mt19937(static_cast<unsigned>(who)));

@@ -4,13 +4,20 @@
 //
 // Bytes per second count the output buffer once: for reduce, one 64 MiB
 // array per iteration (the memory traffic is three times that: two reads and
-// a write); for conversions, the f32 side (64 MiB) whichever the direction.
+// a write); for conversions, the f32 side (64 MiB) whichever the direction;
+// for the quantization codecs, the f32 data (64 MiB of input to encode, of
+// output from decode, of local for the add variants), so the figures compare
+// with memcpy_64MiB, the single-core bandwidth ceiling.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <cstring>
+#include <random>
 #include <vector>
 
 #include "core/half.h"
+#include "core/quant.h"
+#include "core/quant_kernels.h"
 #include "core/reduce.h"
 
 namespace {
@@ -81,6 +88,115 @@ BENCHMARK(widen<ferry::f16_to_f32>)->Name("f16_to_f32")->Unit(benchmark::kMillis
 BENCHMARK(narrow<ferry::f32_to_f16>)->Name("f32_to_f16")->Unit(benchmark::kMillisecond);
 BENCHMARK(widen<ferry::bf16_to_f32>)->Name("bf16_to_f32")->Unit(benchmark::kMillisecond);
 BENCHMARK(narrow<ferry::f32_to_bf16>)->Name("f32_to_bf16")->Unit(benchmark::kMillisecond);
+
+void memcpy_64MiB(benchmark::State& state) {
+  std::vector<unsigned char> in(kBufferBytes, 0x01), out(kBufferBytes, 0);
+  for (auto _ : state) {
+    std::memcpy(out.data(), in.data(), kBufferBytes);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(kBufferBytes));
+}
+BENCHMARK(memcpy_64MiB)->Unit(benchmark::kMillisecond);
+
+// ---- quantization codecs, 64 MiB of f32 (normal(0, 1) data, block 256)
+
+using ferry::Quant;
+using ferry::QuantSpec;
+using ferry::quant_detail::QuantPath;
+
+const std::vector<float>& normal_floats(uint64_t seed) {
+  static std::vector<float> data[2];
+  std::vector<float>& v = data[seed % 2];
+  if (v.empty()) {
+    v.resize(kConvertCount);
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (float& x : v) x = normal(rng);
+  }
+  return v;
+}
+
+std::vector<uint8_t> encoded(QuantSpec spec, const std::vector<float>& x) {
+  std::vector<uint8_t> wire(ferry::quant_encoded_bytes<float>(spec, x.size()));
+  ferry::quant_encode(spec, x.data(), x.size(), wire.data());
+  return wire;
+}
+
+void set_f32_bytes(benchmark::State& state) {
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(kBufferBytes));
+}
+
+void quant_encode(benchmark::State& state, Quant kind, QuantPath path) {
+  const QuantSpec spec{kind};
+  const std::vector<float>& x = normal_floats(1);
+  std::vector<uint8_t> wire(ferry::quant_encoded_bytes<float>(spec, x.size()), 0);
+  for (auto _ : state) {
+    ferry::quant_detail::encode_with(path, spec, x.data(), x.size(), wire.data());
+    benchmark::DoNotOptimize(wire.data());
+    benchmark::ClobberMemory();
+  }
+  set_f32_bytes(state);
+}
+
+// decode (local = nullptr) or decode-add into a separate output.
+void quant_decode(benchmark::State& state, Quant kind, QuantPath path, bool add) {
+  const QuantSpec spec{kind};
+  const std::vector<uint8_t> wire = encoded(spec, normal_floats(1));
+  const std::vector<float>& local = normal_floats(2);
+  std::vector<float> out(kConvertCount, 0.0f);
+  for (auto _ : state) {
+    const auto status = ferry::quant_detail::decode_with<float>(path, spec, wire.data(), wire.size(), out.size(),
+                                                                add ? local.data() : nullptr, out.data());
+    if (!status.ok()) state.SkipWithError(status.message.c_str());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  set_f32_bytes(state);
+}
+
+void quant_decode_add_encode(benchmark::State& state, Quant kind, QuantPath path) {
+  const QuantSpec spec{kind};
+  const std::vector<uint8_t> wire = encoded(spec, normal_floats(1));
+  const std::vector<float>& local = normal_floats(2);
+  std::vector<uint8_t> out(wire.size(), 0);
+  for (auto _ : state) {
+    const auto status = ferry::quant_detail::decode_add_encode_with<float>(path, spec, wire.data(), wire.size(),
+                                                                           local.data(), local.size(), out.data());
+    if (!status.ok()) state.SkipWithError(status.message.c_str());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  set_f32_bytes(state);
+}
+
+#define FERRY_QUANT_BENCH(kind, path)                                                                            \
+  BENCHMARK_CAPTURE(quant_encode, kind##_##path, Quant::kind, QuantPath::path)->Unit(benchmark::kMillisecond);   \
+  BENCHMARK_CAPTURE(quant_decode, kind##_##path, Quant::kind, QuantPath::path, false)                            \
+      ->Unit(benchmark::kMillisecond);                                                                           \
+  BENCHMARK_CAPTURE(quant_decode, kind##_add_##path, Quant::kind, QuantPath::path, true)                         \
+      ->Unit(benchmark::kMillisecond);                                                                           \
+  BENCHMARK_CAPTURE(quant_decode_add_encode, kind##_##path, Quant::kind, QuantPath::path)                        \
+      ->Unit(benchmark::kMillisecond)
+
+FERRY_QUANT_BENCH(u8, scalar);
+#if defined(__AVX2__)
+FERRY_QUANT_BENCH(u8, avx2);
+#endif
+#if defined(FERRY_QUANT_AVX512)
+FERRY_QUANT_BENCH(u8, avx512);
+#endif
+FERRY_QUANT_BENCH(u4, scalar);
+#if defined(__AVX2__)
+FERRY_QUANT_BENCH(u4, avx2);
+#endif
+#if defined(FERRY_QUANT_AVX512)
+FERRY_QUANT_BENCH(u4, avx512);
+#endif
+// f16/bf16 use half.h's conversions whatever the path.
+FERRY_QUANT_BENCH(f16, scalar);
+FERRY_QUANT_BENCH(bf16, scalar);
 
 }  // namespace
 

@@ -1,0 +1,166 @@
+#include "peer/collective_op.h"
+
+namespace ferry::peer {
+namespace {
+
+std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()); }
+
+}  // namespace
+
+CollectiveOp::CollectiveOp(OpHost& host, uint64_t epoch, uint32_t seq, OpDeadlines deadlines)
+    : host_(host), epoch_(epoch), seq_(seq), deadlines_(deadlines) {
+  progressed();
+}
+
+void CollectiveOp::go() {
+  fail_local(Status::failure(Errc::protocol, "the master started collective " + std::to_string(seq_) +
+                                                 " as an all-reduce, but it is not one"));
+}
+
+void CollectiveOp::plan(const wire::SyncPlan&) {
+  fail_local(Status::failure(Errc::protocol, "the master sent a shared-state plan for collective " +
+                                                 std::to_string(seq_) + ", which is not a sync"));
+}
+
+bool CollectiveOp::begin_running() {
+  {
+    std::lock_guard lock(mu_);
+    if (phase_ != Phase::issued || local_failure_ || verdict_) return false;
+    phase_ = Phase::running;
+  }
+  progressed();
+  return true;
+}
+
+void CollectiveOp::mark_local_done() {
+  {
+    std::lock_guard lock(mu_);
+    if (phase_ != Phase::running || local_failure_) return;
+    phase_ = Phase::local_done;
+    end_sent_ = true;
+    end_sent_at_ = Clock::now();
+  }
+  host_.send_end(epoch_, seq_, Status::success());
+}
+
+void CollectiveOp::verdict(const Status& verdict) {
+  std::unique_lock lock(mu_);
+  if (verdict_ || phase_ == Phase::finished) return;
+  verdict_ = verdict;
+  bool stop = !verdict.ok() && phase_ == Phase::running;
+  lock.unlock();
+  if (stop) stop_transfers(Status::failure(verdict.code, "collective aborted: " + verdict.message));
+  on_verdict(verdict);
+  lock.lock();
+  maybe_finish(lock);
+}
+
+void CollectiveOp::fail_local(const Status& why, bool final) {
+  bool tell_master = false, stop = false, concluded = false;
+  std::unique_lock lock(mu_);
+  if (phase_ == Phase::finished) return;
+  if (final && !verdict_) {
+    verdict_ = why;
+    concluded = true;
+  }
+  if (!local_failure_) {
+    local_failure_ = why;
+    stop = phase_ == Phase::running;
+    if (!end_sent_) {
+      end_sent_ = true;
+      end_sent_at_ = Clock::now();
+      tell_master = !final;
+    }
+  }
+  lock.unlock();
+  if (stop) stop_transfers(why);
+  if (tell_master) host_.send_end(epoch_, seq_, why);
+  if (concluded) on_verdict(why);
+  lock.lock();
+  maybe_finish(lock);
+}
+
+bool CollectiveOp::cancel_if_not_started(const Status& why) {
+  {
+    std::lock_guard lock(mu_);
+    if (phase_ != Phase::issued || local_failure_ || verdict_) return false;
+  }
+  fail_local(why);  // the phase stays `issued`: a late go is ignored, no transfer is touched
+  return true;
+}
+
+void CollectiveOp::check_deadlines(Clock::time_point now) {
+  std::unique_lock lock(mu_);
+  if (phase_ == Phase::finished) return;
+  auto last_progress = Clock::time_point(Clock::duration(last_progress_ns_.load(std::memory_order_relaxed)));
+  // Counted from the later of our end and our last transfer: a holder still
+  // serving shared state to slower peers is not waiting in vain.
+  if (end_sent_ && !verdict_ && now - std::max(end_sent_at_, last_progress) > deadlines_.verdict) {
+    lock.unlock();
+    return fail_local(Status::failure(Errc::timeout, "no verdict from the master within " + ms(deadlines_.verdict) +
+                                                         " ms"),
+                      true);
+  }
+  if (phase_ == Phase::issued && !local_failure_ && now - issued_at_ > deadlines_.start) {
+    lock.unlock();
+    return fail_local(Status::failure(Errc::timeout, "the other peers did not start collective " +
+                                                         std::to_string(seq_) + " within " + ms(deadlines_.start) +
+                                                         " ms"));
+  }
+  auto idle = now - last_progress;
+  if (phase_ == Phase::running && !local_failure_ && idle > deadlines_.progress) {
+    lock.unlock();
+    return fail_local(Status::failure(Errc::timeout, "collective " + std::to_string(seq_) + " made no progress for " +
+                                                         ms(deadlines_.progress) + " ms"));
+  }
+}
+
+// A hold taken after the collective closed for I/O is given back at once:
+// with the flag set before the count is read in maybe_finish (both seq_cst),
+// either the holder sees the flag or the finisher sees the hold.
+bool CollectiveOp::try_hold() {
+  holds_.fetch_add(1);
+  if (!io_closed_.load()) return true;
+  release();
+  return false;
+}
+
+void CollectiveOp::release() {
+  if (holds_.fetch_sub(1) != 1) return;
+  std::unique_lock lock(mu_);
+  maybe_finish(lock);
+}
+
+void CollectiveOp::maybe_finish(std::unique_lock<std::mutex>& lock) {
+  if (phase_ == Phase::finished || !verdict_) return;
+  io_closed_.store(true);
+  if (holds_.load() != 0) return;
+  phase_ = Phase::finished;
+  duration_s_ = std::chrono::duration<double>(Clock::now() - issued_at_).count();
+  lock.unlock();
+  on_finishing();
+  host_.op_finished(seq_);
+  lock.lock();
+  finished_cv_.notify_all();
+}
+
+bool CollectiveOp::finished() const {
+  std::lock_guard lock(mu_);
+  return phase_ == Phase::finished;
+}
+
+Status CollectiveOp::wait_finished() {
+  std::unique_lock lock(mu_);
+  // The deadlines above guarantee an end; this cap only turns a bug into an error.
+  auto cap = deadlines_.start + deadlines_.progress + 2 * deadlines_.verdict + std::chrono::seconds(30);
+  if (!finished_cv_.wait_for(lock, cap, [&] { return phase_ == Phase::finished; }))
+    return Status::failure(Errc::internal, "collective " + std::to_string(seq_) + " never finished");
+  return *verdict_;
+}
+
+double CollectiveOp::duration_s() const {
+  std::lock_guard lock(mu_);
+  return duration_s_;
+}
+
+}  // namespace ferry::peer

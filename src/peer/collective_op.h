@@ -1,0 +1,108 @@
+// What every collective in flight has in common: the handshake with the
+// master, deadlines, and holds on the caller's buffers.
+//
+//   issued (begin sent) -> running (the master's go or plan)
+//   -> locally done (end(ok) sent) -> verdict (the master's, the same for
+//   every member: committed or aborted) -> finished (nothing touches the
+//   caller's buffers any more; wait() returns).
+// A local failure (dead link, corrupt data, deadline) sends end(failure) so
+// the master aborts the collective for everyone; a running collective that
+// fails stops its transfers (stop_transfers), since they stopped mid-stream.
+//
+// Holds: every transfer touching the caller's memory counts as a hold; the
+// collective finishes only at zero holds, so the caller may free its buffers
+// the moment wait() returns, even after a failure. A hold taken after the
+// verdict is refused (see try_hold).
+//
+// Threading: every public call from any thread; the mutex guards the phase.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+
+#include "core/error.h"
+#include "wire/messages.h"
+
+namespace ferry::peer {
+
+using Clock = std::chrono::steady_clock;
+
+struct OpDeadlines {
+  std::chrono::milliseconds start{60'000};     // begin -> go
+  std::chrono::milliseconds progress{20'000};  // running without a byte moving
+  std::chrono::milliseconds verdict{60'000};   // end -> verdict
+};
+
+// What a collective needs from its communicator.
+class OpHost {
+ public:
+  virtual ~OpHost() = default;
+  virtual void send_end(uint64_t epoch, uint32_t seq, const Status& status) = 0;
+  virtual void op_finished(uint32_t seq) = 0;
+};
+
+class CollectiveOp {
+ public:
+  CollectiveOp(OpHost& host, uint64_t epoch, uint32_t seq, OpDeadlines deadlines);
+  virtual ~CollectiveOp() = default;
+
+  uint32_t seq() const { return seq_; }
+  uint64_t epoch() const { return epoch_; }
+  // The master's start signals; a kind that gets the other one fails (protocol).
+  virtual void go();
+  virtual void plan(const wire::SyncPlan& plan);
+  void verdict(const Status& verdict);
+  // A failure on this side; when `final` no verdict can come (master lost).
+  void fail_local(const Status& why, bool final = false);
+  // Gives up on a collective the master has not started yet (so no data
+  // moved): the master aborts it for everyone. False once it has started.
+  bool cancel_if_not_started(const Status& why);
+  void check_deadlines(Clock::time_point now);
+  bool finished() const;
+
+ protected:
+  // issued -> running; false when it already failed (a late go is ignored).
+  bool begin_running();
+  // running -> locally done; sends end(ok) once.
+  void mark_local_done();
+  bool try_hold();
+  void release();
+  void progressed() { last_progress_ns_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed); }
+  // Blocks until finished; the verdict (or the final local failure).
+  Status wait_finished();
+  double duration_s() const;
+
+  // A running collective failed or was aborted: stop its transfers now.
+  virtual void stop_transfers(const Status& why) = 0;
+  // Last step before finishing (e.g. leave the chunk directory). No lock held.
+  virtual void on_finishing() {}
+  // The master's verdict arrived (after stop_transfers for an abort). No lock held.
+  virtual void on_verdict(const Status&) {}
+
+ private:
+  enum class Phase { issued, running, local_done, finished };
+  void maybe_finish(std::unique_lock<std::mutex>& lock);
+
+  OpHost& host_;
+  const uint64_t epoch_;
+  const uint32_t seq_;
+  const OpDeadlines deadlines_;
+  const Clock::time_point issued_at_ = Clock::now();
+  std::atomic<int64_t> holds_{0};
+  std::atomic<bool> io_closed_{false};  // set once a verdict is in: no new holds
+  std::atomic<int64_t> last_progress_ns_{0};
+
+  mutable std::mutex mu_;
+  std::condition_variable finished_cv_;
+  Phase phase_ = Phase::issued;           // guarded by mu_
+  bool end_sent_ = false;                 // guarded by mu_
+  Clock::time_point end_sent_at_;         // guarded by mu_
+  std::optional<Status> local_failure_;   // guarded by mu_
+  std::optional<Status> verdict_;         // guarded by mu_
+  double duration_s_ = 0;                 // guarded by mu_
+};
+
+}  // namespace ferry::peer

@@ -1,0 +1,363 @@
+#include "peer/shared_state_sync.h"
+
+#include <pthread.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/content_hash.h"
+#include "core/hash.h"
+#include "core/log.h"
+#include "wire/fetch_frames.h"
+#include "wire/frame.h"
+
+namespace ferry::peer {
+namespace {
+
+// Large enough to keep a connection busy between requests, small enough that a
+// failed holder costs little to refetch and work spreads over every holder.
+constexpr uint32_t kFetchChunkBytes = 4u << 20;
+constexpr size_t kRequestsInFlight = 4;  // per connection
+constexpr size_t kMaxFetchThreads = 16;
+
+struct ZstdContexts {
+  ZSTD_CCtx* compress = ZSTD_createCCtx();
+  ZSTD_DCtx* decompress = ZSTD_createDCtx();
+  ~ZstdContexts() {
+    ZSTD_freeCCtx(compress);
+    ZSTD_freeDCtx(decompress);
+  }
+};
+
+ZstdContexts& zstd() {
+  thread_local ZstdContexts contexts;
+  return contexts;
+}
+
+}  // namespace
+
+SharedStateSync::SharedStateSync(OpHost& host, uint64_t epoch, uint32_t seq, uint64_t self_id, SyncSpec spec,
+                                 OpDeadlines deadlines, FetchDialer dialer)
+    : CollectiveOp(host, epoch, seq, deadlines), self_id_(self_id), spec_(std::move(spec)), dialer_(std::move(dialer)),
+      changed_(spec_.tensors.size(), false) {
+  if (spec_.tensors.size() > wire::kMaxSharedTensors)
+    throw Error(Errc::invalid_argument, "at most " + std::to_string(wire::kMaxSharedTensors) + " shared tensors");
+  order_.resize(spec_.tensors.size());
+  std::iota(order_.begin(), order_.end(), size_t{0});
+  std::sort(order_.begin(), order_.end(),
+            [&](size_t a, size_t b) { return spec_.tensors[a].name < spec_.tensors[b].name; });
+  for (size_t i = 0; i < order_.size(); ++i) {
+    const auto& t = spec_.tensors[order_[i]];
+    if (t.name.empty() || t.name.size() > wire::kMaxTensorName)
+      throw Error(Errc::invalid_argument, "shared tensor names must be 1.." + std::to_string(wire::kMaxTensorName) + " bytes");
+    if (i > 0 && spec_.tensors[order_[i - 1]].name == t.name)
+      throw Error(Errc::invalid_argument, "two shared tensors are named '" + t.name + "'");
+  }
+  // Hash the tensors that must agree, on every core at once.
+  std::vector<std::pair<const void*, size_t>> buffers;
+  std::vector<size_t> hashed;
+  for (size_t c = 0; c < order_.size(); ++c)
+    if (!spec_.tensors[order_[c]].allow_inequality) {
+      buffers.emplace_back(tensor_bytes(static_cast<uint32_t>(c)), tensor_size(static_cast<uint32_t>(c)));
+      hashed.push_back(c);
+    }
+  std::vector<uint64_t> digests(buffers.size());
+  content_hash_many(buffers, digests);
+  hashes_.assign(order_.size(), 0);
+  for (size_t k = 0; k < hashed.size(); ++k) hashes_[hashed[k]] = digests[k];
+}
+
+SharedStateSync::~SharedStateSync() {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard lock(mu_);
+    threads.swap(threads_);
+  }
+  for (auto& t : threads) {
+    if (t.get_id() == std::this_thread::get_id())
+      t.detach();  // the last reference went with one of our own threads, at its very end
+    else if (t.joinable())
+      t.join();
+  }
+}
+
+uint8_t* SharedStateSync::tensor_bytes(uint32_t canonical) const {
+  return static_cast<uint8_t*>(spec_.tensors[order_[canonical]].data);
+}
+
+size_t SharedStateSync::tensor_size(uint32_t canonical) const {
+  const auto& t = spec_.tensors[order_[canonical]];
+  return t.count * dtype_size(t.dtype);
+}
+
+wire::SyncBegin SharedStateSync::begin_message() const {
+  wire::SyncBegin b;
+  b.seq = seq();
+  b.revision = spec_.revision;
+  b.strategy = static_cast<uint8_t>(spec_.strategy);
+  for (size_t c = 0; c < order_.size(); ++c) {
+    const auto& t = spec_.tensors[order_[c]];
+    b.tensors.push_back({t.name, static_cast<uint8_t>(t.dtype), t.count, hashes_[c], t.allow_inequality});
+  }
+  return b;
+}
+
+// --- the plan ------------------------------------------------------------------------
+
+void SharedStateSync::plan(const wire::SyncPlan& plan) {
+  if (!begin_running()) return;
+  // Check the plan against what we declared before acting on it.
+  std::vector<FetchChunk> chunks;
+  for (const auto& f : plan.fetches) {
+    if (f.tensor >= order_.size() || spec_.tensors[order_[f.tensor]].allow_inequality || f.holders.empty())
+      return fail_local(Status::failure(Errc::protocol, "the master's shared-state plan names a tensor this peer cannot fetch"));
+    size_t size = tensor_size(f.tensor);
+    for (uint64_t offset = 0; offset < size || (size == 0 && offset == 0); offset += kFetchChunkBytes) {
+      chunks.push_back({f.tensor, offset, static_cast<uint32_t>(std::min<uint64_t>(kFetchChunkBytes, size - offset)),
+                        f.holders});
+      if (size == 0) break;
+    }
+  }
+  std::vector<std::pair<uint64_t, std::shared_ptr<net::Stream>>> early;
+  {
+    std::lock_guard lock(mu_);
+    plan_ = plan;
+    queue_ = std::make_unique<FetchQueue>(std::move(chunks));
+    early.swap(early_serves_);
+  }
+  for (auto& [fetcher, stream] : early) start_serving(stream, fetcher);
+  if (plan.fetches.empty()) return mark_local_done();  // nothing to fetch; maybe still serving others
+
+  // Connections: `connections` per holder, at most kMaxFetchThreads in all.
+  std::vector<const wire::PeerAddress*> holders;
+  for (const auto& a : plan.addresses) holders.push_back(&a);
+  if (holders.empty()) return fail_local(Status::failure(Errc::protocol, "shared-state plan without holder addresses"));
+  size_t per_holder = std::max<size_t>(1, std::min<size_t>(spec_.connections, kMaxFetchThreads / holders.size()));
+  fetchers_running_ = per_holder * holders.size();
+  for (size_t k = 0; k < per_holder; ++k)
+    for (const auto* address : holders) {
+      wire::PeerAddress a = *address;
+      spawn([this, a] { fetch_loop(a.peer_id, a); });
+    }
+}
+
+// --- fetching --------------------------------------------------------------------------
+
+void SharedStateSync::fetch_loop(uint64_t holder, const wire::PeerAddress& address) {
+  pthread_setname_np(pthread_self(), "ferry-fetch");
+  std::shared_ptr<net::Stream> stream;
+  Status st = dialer_(address, wire::FetchHello{self_id_, holder, epoch(), seq()}, stream);
+  std::vector<uint8_t> scratch;
+  std::vector<size_t> batch;
+  if (st.ok()) {
+    track(stream);
+    progressed();
+    while (st.ok()) {
+      batch = queue_->take(holder, kRequestsInFlight);
+      if (batch.empty()) break;
+      st = fetch_batch(*stream, batch, scratch);
+      if (st.ok()) batch.clear();
+    }
+    stream->abort();
+  }
+  if (!st.ok()) {
+    log().warn("shared state: holder {} failed: {}", holder, st.message);
+    queue_->holder_failed(holder, batch);
+  }
+  bool last = fetchers_running_.fetch_sub(1) == 1;
+  std::string which;
+  if (!queue_->complete() && queue_->stranded(&which))
+    return fail_local(Status::failure(Errc::peer_lost, "no live holder left for " + which + ": " + st.message));
+  if (last) fetched_all();
+}
+
+Status SharedStateSync::fetch_batch(net::Stream& stream, const std::vector<size_t>& batch, std::vector<uint8_t>& scratch) {
+  // Requests first (they are small), then the answers in the same order: the connection never idles between chunks.
+  std::vector<std::array<uint8_t, wire::kFetchRequestBytes>> requests;
+  std::vector<asio::const_buffer> buffers;
+  for (size_t id : batch) {
+    const FetchChunk& c = queue_->chunk(id);
+    requests.push_back(wire::encode_fetch_request({c.tensor, c.offset, c.length, spec_.compression_level}));
+  }
+  for (auto& r : requests) buffers.push_back(asio::buffer(r));
+  for (size_t i = 0; i < buffers.size(); i += 4)
+    if (auto ec = stream.write_all_blocking({buffers.data() + i, std::min<size_t>(4, buffers.size() - i)}))
+      return Status::failure(Errc::peer_lost, "fetch request: " + ec.message());
+  for (size_t id : batch) {
+    const FetchChunk& c = queue_->chunk(id);
+    std::array<uint8_t, wire::kFetchResponseBytes> head{};
+    if (auto ec = stream.read_exact_blocking(asio::buffer(head)))
+      return Status::failure(Errc::peer_lost, "fetch response: " + ec.message());
+    wire::FetchResponse r;
+    if (!wire::decode_fetch_response(head.data(), r) || r.tensor != c.tensor || r.offset != c.offset ||
+        r.raw_length != c.length || r.compressed > 1 || (!r.compressed && r.wire_length != r.raw_length) ||
+        r.wire_length > ZSTD_compressBound(r.raw_length))
+      return Status::failure(Errc::protocol, "malformed fetch response");
+    uint8_t* dst = tensor_bytes(c.tensor) + c.offset;
+    if (!r.compressed) {
+      if (auto ec = stream.read_exact_blocking(asio::buffer(dst, r.raw_length)))
+        return Status::failure(Errc::peer_lost, "fetch data: " + ec.message());
+    } else {
+      scratch.resize(r.wire_length);
+      if (auto ec = stream.read_exact_blocking(asio::buffer(scratch)))
+        return Status::failure(Errc::peer_lost, "fetch data: " + ec.message());
+      size_t n = ZSTD_decompressDCtx(zstd().decompress, dst, r.raw_length, scratch.data(), scratch.size());
+      if (ZSTD_isError(n) || n != r.raw_length) return Status::failure(Errc::protocol, "corrupt zstd frame in a fetch");
+    }
+    if (hash_bytes(dst, r.raw_length) != r.checksum) return Status::failure(Errc::protocol, "a fetched chunk failed its checksum");
+    bytes_received_ += wire::kFetchResponseBytes + r.wire_length;
+    queue_->done(id);
+    progressed();
+  }
+  return Status::success();
+}
+
+void SharedStateSync::fetched_all() {
+  if (!queue_->complete()) return;  // a failure is being reported instead
+  // Count a tensor only when all of it hashes to the winner: never a torn tensor reported as synced.
+  std::vector<std::pair<const void*, size_t>> buffers;
+  std::vector<const wire::SyncFetch*> fetches;
+  for (const auto& f : plan_->fetches) {
+    buffers.emplace_back(tensor_bytes(f.tensor), tensor_size(f.tensor));
+    fetches.push_back(&f);
+  }
+  std::vector<uint64_t> digests(buffers.size());
+  content_hash_many(buffers, digests);
+  for (size_t k = 0; k < fetches.size(); ++k) {
+    if (digests[k] != fetches[k]->hash)
+      return fail_local(Status::failure(Errc::protocol, "fetched tensor '" + spec_.tensors[order_[fetches[k]->tensor]].name +
+                                                            "' does not hash to the elected content"));
+    changed_[order_[fetches[k]->tensor]] = true;
+  }
+  mark_local_done();
+}
+
+// --- serving ---------------------------------------------------------------------------------
+
+void SharedStateSync::serve(const wire::FetchHello& hello, std::shared_ptr<net::Stream> stream) {
+  bool start = false;
+  {
+    std::lock_guard lock(mu_);
+    if (stopped_ || hello.to_peer != self_id_) {
+      stream->close();
+      return;
+    }
+    if (!plan_) {
+      // The fetcher heard its plan before we heard ours: wait for it (bounded by the sync's deadlines).
+      early_serves_.emplace_back(hello.from_peer, stream);
+      return;
+    }
+    start = true;
+  }
+  if (start) start_serving(std::move(stream), hello.from_peer);
+}
+
+void SharedStateSync::start_serving(std::shared_ptr<net::Stream> stream, uint64_t fetcher) {
+  const auto& allowed = plan_->serve_to;
+  stream->enter_blocking_mode();
+  bool ok = std::find(allowed.begin(), allowed.end(), fetcher) != allowed.end();
+  auto welcome = wire::encode_message(
+      wire::LinkWelcome{ok ? 0u : static_cast<uint32_t>(Errc::auth), ok ? "" : "not in this sync's plan"});
+  std::array<asio::const_buffer, 1> buffers{asio::buffer(welcome)};
+  if (!ok || stream->write_all_blocking(buffers)) {
+    stream->abort();
+    return;
+  }
+  track(stream);
+  spawn([this, stream] { serve_loop(stream); });
+}
+
+void SharedStateSync::serve_loop(const std::shared_ptr<net::Stream>& stream) {
+  pthread_setname_np(pthread_self(), "ferry-serve");
+  std::vector<uint8_t> compressed;
+  for (;;) {
+    std::array<uint8_t, wire::kFetchRequestBytes> bytes{};
+    if (stream->read_exact_blocking(asio::buffer(bytes))) break;  // the fetcher is done (or gone)
+    wire::FetchRequest req;
+    bool valid = wire::decode_fetch_request(bytes.data(), req) && req.tensor < order_.size() &&
+                 !spec_.tensors[order_[req.tensor]].allow_inequality && req.length <= wire::kMaxFetchChunk &&
+                 req.offset <= tensor_size(req.tensor) && req.length <= tensor_size(req.tensor) - req.offset &&
+                 req.compression <= static_cast<uint32_t>(ZSTD_maxCLevel());
+    if (!valid) {
+      log().warn("shared state: dropped a malformed fetch request");
+      break;
+    }
+    const uint8_t* data = tensor_bytes(req.tensor) + req.offset;
+    wire::FetchResponse resp{req.tensor, req.offset, req.length, req.length, 0, hash_bytes(data, req.length)};
+    const uint8_t* payload = data;
+    if (req.compression > 0 && req.length > 0) {
+      compressed.resize(ZSTD_compressBound(req.length));
+      size_t n = ZSTD_compressCCtx(zstd().compress, compressed.data(), compressed.size(), data, req.length,
+                                   static_cast<int>(req.compression));
+      if (!ZSTD_isError(n) && n < req.length) {  // only when it pays
+        resp.compressed = 1;
+        resp.wire_length = static_cast<uint32_t>(n);
+        payload = compressed.data();
+      }
+    }
+    auto head = wire::encode_fetch_response(resp);
+    std::array<asio::const_buffer, 2> out{asio::buffer(head), asio::buffer(payload, resp.wire_length)};
+    if (stream->write_all_blocking(out)) break;
+    bytes_sent_ += head.size() + resp.wire_length;
+    progressed();
+  }
+  stream->abort();
+}
+
+// --- threads, streams, the end ------------------------------------------------------------
+
+void SharedStateSync::spawn(std::function<void()> body) {
+  if (!try_hold()) return;
+  std::lock_guard lock(mu_);
+  threads_.emplace_back([self = shared_from_this(), body = std::move(body)] {
+    body();
+    self->release();
+  });
+}
+
+void SharedStateSync::track(const std::shared_ptr<net::Stream>& stream) {
+  bool stopped;
+  {
+    std::lock_guard lock(mu_);
+    stopped = stopped_;
+    streams_.push_back(stream);
+  }
+  if (stopped) stream->abort();
+}
+
+void SharedStateSync::stop_transfers(const Status&) {
+  std::vector<std::weak_ptr<net::Stream>> streams;
+  std::vector<std::pair<uint64_t, std::shared_ptr<net::Stream>>> early;
+  FetchQueue* queue = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    stopped_ = true;
+    streams = streams_;
+    early.swap(early_serves_);
+    queue = queue_.get();
+  }
+  for (auto& w : streams)
+    if (auto s = w.lock()) s->abort();
+  for (auto& [id, s] : early) s->close();
+  if (queue) queue->close();
+}
+
+void SharedStateSync::on_verdict(const Status& verdict) {
+  // Serving ends with the sync, whatever the outcome: fetchers that are not done by now never will be.
+  stop_transfers(verdict);
+}
+
+Status SharedStateSync::wait(SyncOutcome* outcome) {
+  Status verdict = wait_finished();
+  if (outcome) {
+    outcome->revision = verdict.ok() && plan_ ? plan_->revision : spec_.revision;
+    outcome->bytes_sent = bytes_sent_.load();
+    outcome->bytes_received = bytes_received_.load();
+    outcome->changed = changed_;
+    outcome->duration_s = duration_s();
+  }
+  return verdict;
+}
+
+}  // namespace ferry::peer

@@ -1,0 +1,100 @@
+// One shared-state sync in flight (master/shared_state_election.h has the
+// rules). This peer hashes its tensors, tells the master, and follows the
+// plan it gets back: it fetches the tensors whose bytes lost the election
+// from the peers that hold the winning bytes — chunks spread over every
+// holder and several connections each, optionally zstd-compressed, each chunk
+// checksummed — and serves its own winning tensors to the peers the plan
+// names. A fetched tensor counts only once its content hash matches the
+// winner's; a holder that fails hands its chunks to another holder.
+//
+// Threads: one per fetch connection and one per served connection, each
+// blocking on its socket; all of them hold the collective open (holds) until
+// they exit, so the caller's tensors are never touched after wait() returns.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/dtype.h"
+#include "net/stream.h"
+#include "peer/collective_op.h"
+#include "peer/fetch_queue.h"
+
+namespace ferry::peer {
+
+struct SharedTensor {
+  std::string name;
+  void* data = nullptr;
+  size_t count = 0;
+  DType dtype = DType::f32;
+  bool allow_inequality = false;
+};
+
+struct SyncSpec {
+  uint64_t revision = 0;
+  wire::SyncStrategy strategy = wire::SyncStrategy::enforce_popular;
+  uint32_t compression_level = 0;  // zstd level asked of holders; 0: raw bytes
+  uint32_t connections = 4;        // per holder
+  std::vector<SharedTensor> tensors;
+};
+
+struct SyncOutcome {
+  uint64_t revision = 0;
+  uint64_t bytes_sent = 0, bytes_received = 0;  // on the wire (compressed when compressed)
+  std::vector<bool> changed;                    // per tensor, in the caller's order
+  double duration_s = 0;
+};
+
+// Connects to a holder, says fetch_hello, waits for its welcome; returns the
+// stream in blocking mode. Supplied by the communicator (it owns transports and deadlines).
+using FetchDialer =
+    std::function<Status(const wire::PeerAddress& holder, const wire::FetchHello& hello, std::shared_ptr<net::Stream>& out)>;
+
+class SharedStateSync final : public CollectiveOp, public std::enable_shared_from_this<SharedStateSync> {
+ public:
+  // Hashes every tensor (all cores); throws Error(invalid_argument) on a bad spec.
+  SharedStateSync(OpHost& host, uint64_t epoch, uint32_t seq, uint64_t self_id, SyncSpec spec, OpDeadlines deadlines,
+                  FetchDialer dialer);
+  ~SharedStateSync() override;
+
+  wire::SyncBegin begin_message() const;
+  void plan(const wire::SyncPlan& plan) override;
+  // A fetch_hello for this sync arrived on `stream` (handshake read, nothing outstanding).
+  void serve(const wire::FetchHello& hello, std::shared_ptr<net::Stream> stream);
+  Status wait(SyncOutcome* outcome);
+
+ private:
+  void stop_transfers(const Status& why) override;
+  void on_verdict(const Status& verdict) override;
+  void start_serving(std::shared_ptr<net::Stream> stream, uint64_t fetcher);
+  void serve_loop(const std::shared_ptr<net::Stream>& stream);
+  void fetch_loop(uint64_t holder, const wire::PeerAddress& address);
+  Status fetch_batch(net::Stream& stream, const std::vector<size_t>& batch, std::vector<uint8_t>& scratch);
+  void fetched_all();
+  void spawn(std::function<void()> body);  // a thread holding the collective open
+  void track(const std::shared_ptr<net::Stream>& stream);
+  uint8_t* tensor_bytes(uint32_t canonical) const;
+  size_t tensor_size(uint32_t canonical) const;
+
+  const uint64_t self_id_;
+  SyncSpec spec_;
+  const FetchDialer dialer_;
+  std::vector<size_t> order_;      // canonical (name order) -> index into spec_.tensors
+  std::vector<uint64_t> hashes_;   // by canonical index; 0 for tensors that may differ
+
+  std::mutex mu_;
+  std::optional<wire::SyncPlan> plan_;                       // guarded by mu_
+  std::unique_ptr<FetchQueue> queue_;                        // set once by plan()
+  std::vector<std::pair<uint64_t, std::shared_ptr<net::Stream>>> early_serves_;  // before our plan; guarded by mu_
+  std::vector<std::weak_ptr<net::Stream>> streams_;          // every live connection; guarded by mu_
+  std::vector<std::thread> threads_;                         // guarded by mu_
+  bool stopped_ = false;                                     // guarded by mu_
+  std::vector<bool> changed_;                                // by caller's index; written before local done
+  std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0};
+  std::atomic<size_t> fetchers_running_{0};
+};
+
+}  // namespace ferry::peer
