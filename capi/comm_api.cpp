@@ -7,6 +7,7 @@
 
 #include "capi/api_guard.h"
 #include "core/dtype.h"
+#include "core/run_secret.h"
 #include "net/endpoint.h"
 #include "net/socket_options.h"
 #include "peer/allreduce_retry.h"
@@ -67,6 +68,8 @@ ferry::peer::CommConfig to_config(const ferry_comm_params& p) {
   c.heartbeat_timeout = milliseconds(p.heartbeat_timeout_ms);
   c.io_threads = p.io_threads;
   c.max_chunk_bytes = p.max_chunk_bytes;
+  if (auto secret = ferry::load_run_secret(p.secret_file))
+    c.secret = std::make_shared<const ferry::RunSecret>(std::move(*secret));
   if (p.congestion_control) {
     c.p2p_tuning.congestion_control = p.congestion_control;
     if (auto st = ferry::net::check_congestion_control(c.p2p_tuning.congestion_control); !st.ok())
@@ -178,7 +181,11 @@ ferry_result ferry_comm_get_attribute(const ferry_comm* comm, ferry_attribute at
 
 void ferry_comm_destroy(ferry_comm* comm) {
   if (!comm) return;
-  guarded([&] { comm->impl.reset(); });
+  // Not guarded(): a void cleanup call must leave the thread's last error as it was.
+  try {
+    comm->impl.reset();
+  } catch (...) {  // a failure to leave cleanly still frees the handle
+  }
   delete comm;
 }
 

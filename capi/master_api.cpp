@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "capi/api_guard.h"
+#include "core/run_secret.h"
 #include "master/master_server.h"
 #include "net/endpoint.h"
 
@@ -41,6 +42,7 @@ ferry_result ferry_master_create_with(const ferry_master_params* params, ferry_m
     options.listen_host = endpoint->host;
     options.listen_port = endpoint->port;
     options.limits.default_heartbeat_timeout_ms = p.peer_timeout_ms;
+    options.secret = ferry::load_run_secret(p.secret_file);
     auto master = std::make_unique<ferry_master>();
     master->server = std::make_unique<ferry::master::MasterServer>(options);
     *out = master.release();
@@ -81,7 +83,12 @@ ferry_result ferry_master_stop(ferry_master* master) {
 
 void ferry_master_destroy(ferry_master* master) {
   if (!master) return;
-  ferry_master_stop(master);
+  // Not through ferry_master_stop: a void cleanup call must leave the thread's last error as it was.
+  try {
+    std::lock_guard lock(master->mu);
+    master->server->stop();
+  } catch (...) {
+  }
   delete master;
 }
 

@@ -159,6 +159,12 @@ typedef struct ferry_master_params {
      stopped, cut off). A peer may ask for a longer deadline when it joins.
      Default 10000. */
   uint32_t peer_timeout_ms;
+  /* Path of the run secret (at least 16 bytes; one trailing newline is
+     dropped). Every peer must prove it holds the same secret (HMAC-SHA256
+     challenge-response; the secret never crosses the wire), and the master
+     proves it back. NULL: $FERRY_SECRET_FILE if set, else no authentication.
+     Borrowed during ferry_master_create_with only. */
+  const char* secret_file;
 } ferry_master_params;
 
 FERRY_API void ferry_master_params_init(ferry_master_params* params);
@@ -166,8 +172,8 @@ FERRY_API void ferry_master_params_init(ferry_master_params* params);
 /* Creates a master and binds its listening socket (so a port conflict fails
    here, with FERRY_ERR_CONNECT). It does not serve until ferry_master_run.
    On success *out owns the master; release it with ferry_master_destroy.
-   Errors: FERRY_ERR_INVALID_ARGUMENT (NULL, malformed address),
-   FERRY_ERR_CONNECT (cannot bind), FERRY_ERR_SYSTEM. */
+   Errors: FERRY_ERR_INVALID_ARGUMENT (NULL, malformed address, unreadable
+   or short secret file), FERRY_ERR_CONNECT (cannot bind), FERRY_ERR_SYSTEM. */
 FERRY_API ferry_result ferry_master_create(const char* listen_address, ferry_master** out);
 FERRY_API ferry_result ferry_master_create_with(const ferry_master_params* params,
                                                 ferry_master** out);
@@ -238,6 +244,11 @@ typedef struct ferry_comm_params {
      bbr keeps its rate where cubic collapses. Unusable names are refused at
      ferry_comm_create. */
   const char* congestion_control;
+  /* Path of the run secret (see ferry_master_params.secret_file): proves
+     this peer to the master and to other peers, and checks theirs. NULL:
+     $FERRY_SECRET_FILE if set, else none. With a secret, this peer refuses
+     a master or peer that cannot prove the same secret (FERRY_ERR_AUTH). */
+  const char* secret_file;
 } ferry_comm_params;
 
 FERRY_API void ferry_comm_params_init(ferry_comm_params* params);
@@ -246,7 +257,8 @@ FERRY_API void ferry_comm_params_init(ferry_comm_params* params);
    talk to the master until ferry_connect. String fields of params are
    copied. On success *out owns the communicator (ferry_comm_destroy).
    Errors: FERRY_ERR_INVALID_ARGUMENT (NULL, bad address, out-of-range
-   field), FERRY_ERR_CONNECT (no free port in the range), FERRY_ERR_SYSTEM. */
+   field, unreadable or short secret file), FERRY_ERR_CONNECT (no free port
+   in the range), FERRY_ERR_SYSTEM. */
 FERRY_API ferry_result ferry_comm_create(const ferry_comm_params* params, ferry_comm** out);
 
 /* Connects to the master and waits until this peer is admitted: at once if
@@ -255,7 +267,8 @@ FERRY_API ferry_result ferry_comm_create(const ferry_comm_params* params, ferry_
    Errors: FERRY_ERR_INVALID_ARGUMENT (NULL), FERRY_ERR_INVALID_USAGE
    (already connected), FERRY_ERR_CONNECT (master unreachable),
    FERRY_ERR_TIMEOUT (not admitted in time; the communicator stays
-   pending and a later call may retry the wait), FERRY_ERR_MASTER_LOST,
+   pending and a later call may retry the wait), FERRY_ERR_AUTH (the master
+   and this peer do not share the run secret), FERRY_ERR_MASTER_LOST,
    FERRY_ERR_KICKED, FERRY_ERR_PROTOCOL. */
 FERRY_API ferry_result ferry_connect(ferry_comm* comm);
 

@@ -8,7 +8,7 @@
 namespace ferry::master {
 
 MasterServer::MasterServer(MasterServerOptions options)
-    : options_(std::move(options)), state_(options_.limits) {
+    : options_(std::move(options)), state_(options_.limits, options_.secret) {
   if (!options_.transport) options_.transport = net::make_tcp_transport();
   listener_ = net::Listener::bind(io_.get_executor(), options_.listen_host, options_.listen_port,
                                   options_.listen_port);
@@ -66,7 +66,7 @@ void MasterServer::on_stream(const Status& status, std::shared_ptr<net::Stream> 
   ConnId id = next_conn_++;
   auto conn = net::FrameConnection::create(std::move(stream));
   connections_[id] = conn;
-  state_.on_connected(id, conn->remote_host());
+  state_.on_connected(id, conn->remote_host(), random_nonce());
   conn->set_receive_timeout(options_.hello_timeout);
   conn->start({
       [this, id](wire::Message message) {
@@ -81,6 +81,7 @@ void MasterServer::on_stream(const Status& status, std::shared_ptr<net::Stream> 
         apply_effects();
       },
   });
+  apply_effects();  // the auth challenge: the master speaks first
 }
 
 void MasterServer::apply_effects() {

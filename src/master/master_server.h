@@ -25,6 +25,7 @@ struct MasterServerOptions {
   // A connection must say hello within this time, or it is closed.
   std::chrono::milliseconds hello_timeout{10'000};
   std::shared_ptr<net::Transport> transport;  // null: plain TCP
+  std::optional<RunSecret> secret;            // peers must prove it (core/run_secret.h)
 };
 
 class MasterServer {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/auth_labels.h"
 #include "master/shared_state_election.h"
 
 #include "core/log.h"
@@ -19,12 +20,14 @@ void erase_value(std::vector<PeerId>& v, PeerId id) { v.erase(std::remove(v.begi
 
 }  // namespace
 
-MasterState::MasterState(MasterLimits limits) : limits_(limits) {}
+MasterState::MasterState(MasterLimits limits, std::optional<RunSecret> secret)
+    : limits_(limits), secret_(std::move(secret)) {}
 
 Effects MasterState::take_effects() { return std::exchange(effects_, {}); }
 
-void MasterState::on_connected(ConnId conn, const std::string& remote_host) {
-  connections_[conn] = Connection{remote_host, std::nullopt};
+void MasterState::on_connected(ConnId conn, const std::string& remote_host, const std::string& nonce) {
+  connections_[conn] = Connection{remote_host, nonce, std::nullopt};
+  effects_.sends.push_back({conn, wire::AuthChallenge{nonce, secret_.has_value()}});
 }
 
 void MasterState::on_disconnected(ConnId conn, const std::string& reason) {
@@ -65,6 +68,9 @@ void MasterState::on_message(ConnId conn, const wire::Message& message) {
 // --- joining -----------------------------------------------------------------
 
 void MasterState::on_hello(ConnId conn, const wire::Hello& hello) {
+  Connection& from = connections_.at(conn);
+  if (secret_ && !secret_->verify(hello.proof, auth_label::kPeerToMaster, from.nonce, hello.nonce))
+    return kick(conn, Errc::auth, "authentication failed: no valid proof of the run secret");
   if (hello.p2p_connections == 0 || hello.p2p_connections > wire::kMaxConnectionsPerLink)
     return kick(conn, Errc::invalid_argument,
                 "p2p_connections must be 1.." + std::to_string(wire::kMaxConnectionsPerLink));
@@ -88,7 +94,8 @@ void MasterState::on_hello(ConnId conn, const wire::Hello& hello) {
   c.peer = peer.id;
   peers_[peer.id] = peer;
   effects_.deadlines.push_back({conn, timeout});
-  send(peer.id, wire::Welcome{peer.id, c.remote_host});
+  std::string proof = secret_ ? secret_->proof(auth_label::kMasterToPeer, hello.nonce, c.nonce) : std::string();
+  send(peer.id, wire::Welcome{peer.id, c.remote_host, proof});
 
   Group& group = groups_[hello.peer_group];
   group.id = hello.peer_group;

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "core/run_secret.h"
 #include "wire/messages.h"
 
 namespace ferry::master {
@@ -61,9 +62,11 @@ struct MasterLimits {
 
 class MasterState {
  public:
-  explicit MasterState(MasterLimits limits = {});
+  // With a secret, every peer must prove it holds it (and the master proves it back).
+  explicit MasterState(MasterLimits limits = {}, std::optional<RunSecret> secret = std::nullopt);
 
-  void on_connected(ConnId conn, const std::string& remote_host);
+  // `nonce`: fresh randomness from the caller (the state machine itself stays deterministic).
+  void on_connected(ConnId conn, const std::string& remote_host, const std::string& nonce);
   void on_message(ConnId conn, const wire::Message& message);
   // The connection is gone (closed, silent, malformed traffic): drop its peer.
   void on_disconnected(ConnId conn, const std::string& reason);
@@ -124,6 +127,7 @@ class MasterState {
 
   struct Connection {
     std::string remote_host;
+    std::string nonce;  // of our auth_challenge
     std::optional<PeerId> peer;
   };
 
@@ -156,6 +160,7 @@ class MasterState {
   wire::TopologyDone done_message(const Group& group) const;
 
   MasterLimits limits_;
+  std::optional<RunSecret> secret_;
   std::map<ConnId, Connection> connections_;
   std::map<PeerId, Peer> peers_;
   std::map<uint32_t, Group> groups_;

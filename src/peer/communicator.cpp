@@ -7,8 +7,10 @@
 #include <asio/post.hpp>
 #include "core/log.h"
 
+#include "core/auth_labels.h"
 #include "net/dialer.h"
 #include "net/frame_io.h"
+#include "peer/p2p_handshake.h"
 
 namespace ferry::peer {
 namespace {
@@ -116,7 +118,8 @@ void Communicator::connect() {
     hello.advertised_port = config_.advertised_port ? config_.advertised_port : listener_->port();
     hello.p2p_connections = config_.connections;
     hello.heartbeat_timeout_ms = static_cast<uint32_t>(config_.heartbeat_timeout.count());
-    master_->send(hello);
+    hello.nonce = random_nonce();
+    hello_ = hello;  // goes out once the master's challenge is in (the master speaks first)
   }
   wait_for(lock, [&] { return state_ == State::accepted; },
            "admission by the master (this peer stays pending; call ferry_connect again to keep waiting)");
@@ -218,11 +221,10 @@ void Communicator::on_master_message(wire::Message message) {
   std::visit(
       [this](auto& m) {
         using M = std::decay_t<decltype(m)>;
-        if constexpr (std::is_same_v<M, wire::Welcome>) {
-          std::lock_guard lock(mu_);
-          peer_id_ = m.peer_id;
-          if (state_ == State::connecting) state_ = State::pending;
-          log().debug("joined as peer {} (seen from {})", m.peer_id, m.observed_host);
+        if constexpr (std::is_same_v<M, wire::AuthChallenge>) {
+          on_auth_challenge(m);
+        } else if constexpr (std::is_same_v<M, wire::Welcome>) {
+          on_welcome(m);
         } else if constexpr (std::is_same_v<M, wire::Topology>) {
           on_topology(m);
         } else if constexpr (std::is_same_v<M, wire::TopologyDone>) {
@@ -239,13 +241,50 @@ void Communicator::on_master_message(wire::Message message) {
         } else if constexpr (std::is_same_v<M, wire::CollectiveResult>) {
           if (auto op = find_op(m.epoch, m.seq)) op->verdict(status_from_wire(m.code, m.reason));
         } else if constexpr (std::is_same_v<M, wire::Kick>) {
-          die(Status::failure(Errc::kicked, "kicked by the master: " + m.reason));
+          bool auth = m.code == static_cast<uint32_t>(Errc::auth);
+          die(Status::failure(auth ? Errc::auth : Errc::kicked, (auth ? "the master refused us: " : "kicked by the master: ") + m.reason));
         } else {
           die(Status::failure(Errc::protocol, std::string("the master sent an unexpected ") +
                                                   wire::message_type_name(static_cast<uint16_t>(M::kType))));
         }
       },
       message);
+}
+
+void Communicator::on_auth_challenge(const wire::AuthChallenge& challenge) {
+  std::shared_ptr<net::FrameConnection> master;
+  wire::Hello hello;
+  {
+    std::lock_guard lock(mu_);
+    if (!hello_ || state_ != State::connecting) return;  // one challenge per connection
+    hello = *std::exchange(hello_, std::nullopt);
+    master_nonce_ = challenge.nonce;
+    master = master_;
+  }
+  // Mutual: a master that cannot prove the secret could be anyone, and would see our gradients.
+  if (config_.secret && !challenge.required)
+    return die(Status::failure(Errc::auth, "the master does not check the run secret; refusing to join"));
+  if (config_.secret) hello.proof = config_.secret->proof(auth_label::kPeerToMaster, challenge.nonce, hello.nonce);
+  master->send(hello);
+  std::lock_guard lock(mu_);
+  hello_ = wire::Hello{};
+  hello_->nonce = hello.nonce;  // kept to check the welcome's proof
+}
+
+void Communicator::on_welcome(const wire::Welcome& welcome) {
+  std::string nonce, master_nonce;
+  {
+    std::lock_guard lock(mu_);
+    if (hello_) nonce = hello_->nonce;
+    master_nonce = master_nonce_;
+  }
+  if (config_.secret && !config_.secret->verify(welcome.proof, auth_label::kMasterToPeer, nonce, master_nonce))
+    return die(Status::failure(Errc::auth, "the master could not prove the run secret"));
+  std::lock_guard lock(mu_);
+  hello_.reset();
+  peer_id_ = welcome.peer_id;
+  if (state_ == State::connecting) state_ = State::pending;
+  log().debug("joined as peer {} (seen from {})", welcome.peer_id, welcome.observed_host);
 }
 
 void Communicator::on_master_closed(const Status& why) {
@@ -306,8 +345,9 @@ void Communicator::on_topology(const wire::Topology& topology) {
     proposed_ = topology;
     // The callback must name its own setup, to tell a superseded one apart.
     auto self_setup = std::make_shared<std::weak_ptr<LinkSetup>>();
-    setup = std::make_shared<LinkSetup>(io_.get_executor(), config_.transport, config_.p2p_tuning, peer_id_,
-                                        topology, config_.timeout, [this, self_setup](LinkSetup::Outcome outcome) {
+    setup = std::make_shared<LinkSetup>(io_.get_executor(), config_.transport, config_.p2p_tuning, config_.secret,
+                                        peer_id_, topology, config_.timeout,
+                                        [this, self_setup](LinkSetup::Outcome outcome) {
                                           on_links_ready(self_setup->lock(), std::move(outcome));
                                         });
     *self_setup = setup;
@@ -332,7 +372,8 @@ void Communicator::on_topology(const wire::Topology& topology) {
                 topology.ring.size());
   setup->start();
   for (auto& p : parked)
-    if (!setup->offer_inbound(p.hello, p.stream)) asio::post(p.stream->executor(), [s = p.stream] { s->close(); });
+    if (!setup->offer_inbound(p.hello, p.welcome_proof, p.stream))
+      asio::post(p.stream->executor(), [s = p.stream] { s->close(); });
 }
 
 void Communicator::on_links_ready(const std::shared_ptr<LinkSetup>& setup, LinkSetup::Outcome outcome) {
@@ -394,23 +435,28 @@ void Communicator::on_inbound(asio::ip::tcp::socket socket) {
   config_.transport->open_server(std::move(socket), [this](Status st, std::shared_ptr<net::Stream> stream) {
     if (!st.ok()) return log().debug("dropped an inbound link: {}", st.message);
     asio::dispatch(stream->executor(), [this, stream] {
-      net::read_one_message(stream, config_.timeout, 4096, [this, stream](Status rst, std::optional<wire::Message> m) {
-        if (!rst.ok()) return log().debug("inbound link handshake failed: {}", rst.message);
-        if (auto* hello = std::get_if<wire::LinkHello>(&*m)) return on_link_hello(*hello, stream);
-        if (auto* hello = std::get_if<wire::FetchHello>(&*m)) return on_fetch_hello(*hello, stream);
-        stream->close();
-      });
+      acceptor_handshake(stream, config_.secret, config_.timeout,
+                         [this, stream](Status hst, std::optional<AcceptedHello> accepted) {
+                           if (!hst.ok()) {
+                             if (hst.code == Errc::auth) log().warn("refused a p2p connection from {}: {}", stream->remote_host(), hst.message);
+                             return;
+                           }
+                           if (auto* link = std::get_if<wire::LinkHello>(&accepted->hello))
+                             return on_link_hello(*link, accepted->welcome_proof, stream);
+                           on_fetch_hello(std::get<wire::FetchHello>(accepted->hello), accepted->welcome_proof, stream);
+                         });
     });
   });
 }
 
-void Communicator::on_link_hello(const wire::LinkHello& hello, const std::shared_ptr<net::Stream>& stream) {
+void Communicator::on_link_hello(const wire::LinkHello& hello, const std::string& welcome_proof,
+                                 const std::shared_ptr<net::Stream>& stream) {
   std::shared_ptr<LinkSetup> setup;
   {
     std::lock_guard lock(mu_);
     setup = setup_;
   }
-  if (setup && setup->offer_inbound(hello, stream)) return;
+  if (setup && setup->offer_inbound(hello, welcome_proof, stream)) return;
   std::string refusal;
   {
     std::lock_guard lock(mu_);
@@ -420,14 +466,14 @@ void Communicator::on_link_hello(const wire::LinkHello& hello, const std::shared
     if (state_ != State::dead && hello.to_peer == peer_id_ && hello.epoch > known &&
         parked_links_.size() < kMaxParkedLinks) {
       // Its sender heard of the ring before we did; keep it until our topology message arrives.
-      parked_links_.push_back({hello, stream, now});
+      parked_links_.push_back({hello, welcome_proof, stream, now});
       return;
     }
     refusal = "link_hello for epoch " + std::to_string(hello.epoch) + " from peer " + std::to_string(hello.from_peer) +
               " does not match this peer's ring";
   }
   log().debug("refused a link: {}", refusal);
-  net::write_one_message(stream, wire::LinkWelcome{static_cast<uint32_t>(Errc::protocol), refusal},
+  net::write_one_message(stream, wire::LinkWelcome{static_cast<uint32_t>(Errc::protocol), refusal, ""},
                          [stream](Status) { stream->close(); });
 }
 
@@ -481,16 +527,7 @@ Status Communicator::dial_holder(const wire::PeerAddress& holder, const wire::Fe
   if (!st.ok()) return st;
   std::promise<Status> answered;
   asio::dispatch(stream->executor(), [&, stream] {
-    net::write_one_message(stream, hello, [&, stream](Status wst) {
-      if (!wst.ok()) return answered.set_value(wst);
-      net::read_one_message(stream, config_.timeout, 4096, [&](Status rst, std::optional<wire::Message> reply) {
-        if (!rst.ok()) return answered.set_value(rst);
-        auto* welcome = std::get_if<wire::LinkWelcome>(&*reply);
-        if (!welcome) return answered.set_value(Status::failure(Errc::protocol, "expected link_welcome"));
-        if (welcome->code != 0) return answered.set_value(Status::failure(Errc::auth, "refused: " + welcome->reason));
-        answered.set_value(Status::success());
-      });
-    });
+    dialer_handshake(stream, hello, config_.secret, config_.timeout, [&](Status hst) { answered.set_value(hst); });
   });
   Status handshake = answered.get_future().get();  // bounded by read_one_message's deadline
   if (!handshake.ok()) {
@@ -502,15 +539,17 @@ Status Communicator::dial_holder(const wire::PeerAddress& holder, const wire::Fe
   return Status::success();
 }
 
-void Communicator::on_fetch_hello(const wire::FetchHello& hello, const std::shared_ptr<net::Stream>& stream) {
+void Communicator::on_fetch_hello(const wire::FetchHello& hello, const std::string& welcome_proof,
+                                  const std::shared_ptr<net::Stream>& stream) {
   auto op = std::dynamic_pointer_cast<SharedStateSync>(find_op(hello.epoch, hello.seq));
   uint64_t self;
   {
     std::lock_guard lock(mu_);
     self = peer_id_;
   }
-  if (op && hello.to_peer == self) return op->serve(hello, stream);
-  net::write_one_message(stream, wire::LinkWelcome{static_cast<uint32_t>(Errc::protocol), "no such shared-state sync here"},
+  if (op && hello.to_peer == self) return op->serve(hello, welcome_proof, stream);
+  net::write_one_message(stream,
+                         wire::LinkWelcome{static_cast<uint32_t>(Errc::protocol), "no such shared-state sync here", ""},
                          [stream](Status) { stream->close(); });
 }
 

@@ -53,6 +53,7 @@ struct CommConfig {
   uint32_t io_threads = 2;
   size_t max_chunk_bytes = 1 << 20;
   net::SocketTuning p2p_tuning;  // applied to every p2p socket, both directions
+  std::shared_ptr<const RunSecret> secret;  // null: the run is not authenticated
   std::shared_ptr<net::Transport> transport;  // null: plain TCP
 };
 
@@ -91,8 +92,12 @@ class Communicator final : private OpHost {
   void on_links_ready(const std::shared_ptr<LinkSetup>& setup, LinkSetup::Outcome outcome);
   void on_topology_done(const wire::TopologyDone& done);
   void on_inbound(asio::ip::tcp::socket socket);
-  void on_link_hello(const wire::LinkHello& hello, const std::shared_ptr<net::Stream>& stream);
-  void on_fetch_hello(const wire::FetchHello& hello, const std::shared_ptr<net::Stream>& stream);
+  void on_auth_challenge(const wire::AuthChallenge& challenge);
+  void on_welcome(const wire::Welcome& welcome);
+  void on_link_hello(const wire::LinkHello& hello, const std::string& welcome_proof,
+                     const std::shared_ptr<net::Stream>& stream);
+  void on_fetch_hello(const wire::FetchHello& hello, const std::string& welcome_proof,
+                      const std::shared_ptr<net::Stream>& stream);
   Status dial_holder(const wire::PeerAddress& holder, const wire::FetchHello& hello, std::shared_ptr<net::Stream>& out);
   // Registers `op` under the next seq and returns it; mu_ held.
   uint32_t take_seq();
@@ -121,6 +126,8 @@ class Communicator final : private OpHost {
   State state_ = State::idle;
   Status dead_reason_;
   std::shared_ptr<net::FrameConnection> master_;
+  std::optional<wire::Hello> hello_;    // sent when the master's challenge arrives
+  std::string master_nonce_;            // of that challenge
   uint64_t peer_id_ = 0;
   uint64_t epoch_ = 0;
   std::vector<wire::RingMember> ring_;
@@ -137,6 +144,7 @@ class Communicator final : private OpHost {
   std::map<uint32_t, std::shared_ptr<CollectiveOp>> ops_;
   struct ParkedLink {
     wire::LinkHello hello;
+    std::string welcome_proof;
     std::shared_ptr<net::Stream> stream;
     Clock::time_point since;
   };

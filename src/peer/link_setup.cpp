@@ -5,13 +5,15 @@
 
 #include "net/dialer.h"
 #include "net/frame_io.h"
+#include "peer/p2p_handshake.h"
 
 namespace ferry::peer {
 
 LinkSetup::LinkSetup(asio::any_io_executor executor, std::shared_ptr<net::Transport> transport,
-                     net::SocketTuning tuning, uint64_t self_id, const wire::Topology& topology,
-                     std::chrono::milliseconds timeout, Done done)
-    : executor_(executor), transport_(std::move(transport)), tuning_(std::move(tuning)), self_id_(self_id),
+                     net::SocketTuning tuning, std::shared_ptr<const RunSecret> secret, uint64_t self_id,
+                     const wire::Topology& topology, std::chrono::milliseconds timeout, Done done)
+    : executor_(executor), transport_(std::move(transport)), tuning_(std::move(tuning)), secret_(std::move(secret)),
+      self_id_(self_id),
       topology_(topology),
       timeout_(timeout), strand_(asio::make_strand(executor)), timer_(strand_), done_(std::move(done)) {
   size_t n = topology_.ring.size();
@@ -50,35 +52,28 @@ void LinkSetup::arm_timer() {
 void LinkSetup::dial_lane(uint32_t lane) {
   auto self = shared_from_this();
   auto fail = [self](const Status& st) {
-    self->finish({Status::failure(st.code == Errc::timeout ? Errc::timeout : Errc::connect,
-                                  "peer " + std::to_string(self->next_.peer_id) + ": " + st.message),
-                  nullptr, self->next_.peer_id});
+    Errc code = st.code == Errc::timeout || st.code == Errc::auth ? st.code : Errc::connect;
+    self->finish({Status::failure(code, "peer " + std::to_string(self->next_.peer_id) + ": " + st.message), nullptr,
+                  self->next_.peer_id});
   };
-  net::dial(executor_, {next_.host, next_.port}, timeout_, transport_,
-            [self, lane, fail](Status st, std::shared_ptr<net::Stream> stream) {
-              if (!st.ok()) return fail(st);
-              wire::LinkHello hello{self->self_id_, self->next_.peer_id, self->topology_.epoch, lane,
-                                    static_cast<uint32_t>(self->out_.size())};
-              asio::dispatch(stream->executor(), [self, lane, fail, stream, hello] {
-                net::write_one_message(stream, hello, [self, lane, fail, stream](Status wst) {
-                  if (!wst.ok()) return fail(wst);
-                  net::read_one_message(
-                      stream, self->timeout_, 4096,
-                      [self, lane, fail, stream](Status rst, std::optional<wire::Message> reply) {
-                        if (!rst.ok()) return fail(rst);
-                        auto* welcome = std::get_if<wire::LinkWelcome>(&*reply);
-                        if (!welcome) return fail(Status::failure(Errc::protocol, "expected link_welcome"));
-                        if (welcome->code != 0)
-                          return fail(Status::failure(Errc::connect, "refused: " + welcome->reason));
-                        self->lane_ready(true, lane, stream);
-                      });
-                });
-              });
-            },
-            tuning_);
+  net::dial(
+      executor_, {next_.host, next_.port}, timeout_, transport_,
+      [self, lane, fail](Status st, std::shared_ptr<net::Stream> stream) {
+        if (!st.ok()) return fail(st);
+        wire::LinkHello hello{self->self_id_, self->next_.peer_id, self->topology_.epoch, lane,
+                              static_cast<uint32_t>(self->out_.size()), {}, {}};
+        asio::dispatch(stream->executor(), [self, lane, fail, stream, hello] {
+          dialer_handshake(stream, hello, self->secret_, self->timeout_, [self, lane, fail, stream](Status hst) {
+            if (!hst.ok()) return fail(hst);
+            self->lane_ready(true, lane, stream);
+          });
+        });
+      },
+      tuning_);
 }
 
-bool LinkSetup::offer_inbound(const wire::LinkHello& hello, const std::shared_ptr<net::Stream>& stream) {
+bool LinkSetup::offer_inbound(const wire::LinkHello& hello, const std::string& welcome_proof,
+                              const std::shared_ptr<net::Stream>& stream) {
   {
     std::lock_guard lock(mu_);
     if (!done_ || hello.epoch != topology_.epoch || hello.to_peer != self_id_ || hello.from_peer != prev_.peer_id ||
@@ -87,8 +82,8 @@ bool LinkSetup::offer_inbound(const wire::LinkHello& hello, const std::shared_pt
     in_[hello.lane] = stream;  // reserved; counted as ready once the welcome is out
   }
   auto self = shared_from_this();
-  asio::dispatch(stream->executor(), [self, stream, lane = hello.lane] {
-    net::write_one_message(stream, wire::LinkWelcome{0, ""}, [self, stream, lane](Status st) {
+  asio::dispatch(stream->executor(), [self, stream, lane = hello.lane, welcome_proof] {
+    net::write_one_message(stream, wire::LinkWelcome{0, "", welcome_proof}, [self, stream, lane](Status st) {
       if (!st.ok())
         return self->finish({Status::failure(Errc::peer_lost, "link from peer " + std::to_string(self->prev_.peer_id) +
                                                                   ": " + st.message),

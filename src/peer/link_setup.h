@@ -16,6 +16,7 @@
 #include <asio/strand.hpp>
 
 #include "net/socket_options.h"
+#include "core/run_secret.h"
 #include "net/transport.h"
 #include "peer/ring_links.h"
 #include "wire/messages.h"
@@ -32,12 +33,14 @@ class LinkSetup : public std::enable_shared_from_this<LinkSetup> {
   using Done = std::function<void(Outcome)>;
 
   LinkSetup(asio::any_io_executor executor, std::shared_ptr<net::Transport> transport, net::SocketTuning tuning,
-            uint64_t self_id, const wire::Topology& topology, std::chrono::milliseconds timeout, Done done);
+            std::shared_ptr<const RunSecret> secret, uint64_t self_id, const wire::Topology& topology,
+            std::chrono::milliseconds timeout, Done done);
 
   void start();
-  // A connection from some peer said link_hello. True when it belongs to this
-  // ring (it is then answered and kept); false leaves it to the caller.
-  bool offer_inbound(const wire::LinkHello& hello, const std::shared_ptr<net::Stream>& stream);
+  // A connection from some peer said link_hello (handshake checked). True when
+  // it belongs to this ring (it is then welcomed and kept); false leaves it to the caller.
+  bool offer_inbound(const wire::LinkHello& hello, const std::string& welcome_proof,
+                     const std::shared_ptr<net::Stream>& stream);
   void cancel(const Status& why);
   uint64_t epoch() const { return topology_.epoch; }
 
@@ -50,6 +53,7 @@ class LinkSetup : public std::enable_shared_from_this<LinkSetup> {
   asio::any_io_executor executor_;
   std::shared_ptr<net::Transport> transport_;
   const net::SocketTuning tuning_;
+  const std::shared_ptr<const RunSecret> secret_;
   const uint64_t self_id_;
   const wire::Topology topology_;
   const std::chrono::milliseconds timeout_;

@@ -119,14 +119,14 @@ void SharedStateSync::plan(const wire::SyncPlan& plan) {
       if (size == 0) break;
     }
   }
-  std::vector<std::pair<uint64_t, std::shared_ptr<net::Stream>>> early;
+  std::vector<Fetcher> early;
   {
     std::lock_guard lock(mu_);
     plan_ = plan;
     queue_ = std::make_unique<FetchQueue>(std::move(chunks));
     early.swap(early_serves_);
   }
-  for (auto& [fetcher, stream] : early) start_serving(stream, fetcher);
+  for (auto& f : early) start_serving(std::move(f));
   if (plan.fetches.empty()) return mark_local_done();  // nothing to fetch; maybe still serving others
 
   // Connections: `connections` per holder, at most kMaxFetchThreads in all.
@@ -147,7 +147,7 @@ void SharedStateSync::plan(const wire::SyncPlan& plan) {
 void SharedStateSync::fetch_loop(uint64_t holder, const wire::PeerAddress& address) {
   pthread_setname_np(pthread_self(), "ferry-fetch");
   std::shared_ptr<net::Stream> stream;
-  Status st = dialer_(address, wire::FetchHello{self_id_, holder, epoch(), seq()}, stream);
+  Status st = dialer_(address, wire::FetchHello{self_id_, holder, epoch(), seq(), {}, {}}, stream);
   std::vector<uint8_t> scratch;
   std::vector<size_t> batch;
   if (st.ok()) {
@@ -235,30 +235,32 @@ void SharedStateSync::fetched_all() {
 
 // --- serving ---------------------------------------------------------------------------------
 
-void SharedStateSync::serve(const wire::FetchHello& hello, std::shared_ptr<net::Stream> stream) {
-  bool start = false;
+void SharedStateSync::serve(const wire::FetchHello& hello, const std::string& welcome_proof,
+                            std::shared_ptr<net::Stream> stream) {
+  Fetcher fetcher{hello.from_peer, welcome_proof, std::move(stream)};
   {
     std::lock_guard lock(mu_);
     if (stopped_ || hello.to_peer != self_id_) {
-      stream->close();
+      fetcher.stream->close();
       return;
     }
     if (!plan_) {
       // The fetcher heard its plan before we heard ours: wait for it (bounded by the sync's deadlines).
-      early_serves_.emplace_back(hello.from_peer, stream);
+      early_serves_.push_back(std::move(fetcher));
       return;
     }
-    start = true;
   }
-  if (start) start_serving(std::move(stream), hello.from_peer);
+  start_serving(std::move(fetcher));
 }
 
-void SharedStateSync::start_serving(std::shared_ptr<net::Stream> stream, uint64_t fetcher) {
+void SharedStateSync::start_serving(Fetcher fetcher) {
   const auto& allowed = plan_->serve_to;
+  auto stream = fetcher.stream;
   stream->enter_blocking_mode();
-  bool ok = std::find(allowed.begin(), allowed.end(), fetcher) != allowed.end();
-  auto welcome = wire::encode_message(
-      wire::LinkWelcome{ok ? 0u : static_cast<uint32_t>(Errc::auth), ok ? "" : "not in this sync's plan"});
+  // Only peers the master sent here may read these tensors (with a run secret, their identity is proven).
+  bool ok = std::find(allowed.begin(), allowed.end(), fetcher.peer) != allowed.end();
+  auto welcome = wire::encode_message(wire::LinkWelcome{ok ? 0u : static_cast<uint32_t>(Errc::auth),
+                                                        ok ? "" : "not in this sync's plan", ok ? fetcher.welcome_proof : ""});
   std::array<asio::const_buffer, 1> buffers{asio::buffer(welcome)};
   if (!ok || stream->write_all_blocking(buffers)) {
     stream->abort();
@@ -328,7 +330,7 @@ void SharedStateSync::track(const std::shared_ptr<net::Stream>& stream) {
 
 void SharedStateSync::stop_transfers(const Status&) {
   std::vector<std::weak_ptr<net::Stream>> streams;
-  std::vector<std::pair<uint64_t, std::shared_ptr<net::Stream>>> early;
+  std::vector<Fetcher> early;
   FetchQueue* queue = nullptr;
   {
     std::lock_guard lock(mu_);
@@ -339,7 +341,7 @@ void SharedStateSync::stop_transfers(const Status&) {
   }
   for (auto& w : streams)
     if (auto s = w.lock()) s->abort();
-  for (auto& [id, s] : early) s->close();
+  for (auto& f : early) f.stream->close();
   if (queue) queue->close();
 }
 

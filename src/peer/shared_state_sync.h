@@ -63,13 +63,18 @@ class SharedStateSync final : public CollectiveOp, public std::enable_shared_fro
   wire::SyncBegin begin_message() const;
   void plan(const wire::SyncPlan& plan) override;
   // A fetch_hello for this sync arrived on `stream` (handshake read, nothing outstanding).
-  void serve(const wire::FetchHello& hello, std::shared_ptr<net::Stream> stream);
+  void serve(const wire::FetchHello& hello, const std::string& welcome_proof, std::shared_ptr<net::Stream> stream);
   Status wait(SyncOutcome* outcome);
 
  private:
   void stop_transfers(const Status& why) override;
   void on_verdict(const Status& verdict) override;
-  void start_serving(std::shared_ptr<net::Stream> stream, uint64_t fetcher);
+  struct Fetcher {
+    uint64_t peer = 0;
+    std::string welcome_proof;
+    std::shared_ptr<net::Stream> stream;
+  };
+  void start_serving(Fetcher fetcher);
   void serve_loop(const std::shared_ptr<net::Stream>& stream);
   void fetch_loop(uint64_t holder, const wire::PeerAddress& address);
   Status fetch_batch(net::Stream& stream, const std::vector<size_t>& batch, std::vector<uint8_t>& scratch);
@@ -88,7 +93,7 @@ class SharedStateSync final : public CollectiveOp, public std::enable_shared_fro
   std::mutex mu_;
   std::optional<wire::SyncPlan> plan_;                       // guarded by mu_
   std::unique_ptr<FetchQueue> queue_;                        // set once by plan()
-  std::vector<std::pair<uint64_t, std::shared_ptr<net::Stream>>> early_serves_;  // before our plan; guarded by mu_
+  std::vector<Fetcher> early_serves_;                        // arrived before our plan; guarded by mu_
   std::vector<std::weak_ptr<net::Stream>> streams_;          // every live connection; guarded by mu_
   std::vector<std::thread> threads_;                         // guarded by mu_
   bool stopped_ = false;                                     // guarded by mu_

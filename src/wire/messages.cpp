@@ -57,6 +57,8 @@ const char* message_type_name(uint16_t type) {
     case MessageType::sync_begin: return "sync_begin";
     case MessageType::sync_plan: return "sync_plan";
     case MessageType::fetch_hello: return "fetch_hello";
+    case MessageType::auth_challenge: return "auth_challenge";
+    case MessageType::link_challenge: return "link_challenge";
   }
   return "unknown";
 }

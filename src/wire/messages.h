@@ -41,12 +41,14 @@ enum class MessageType : uint16_t {
   collective_result = 69,
   kick = 70,
   sync_plan = 71,
+  auth_challenge = 72,
   // both directions on a master connection: liveness
   heartbeat = 96,
   // peer -> peer, before a link switches to raw chunk streaming
   link_hello = 128,
   link_welcome = 129,
   fetch_hello = 130,
+  link_challenge = 131,
 };
 
 inline constexpr size_t kMaxHostLength = 255;
@@ -55,9 +57,23 @@ inline constexpr size_t kMaxRingMembers = 65536;
 inline constexpr uint32_t kMaxConnectionsPerLink = 64;
 inline constexpr size_t kMaxSharedTensors = 8192;
 inline constexpr size_t kMaxTensorName = 255;
+inline constexpr size_t kMaxAuthField = 64;  // nonces and HMAC proofs
+
+// Authentication (core/run_secret.h): whoever accepts a connection speaks
+// first with a nonce; the dialer answers with its own nonce and a proof over
+// both; the acceptor proves back in its welcome. Without a run secret the
+// nonces still flow and the proofs stay empty.
 
 enum class CollectiveKind : uint8_t { allreduce = 1, shared_state = 2 };
 enum class SyncStrategy : uint8_t { enforce_popular = 0, receive_only = 1, send_only = 2 };
+
+// The master's first frame on every connection.
+struct AuthChallenge {
+  static constexpr MessageType kType = MessageType::auth_challenge;
+  std::string nonce;
+  uint8_t required = 0;  // the master holds a run secret and checks proofs
+  template <class V> void fields(V& v) { v(nonce, Limit{kMaxAuthField}); v(required); }
+};
 
 struct Hello {
   static constexpr MessageType kType = MessageType::hello;
@@ -66,9 +82,11 @@ struct Hello {
   uint16_t advertised_port = 0;
   uint32_t p2p_connections = 0;
   uint32_t heartbeat_timeout_ms = 0;
+  std::string nonce;
+  std::string proof;  // over (challenge nonce, this nonce); empty without a secret
   template <class V> void fields(V& v) {
     v(peer_group); v(advertised_host, Limit{kMaxHostLength}); v(advertised_port);
-    v(p2p_connections); v(heartbeat_timeout_ms);
+    v(p2p_connections); v(heartbeat_timeout_ms); v(nonce, Limit{kMaxAuthField}); v(proof, Limit{kMaxAuthField});
   }
 };
 
@@ -76,7 +94,10 @@ struct Welcome {
   static constexpr MessageType kType = MessageType::welcome;
   uint64_t peer_id = 0;
   std::string observed_host;  // where the master saw this peer connect from
-  template <class V> void fields(V& v) { v(peer_id); v(observed_host, Limit{kMaxHostLength}); }
+  std::string proof;          // the master's, over (hello nonce, challenge nonce)
+  template <class V> void fields(V& v) {
+    v(peer_id); v(observed_host, Limit{kMaxHostLength}); v(proof, Limit{kMaxAuthField});
+  }
 };
 
 struct TopologyVote {
@@ -202,7 +223,15 @@ struct Leave {
   template <class V> void fields(V&) {}
 };
 
-// First frame on a p2p connection: who dials whom, for which ring and lane.
+// The acceptor's first frame on every p2p connection.
+struct LinkChallenge {
+  static constexpr MessageType kType = MessageType::link_challenge;
+  std::string nonce;
+  uint8_t required = 0;
+  template <class V> void fields(V& v) { v(nonce, Limit{kMaxAuthField}); v(required); }
+};
+
+// The dialer's answer on a ring link: who dials whom, for which ring and lane.
 struct LinkHello {
   static constexpr MessageType kType = MessageType::link_hello;
   uint64_t from_peer = 0;
@@ -210,14 +239,24 @@ struct LinkHello {
   uint64_t epoch = 0;
   uint32_t lane = 0;
   uint32_t lanes = 0;
-  template <class V> void fields(V& v) { v(from_peer); v(to_peer); v(epoch); v(lane); v(lanes); }
+  std::string nonce;
+  std::string proof;
+  template <class V> void fields(V& v) {
+    v(from_peer); v(to_peer); v(epoch); v(lane); v(lanes); v(nonce, Limit{kMaxAuthField}); v(proof, Limit{kMaxAuthField});
+  }
+  // What the proof covers besides the nonces.
+  std::string context() const {
+    return "link:" + std::to_string(from_peer) + ">" + std::to_string(to_peer) + "@" + std::to_string(epoch) + "#" +
+           std::to_string(lane) + "/" + std::to_string(lanes);
+  }
 };
 
 struct LinkWelcome {
   static constexpr MessageType kType = MessageType::link_welcome;
   uint32_t code = 0;
   std::string reason;
-  template <class V> void fields(V& v) { v(code); v(reason, Limit{kMaxReasonLength}); }
+  std::string proof;  // the acceptor's, over (hello nonce, challenge nonce)
+  template <class V> void fields(V& v) { v(code); v(reason, Limit{kMaxReasonLength}); v(proof, Limit{kMaxAuthField}); }
 };
 
 // --- shared state ---------------------------------------------------------
@@ -283,13 +322,21 @@ struct FetchHello {
   uint64_t to_peer = 0;
   uint64_t epoch = 0;
   uint32_t seq = 0;
-  template <class V> void fields(V& v) { v(from_peer); v(to_peer); v(epoch); v(seq); }
+  std::string nonce;
+  std::string proof;
+  template <class V> void fields(V& v) {
+    v(from_peer); v(to_peer); v(epoch); v(seq); v(nonce, Limit{kMaxAuthField}); v(proof, Limit{kMaxAuthField});
+  }
+  std::string context() const {
+    return "fetch:" + std::to_string(from_peer) + ">" + std::to_string(to_peer) + "@" + std::to_string(epoch) + "#" +
+           std::to_string(seq);
+  }
 };
 
 using Message = std::variant<Hello, Welcome, TopologyVote, Topology, TopologyReady, TopologyDone,
                              PendingQuery, PendingCount, CollectiveBegin, CollectiveGo, CollectiveEnd,
                              CollectiveResult, Kick, Heartbeat, Leave, LinkHello, LinkWelcome, SyncBegin, SyncPlan,
-                             FetchHello>;
+                             FetchHello, AuthChallenge, LinkChallenge>;
 
 MessageType message_type(const Message& message);
 const char* message_type_name(uint16_t type);

@@ -193,3 +193,18 @@ TEST_CASE("api: the master rejects a second run and can be stopped twice", "[api
   CHECK(ferry_master_run(master) == FERRY_ERR_INVALID_USAGE);
   ferry_master_destroy(master);
 }
+
+TEST_CASE("api: destroy functions leave the thread's last error alone", "[api]") {
+  EmbeddedMaster master;
+  std::string address = master.address();
+  ferry_comm_params p = default_params(address.c_str());
+  ferry_comm* comm = nullptr;
+  REQUIRE(ferry_comm_create(&p, &comm) == FERRY_OK);
+  REQUIRE(ferry_update_topology(comm) == FERRY_ERR_INVALID_USAGE);
+  std::string message = ferry_last_error();
+  REQUIRE_FALSE(message.empty());
+  ferry_comm_destroy(comm);
+  ferry_master_destroy(nullptr);
+  ferry_comm_destroy(nullptr);
+  CHECK(ferry_last_error() == message);
+}

@@ -16,7 +16,11 @@ struct Fixture {
   MasterState state;
   Effects last;
 
-  Fixture() { ferry::set_log_level("off"); }
+  explicit Fixture(std::optional<RunSecret> secret = std::nullopt) : state({}, std::move(secret)) {
+    ferry::set_log_level("off");
+  }
+
+  static std::string nonce(ConnId conn) { return std::string(32, static_cast<char>('a' + conn)); }
 
   Effects& step() {
     last = state.take_effects();
@@ -25,8 +29,8 @@ struct Fixture {
 
   // Connects `conn` and says hello for a peer of `group`; returns its peer id.
   PeerId join(ConnId conn, uint32_t group = 0) {
-    state.on_connected(conn, "10.0.0." + std::to_string(conn));
-    state.on_message(conn, Hello{group, "", static_cast<uint16_t>(5000 + conn), 2, 5000});
+    state.on_connected(conn, "10.0.0." + std::to_string(conn), nonce(conn));
+    state.on_message(conn, Hello{group, "", static_cast<uint16_t>(5000 + conn), 2, 5000, "", ""});
     for (auto& s : step().sends)
       if (auto* w = std::get_if<Welcome>(&s.message); w && s.conn == conn) return w->peer_id;
     FAIL("no welcome");
@@ -278,7 +282,7 @@ TEST_CASE("master: the peer named unreachable is kicked and the ring proposed wi
 
 TEST_CASE("master: protocol violations get the sender kicked, with a reason", "[master]") {
   Fixture f;
-  f.state.on_connected(1, "h");
+  f.state.on_connected(1, "h", Fixture::nonce(1));
   f.state.on_message(1, CollectiveGo{});
   f.step();
   REQUIRE(f.closed(1));
@@ -295,6 +299,38 @@ TEST_CASE("master: protocol violations get the sender kicked, with a reason", "[
   f.step();
   CHECK(f.closed(4));  // votes are for accepted peers only
   CHECK(f.state.connection_count() == 1);
+}
+
+TEST_CASE("master: with a run secret, only a valid proof joins, and the master proves back", "[master][auth]") {
+  auto secret = RunSecret::from_bytes("0123456789abcdef-secret");
+  Fixture f(secret);
+  f.state.on_connected(1, "h", Fixture::nonce(1));
+  f.step();
+  REQUIRE(f.sent<AuthChallenge>().size() == 1);
+  CHECK(f.sent<AuthChallenge>()[0].second.required == 1);
+  CHECK(f.sent<AuthChallenge>()[0].second.nonce == Fixture::nonce(1));
+
+  std::string peer_nonce(32, 'z');
+  Hello good{0, "", 5001, 2, 5000, peer_nonce,
+             secret.proof("ferry/1/peer-to-master", Fixture::nonce(1), peer_nonce)};
+  f.state.on_message(1, good);
+  f.step();
+  REQUIRE(f.sent<Welcome>().size() == 1);
+  CHECK(secret.verify(f.sent<Welcome>()[0].second.proof, "ferry/1/master-to-peer", peer_nonce, Fixture::nonce(1)));
+
+  for (std::string bad_proof : {std::string(), std::string(32, '0'),
+                                secret.proof("ferry/1/peer-to-master", Fixture::nonce(9), peer_nonce),  // replayed
+                                RunSecret::from_bytes("another secret, 16+ bytes")
+                                    .proof("ferry/1/peer-to-master", Fixture::nonce(2), peer_nonce)}) {
+    f.state.on_connected(2, "h", Fixture::nonce(2));
+    f.step();
+    f.state.on_message(2, Hello{0, "", 5002, 2, 5000, peer_nonce, bad_proof});
+    f.step();
+    REQUIRE(f.closed(2));
+    CHECK(std::get<Kick>(*f.last.closes[0].last).code == static_cast<uint32_t>(Errc::auth));
+    CHECK(f.sent<Welcome>().empty());
+  }
+  CHECK(f.state.peer_count() == 1);
 }
 
 TEST_CASE("master: peer groups are separate rings with separate epochs", "[master][groups]") {

@@ -36,9 +36,10 @@ std::vector<Message> one_of_each() {
   topology.peer_group = 3;
   topology.p2p_connections = 4;
   topology.ring = {{1, "10.0.0.1", 5000}, {2, "fe80::1", 5001}};
-  return {Hello{7, "example.org", 4000, 4, 10000},
-          Welcome{42, "192.0.2.1"},
-          TopologyVote{},
+  return {AuthChallenge{std::string(32, 'n'), 1},
+          Hello{7, "example.org", 4000, 4, 10000, std::string(32, 'x'), std::string(32, 'p')},
+          Welcome{42, "192.0.2.1", std::string(32, 'q')},
+          TopologyVote{1},
           topology,
           TopologyReady{9, 6, 2, "refused"},
           TopologyDone{9, 5, 2, 3},
@@ -51,8 +52,12 @@ std::vector<Message> one_of_each() {
           Kick{9, "bad frame"},
           Heartbeat{},
           Leave{},
-          LinkHello{1, 2, 9, 3, 4},
-          LinkWelcome{0, ""}};
+          LinkChallenge{std::string(32, 'c'), 0},
+          LinkHello{1, 2, 9, 3, 4, "n", "p"},
+          LinkWelcome{0, "", ""},
+          SyncBegin{9, 3, 11, 1, {{"w", 10, 100, 0xABC, 0}, {"b", 10, 1, 0xDEF, 1}}},
+          SyncPlan{9, 3, 11, {{1, 0xABC, {2, 3}}}, {5}, {{2, "10.0.0.2", 7000}}},
+          FetchHello{1, 2, 9, 3, "n", "p"}};
 }
 
 }  // namespace
@@ -74,14 +79,16 @@ TEST_CASE("wire: golden bytes pin the format", "[wire][golden]") {
       0x46, 0x52, 0x59, 0x31,  // magic "FRY1"
       0x01, 0x00,              // version 1
       0x01, 0x00,              // type hello
-      0x15, 0x00, 0x00, 0x00,  // payload length 21
+      0x1D, 0x00, 0x00, 0x00,  // payload length 29
       0x07, 0x00, 0x00, 0x00,  // peer_group 7
       0x03, 0x00, 0x00, 0x00, 'a', 'b', 'c',  // advertised_host "abc"
       0xA0, 0x0F,              // advertised_port 4000
       0x04, 0x00, 0x00, 0x00,  // p2p_connections 4
       0x10, 0x27, 0x00, 0x00,  // heartbeat_timeout_ms 10000
+      0x00, 0x00, 0x00, 0x00,  // nonce ""
+      0x00, 0x00, 0x00, 0x00,  // proof ""
   };
-  CHECK(encode_message(Hello{7, "abc", 4000, 4, 10000}) == hello);
+  CHECK(encode_message(Hello{7, "abc", 4000, 4, 10000, "", ""}) == hello);
 
   std::array<uint8_t, kChunkHeaderBytes> chunk = {
       0x43, 0x48, 0x4E, 0x4B,  // "CHNK"

@@ -4,22 +4,39 @@
 #include <string>
 
 #include <CLI/CLI.hpp>
+#include <asio/ip/address.hpp>
 
 #include "core/log.h"
+#include "core/run_secret.h"
 #include "master/master_server.h"
 #include "net/endpoint.h"
+
+namespace {
+
+bool is_loopback(const std::string& host) {
+  std::error_code ec;
+  auto address = asio::ip::make_address(host, ec);
+  if (ec) return host == "localhost";
+  return address.is_loopback();
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"ferry-master: coordinates the peers of a ferry run (membership, rings, collectives)"};
   std::string listen = "0.0.0.0:48148";
   std::string log_level = "info";
   uint32_t peer_timeout_ms = 10000;
+  std::string secret_file;
   app.add_option("--listen", listen, "HOST:PORT to listen on")->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical, off")->capture_default_str();
   app.add_option("--peer-timeout-ms", peer_timeout_ms,
                  "remove a peer after this much silence, unless it asked for longer")
       ->check(CLI::Range(100u, 3'600'000u))
       ->capture_default_str();
+  app.add_option("--secret-file", secret_file,
+                 "file holding the run secret every peer must prove (default: $FERRY_SECRET_FILE; never the secret "
+                 "itself on a command line)");
   CLI11_PARSE(app, argc, argv);
 
   if (!ferry::set_log_level(log_level)) {
@@ -45,6 +62,10 @@ int main(int argc, char** argv) {
     options.listen_host = endpoint->host;
     options.listen_port = endpoint->port;
     options.limits.default_heartbeat_timeout_ms = peer_timeout_ms;
+    options.secret = ferry::load_run_secret(secret_file.c_str());
+    if (!options.secret && !is_loopback(endpoint->host))
+      ferry::log().warn("listening on {} without a run secret: anyone who can reach this port can join the run, "
+                        "read its tensors and feed it garbage; pass --secret-file", listen);
     ferry::master::MasterServer server(options);
     server.start();
     // Scripts that ask for port 0 read the real one from this line.
