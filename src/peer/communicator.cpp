@@ -451,15 +451,13 @@ void Communicator::on_inbound(asio::ip::tcp::socket socket) {
 
 void Communicator::on_link_hello(const wire::LinkHello& hello, const std::string& welcome_proof,
                                  const std::shared_ptr<net::Stream>& stream) {
-  std::shared_ptr<LinkSetup> setup;
-  {
-    std::lock_guard lock(mu_);
-    setup = setup_;
-  }
-  if (setup && setup->offer_inbound(hello, welcome_proof, stream)) return;
   std::string refusal;
   {
+    // One critical section: a topology installed between "is there a setup for
+    // this hello?" and "park it?" would otherwise drop a valid hello (and get
+    // its sender kicked). offer_inbound never calls back into us synchronously.
     std::lock_guard lock(mu_);
+    if (setup_ && setup_->offer_inbound(hello, welcome_proof, stream)) return;
     uint64_t known = proposed_ ? proposed_->epoch : epoch_;
     auto now = Clock::now();
     std::erase_if(parked_links_, [&](const ParkedLink& p) { return now - p.since > config_.timeout; });

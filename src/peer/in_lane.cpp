@@ -18,11 +18,15 @@ void InLane::start() {
 }
 
 void InLane::close() {
-  if (!closed_.exchange(true)) stream_->abort();
+  if (!closed_.exchange(true) && stream_) stream_->abort();
 }
 
 void InLane::join() {
-  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+  if (!thread_.joinable() || thread_.get_id() == std::this_thread::get_id()) return;
+  thread_.join();
+  // The socket belongs to the communicator's io_context: release it while that surely exists.
+  closed_ = true;
+  stream_.reset();
 }
 
 void InLane::run() {

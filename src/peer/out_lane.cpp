@@ -28,7 +28,12 @@ void OutLane::start() {
 }
 
 void OutLane::join() {
-  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+  if (!thread_.joinable() || thread_.get_id() == std::this_thread::get_id()) return;
+  thread_.join();
+  // The socket belongs to the communicator's io_context: release it now, while
+  // that surely exists, not whenever the last collective holding us goes.
+  std::lock_guard lock(mu_);
+  stream_.reset();
 }
 
 void OutLane::push(const wire::ChunkHeader& header, const uint8_t* payload, std::shared_ptr<ChunkConsumer> owner,
@@ -116,7 +121,7 @@ bool OutLane::close_once() {
     head_ = 0;
   }
   for (auto& item : dropped) item.owner->chunk_dropped();
-  stream_->abort();
+  if (stream_) stream_->abort();
   uint64_t one = 1;
   (void)!::write(wake_fd_, &one, sizeof one);
   return true;

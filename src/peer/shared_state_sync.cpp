@@ -312,8 +312,13 @@ void SharedStateSync::serve_loop(const std::shared_ptr<net::Stream>& stream) {
 void SharedStateSync::spawn(std::function<void()> body) {
   if (!try_hold()) return;
   std::lock_guard lock(mu_);
-  threads_.emplace_back([self = shared_from_this(), body = std::move(body)] {
-    body();
+  threads_.emplace_back([self = shared_from_this(), body = std::move(body)]() mutable {
+    {
+      // Destroyed here, before the release: no socket of ours outlives the
+      // collective (and with it, possibly, the communicator's io_context).
+      auto run = std::move(body);
+      run();
+    }
     self->release();
   });
 }

@@ -1,0 +1,473 @@
+"""A peer of a ferry run (``ferry_comm``): joining, topology votes and all-reduces."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import threading
+import time
+from typing import Any, Collection, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, Union
+
+from . import _lib
+from ._exit import track_communicator
+from .dtypes import DType, ReduceOp, parse_op, parse_quant
+from .errors import InvalidArgumentError, InvalidUsageError, TimeoutError
+from .handle import Handle, OpInfo
+from .params import comm_params, uint
+from .shared_state import SyncInfo, SyncStrategy, sync_shared_state
+from .tensors import plan_allreduce, plan_many
+
+__all__ = ["Communicator"]
+
+Op = Union[str, ReduceOp]
+
+# ferry_attribute
+_ATTR_GLOBAL_WORLD_SIZE = 0
+_ATTR_GROUP_WORLD_SIZE = 1
+_ATTR_NUM_GROUPS = 2
+_ATTR_LARGEST_GROUP_SIZE = 3
+_ATTR_RANK = 4
+_ATTR_PEER_GROUP = 5
+
+
+class Communicator:
+    """One peer of a run: talks to the master, holds the p2p links of its ring, runs all-reduces.
+
+    Lifecycle: ``Communicator(...)`` binds the peer-to-peer listener (no
+    network traffic yet); :meth:`connect` joins the run; :meth:`close` (or
+    leaving a ``with`` block) leaves it cleanly.
+
+    Threads: any thread may call any method. Collective calls (connect,
+    update_topology, peers_pending, the all-reduces) must be issued in the
+    same order on every peer of the group, as with MPI (the master reports
+    mismatches as MismatchError). Every blocking call goes through ctypes,
+    which releases the GIL for the call's duration, so other Python threads
+    run while this one waits on the network; the library's own io_threads
+    do the transfers and reductions.
+
+    Deadlines: every blocking call is bounded (see the ``*_timeout_ms``
+    arguments); nothing waits forever.
+
+    Ownership: the object owns the C ``ferry_comm``; close() (or garbage
+    collection) frees it. Tensors are borrowed only during a blocking call;
+    an async op borrows them until its Handle is waited (see Handle).
+
+    Args (None means the library's default, as documented in ferry.h):
+        master: ``"HOST:PORT"`` of the master. Required.
+        peer_group: ring id; groups never exchange data. Default 0.
+        connections: parallel TCP connections to each ring neighbour, 1..64 (4).
+        listen_host: address the p2p listener binds ("0.0.0.0").
+        port_range: ``(min, max)`` inclusive p2p port range; None lets the system choose.
+        advertised_host / advertised_port: what other peers should dial (NAT, proxies).
+        timeout_ms: longest wait for other peers: admission, votes, the start and
+            commit of a collective (60000).
+        progress_timeout_ms: a transfer stalled this long fails with TimeoutError (20000).
+        heartbeat_timeout_ms: silence after which the master drops this peer, and
+            after which a silent master is MasterLostError (10000).
+        io_threads: library threads for network I/O and reductions, 1..64 (2).
+        max_chunk_bytes: largest pipelining unit, 4 KiB..64 MiB (1 MiB).
+        congestion_control: TCP congestion control for p2p sockets ("bbr", "cubic", ...).
+        secret_file: path of the run secret (see Master); proves this peer to the master
+            and to other peers and checks theirs (AuthError on connect when they differ).
+            None: ``$FERRY_SECRET_FILE`` if set, else no authentication.
+
+    Raises InvalidArgumentError for bad values, ConnectError when no p2p port can be bound.
+    """
+
+    def __init__(
+        self,
+        master: str,
+        peer_group: int = 0,
+        connections: int = 4,
+        listen_host: str = "0.0.0.0",
+        port_range: Optional[Tuple[int, int]] = None,
+        advertised_host: Optional[str] = None,
+        advertised_port: Optional[int] = None,
+        timeout_ms: Optional[int] = None,
+        progress_timeout_ms: Optional[int] = None,
+        heartbeat_timeout_ms: Optional[int] = None,
+        io_threads: Optional[int] = None,
+        max_chunk_bytes: Optional[int] = None,
+        congestion_control: Optional[str] = None,
+        secret_file: Optional[str] = None,
+    ) -> None:
+        self._ptr: Optional[_lib.CommPtr] = None
+        self._closed = False
+        self._cond = threading.Condition()  # guards _closed and _active
+        self._active = 0  # C calls running on self._ptr; close() waits for them to return
+        self._pending: Set[Handle] = set()  # unwaited async ops (they hold the borrowed tensors)
+        self._pending_lock = threading.Lock()
+        self._local = threading.local()  # per-thread last_info
+
+        lib = _lib.lib()
+        params, strings = comm_params(master, peer_group, connections, listen_host, port_range, advertised_host,
+                                      advertised_port, timeout_ms, progress_timeout_ms, heartbeat_timeout_ms,
+                                      io_threads, max_chunk_bytes, congestion_control, secret_file)
+        ptr = _lib.CommPtr()
+        _lib.check(lib.ferry_comm_create(ctypes.byref(params), ctypes.byref(ptr)), "ferry_comm_create")
+        del strings  # copied by ferry_comm_create
+        track_communicator(self)
+        self._ptr = ptr
+        self.master = master
+        self.timeout_ms: int = params.timeout_ms
+        self._desc = _lib.defaults(_lib.AllreduceDesc, "ferry_allreduce_desc_init")
+        self._job = _lib.defaults(_lib.AllreduceJob, "ferry_allreduce_job_init")
+        # The job's embedded desc is versioned on its own.
+        ctypes.memmove(ctypes.addressof(self._job.desc), ctypes.addressof(self._desc), ctypes.sizeof(self._desc))
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _begin_call(self, what: str) -> _lib.CommPtr:
+        """Counts a C call on the handle (close() waits until none runs); InvalidUsageError if closed."""
+        with self._cond:
+            if self._closed:
+                raise InvalidUsageError(f"{what}: the communicator is closed")
+            self._active += 1
+            assert self._ptr is not None
+            return self._ptr
+
+    def _end_call(self) -> None:
+        with self._cond:
+            self._active -= 1
+            if self._active == 0:
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def _call(self, what: str) -> Iterator[_lib.CommPtr]:
+        """A C call on the handle: close() never destroys the handle under a running call."""
+        ptr = self._begin_call(what)
+        try:
+            yield ptr
+        finally:
+            self._end_call()
+
+    def _forget(self, handle: Handle) -> None:
+        """A handle was settled: the communicator no longer needs to keep it."""
+        with self._pending_lock:
+            self._pending.discard(handle)
+
+    def _attribute(self, attribute: int, name: str) -> int:
+        value = ctypes.c_int64()
+        with self._call(name) as ptr:
+            code = _lib.lib().ferry_comm_get_attribute(ptr, attribute, ctypes.byref(value))
+        _lib.check(code, name)
+        return int(value.value)
+
+    def _fill_desc(self, desc: _lib.AllreduceDesc, dtype: DType, op: Op, tag: int, quant: Optional[str]) -> None:
+        desc.dtype = int(dtype)
+        desc.op = int(parse_op(op))
+        desc.tag = uint("tag", tag, 64)
+        parse_quant(quant)
+
+    # ------------------------------------------------------------------ membership
+
+    def connect(self) -> None:
+        """Collective with the group: joins the run and waits until this peer is admitted.
+
+        Admission is immediate in an empty group; otherwise it happens when the
+        group's accepted peers next call :meth:`update_topology`. Blocks at most
+        timeout_ms plus the connect (GIL released). Raises ConnectError (master
+        unreachable), TimeoutError (not admitted in time; calling connect() again
+        retries the wait), InvalidUsageError (already connected), MasterLostError,
+        KickedError, ProtocolError.
+        """
+        with self._call("connect") as ptr:
+            code = _lib.lib().ferry_connect(ptr)
+        _lib.check(code, "connect")
+
+    def update_topology(self) -> None:
+        """Collective over the group's accepted peers: admits pending peers, drops lost ones,
+        rebuilds the ring; returns once every member has its links.
+
+        Call it on every survivor after a retryable error (PeerLostError, TimeoutError).
+        Not allowed while async ops are in flight (InvalidUsageError). Blocks at most
+        timeout_ms per attempt (GIL released). Raises TimeoutError, PeerLostError (a member
+        died during the vote: call again), MasterLostError, KickedError.
+        """
+        with self._call("update_topology") as ptr:
+            code = _lib.lib().ferry_update_topology(ptr)
+        _lib.check(code, "update_topology")
+
+    def peers_pending(self) -> int:
+        """Collective over the group's accepted peers: how many peers wait to be admitted.
+
+        Every caller gets the same answer, so all can decide alike whether to call
+        update_topology(). Blocks at most timeout_ms. Raises as update_topology().
+        """
+        pending = ctypes.c_uint32()
+        with self._call("peers_pending") as ptr:
+            code = _lib.lib().ferry_peers_pending(ptr, ctypes.byref(pending))
+        _lib.check(code, "peers_pending")
+        return int(pending.value)
+
+    def wait_for_peers(self, group_world_size: int, timeout_s: Optional[float] = None) -> None:
+        """Collective: grows this peer's ring to at least ``group_world_size`` peers.
+
+        Loops ``peers_pending()`` and, when someone waits, ``update_topology()`` (the
+        growing loop of examples/c/hello.c, without rebuilding the ring on every turn).
+        Every accepted peer of the group must call it, and so must each newcomer once
+        its connect() returned; all of them see the same answers and topologies, so
+        they leave the loop together. Blocks at most ``timeout_s`` (default: timeout_ms),
+        then raises ferry.TimeoutError; raises what update_topology() raises.
+        """
+        limit = self.timeout_ms / 1000.0 if timeout_s is None else timeout_s
+        deadline = time.monotonic() + limit
+        while self.group_world_size < group_world_size:
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"wait_for_peers: the group has {self.group_world_size} of {group_world_size} peers "
+                    f"after {limit:.1f} s")
+            if self.peers_pending() > 0:
+                self.update_topology()
+            else:
+                time.sleep(0.01)
+
+    # Attributes are as of the last topology this peer joined; they never block.
+    # Before connect() they raise InvalidUsageError.
+
+    @property
+    def world_size(self) -> int:
+        """Accepted peers of all groups (the global world)."""
+        return self._attribute(_ATTR_GLOBAL_WORLD_SIZE, "world_size")
+
+    @property
+    def group_world_size(self) -> int:
+        """Peers in this peer's ring (the world all_reduce runs over)."""
+        return self._attribute(_ATTR_GROUP_WORLD_SIZE, "group_world_size")
+
+    @property
+    def rank(self) -> int:
+        """This peer's position in its ring, 0..group_world_size-1."""
+        return self._attribute(_ATTR_RANK, "rank")
+
+    @property
+    def num_groups(self) -> int:
+        """Groups with at least one accepted peer."""
+        return self._attribute(_ATTR_NUM_GROUPS, "num_groups")
+
+    @property
+    def largest_group_size(self) -> int:
+        """The largest group's world size."""
+        return self._attribute(_ATTR_LARGEST_GROUP_SIZE, "largest_group_size")
+
+    @property
+    def peer_group(self) -> int:
+        """This peer's group id."""
+        return self._attribute(_ATTR_PEER_GROUP, "peer_group")
+
+    @property
+    def last_info(self) -> Optional[OpInfo]:
+        """The OpInfo of the last all_reduce / all_reduce_many that succeeded on *this thread*
+        (None before the first)."""
+        return getattr(self._local, "info", None)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # ------------------------------------------------------------------ all-reduce
+
+    def all_reduce(self, tensor: Any, op: Op = "avg", tag: int = 0, out: Any = None,
+                   quant: Optional[str] = None) -> Any:
+        """Collective: reduces ``tensor`` element-wise over the group and returns the result.
+
+        In place when ``out`` is None: the result is written into ``tensor``'s own
+        memory (zero-copy) and ``tensor`` is returned. With ``out`` (same dtype and
+        shape) the result goes to ``out``, which is returned, and ``tensor`` is
+        only read. Every peer gets bit-identical results.
+
+        Args:
+            tensor: a contiguous torch.Tensor (CPU, or CUDA staged through host memory)
+                or C-contiguous numpy.ndarray of a supported dtype.
+            op: "sum", "avg" (default), "prod", "min", "max", or a ReduceOp.
+            tag: names the operation; must match on every peer (0..2**64-1).
+            out: optional output tensor/array.
+            quant: None. Wire quantization is refused (InvalidArgumentError) until
+                the C API carries it.
+
+        Blocks until the master commits or aborts (at most timeout_ms to start,
+        progress_timeout_ms without progress, timeout_ms to commit); the GIL is
+        released meanwhile. The buffers are borrowed only during the call.
+        On failure ``tensor`` (in place) or ``out`` holds unspecified values,
+        possibly partial sums; with ``out`` the input is intact and the call can
+        be retried as is. Raises InvalidArgumentError, InvalidUsageError (not
+        connected, closed), MismatchError, PeerLostError, TimeoutError,
+        MasterLostError, KickedError, ProtocolError.
+        """
+        plan = plan_allreduce(tensor, out)
+        desc = _lib.AllreduceDesc.from_buffer_copy(self._desc)
+        self._fill_desc(desc, plan.dtype, op, tag, quant)
+        info = _lib.OpInfoC.empty()
+        with self._call("all_reduce") as ptr:
+            code = _lib.lib().ferry_allreduce(ptr, plan.send_ptr, plan.recv_ptr, plan.count,
+                                              ctypes.byref(desc), ctypes.byref(info))
+        _lib.check(code, "all_reduce")
+        self._local.info = OpInfo.from_c(info)
+        return plan.finish()
+
+    def all_reduce_async(self, tensor: Any, op: Op = "avg", tag: int = 0, out: Any = None,
+                         quant: Optional[str] = None) -> Handle:
+        """Issues the all-reduce described for :meth:`all_reduce` and returns at once.
+
+        It progresses on the library's threads; ``handle.wait()`` returns its OpInfo
+        (``handle.output`` is the result tensor). The library borrows ``tensor`` and
+        ``out`` until the handle is waited: do not touch them before. The handle (and
+        the communicator, until then) keeps them alive. Issue async ops in the same
+        order on every peer. update_topology() is refused while ops are in flight.
+        Raises at once only InvalidArgumentError, InvalidUsageError, MasterLostError,
+        KickedError; everything else is raised by ``wait()``.
+        """
+        plan = plan_allreduce(tensor, out)
+        desc = _lib.AllreduceDesc.from_buffer_copy(self._desc)
+        self._fill_desc(desc, plan.dtype, op, tag, quant)
+        op_ptr = _lib.OpPtr()
+        with self._call("all_reduce_async") as ptr:
+            code = _lib.lib().ferry_allreduce_async(ptr, plan.send_ptr, plan.recv_ptr, plan.count,
+                                                    ctypes.byref(desc), ctypes.byref(op_ptr))
+            _lib.check(code, "all_reduce_async")
+            # Registered before close() can run, so close() always reaps it.
+            handle = Handle(op_ptr, plan, self)
+            with self._pending_lock:
+                self._pending.add(handle)
+        return handle
+
+    def all_reduce_many(self, tensors: Sequence[Any], op: Op = "avg", tag: int = 0,
+                        outs: Optional[Sequence[Any]] = None, max_in_flight: int = 4,
+                        quant: Optional[str] = None) -> List[Any]:
+        """Collective: all-reduces several tensors, retrying through peer failures.
+
+        Wraps ``ferry_allreduce_multiple_with_retry``: the jobs are issued in list
+        order with at most ``max_in_flight`` in flight (0 means 4); job ``i`` has tag
+        ``tag + i``. When a peer is lost or a transfer times out (PeerLostError /
+        TimeoutError), every surviving peer stops, votes a new topology together
+        (update_topology) and issues the unfinished jobs again in the new world, until
+        all succeed. It gives up with PeerLostError when the group shrinks below two
+        peers or after 16 rounds; any other error (MismatchError, MasterLostError, ...)
+        is raised at once. In-place tensors are copied aside by the library and
+        restored before each retry, so results are always those of one clean world
+        (memory: one extra copy of each in-place tensor). ``last_info`` sums bytes and
+        time over every attempt; its world_size is the final world.
+
+        Call it as a unit on every peer, with the same tensors in the same order, and
+        no async ops in flight (InvalidUsageError). Blocks for as long as the
+        operations and votes take, each under the communicator's deadlines (GIL
+        released). Returns the output tensors (``tensors`` themselves, or ``outs``).
+        """
+        plans = plan_many(tensors, outs)
+        max_in_flight = uint("max_in_flight", max_in_flight, 32)
+        uint("tag", tag, 64)
+        if len(plans) and tag + len(plans) - 1 >= 1 << 64:
+            raise InvalidArgumentError("tag + len(tensors) - 1 overflows 64 bits")
+        jobs = (_lib.AllreduceJob * len(plans))()
+        for i, plan in enumerate(plans):
+            job = jobs[i]
+            ctypes.memmove(ctypes.addressof(job), ctypes.addressof(self._job), ctypes.sizeof(job))
+            job.send, job.recv, job.count = plan.send_ptr, plan.recv_ptr, plan.count
+            self._fill_desc(job.desc, plan.dtype, op, tag + i, quant)
+        info = _lib.OpInfoC.empty()
+        with self._call("all_reduce_many") as ptr:
+            code = _lib.lib().ferry_allreduce_multiple_with_retry(ptr, jobs, len(plans), max_in_flight,
+                                                                 ctypes.byref(info))
+        _lib.check(code, "all_reduce_many")
+        self._local.info = OpInfo.from_c(info)
+        return [plan.finish() for plan in plans]
+
+    # ------------------------------------------------------------------ shared state
+
+    def sync_shared_state(self, tensors: Mapping[str, Any], revision: int,
+                          strategy: Union[str, SyncStrategy] = "enforce_popular",
+                          allow_inequality: Collection[str] = (), compression_level: int = 0) -> SyncInfo:
+        """Collective over the group: afterwards every peer holds the same bytes in every tensor
+        (except those named in ``allow_inequality``, e.g. an RNG state, never compared or moved).
+
+        Each peer hashes its tensors; the master elects the winning content per tensor;
+        peers whose bytes differ fetch the winning bytes from holders over p2p, verify
+        them, and only then return. Matching is by name (same names, dtypes and element
+        counts on every peer; any order).
+
+        Args:
+            tensors: ``{name: tensor}``; contiguous CPU torch tensors / numpy arrays are
+                read and overwritten in place (zero-copy); CUDA tensors are staged through
+                host memory and the changed ones copied back.
+            revision: this peer's revision. The highest revision offered by the peers that
+                are not receive-only must be the group's previous revision + 1 (any value
+                for the first sync); lower ones are behind and receive.
+            strategy: "enforce_popular" (default: the most common bytes win), "receive_only"
+                (a newcomer: never sends, ends with the winning bytes) or "send_only" (this
+                peer's bytes must win; its tensors are never written, so read-only arrays
+                are fine).
+            allow_inequality: names of tensors that may differ between peers (same on all).
+            compression_level: zstd level this peer asks holders to use when it fetches
+                (0: raw bytes).
+
+        Returns a SyncInfo (the group's new revision and the names of the tensors
+        overwritten). Tensors are borrowed until the call returns. Blocks at most
+        timeout_ms waiting for the other peers and progress_timeout_ms without a byte
+        moving (GIL released). On failure the fetched tensors hold unspecified bytes;
+        call update_topology() and sync again. Raises InvalidArgumentError, InvalidUsageError
+        (not connected; the revision rule; every peer receive-only), MismatchError (peers
+        declare different tensors), PeerLostError, TimeoutError, ProtocolError (fetched bytes
+        did not verify), MasterLostError, KickedError.
+        """
+        with self._call("sync_shared_state") as ptr:
+            return sync_shared_state(ptr, tensors, revision, strategy, allow_inequality, compression_level)
+
+    # ------------------------------------------------------------------ teardown
+
+    def close(self) -> None:
+        """Leaves the run cleanly and frees the communicator (``ferry_comm_destroy``). Idempotent.
+
+        New calls raise InvalidUsageError at once; close() first waits for calls already
+        running on other threads to return, Handle.wait() included (each bounded by its
+        deadlines), then
+        destroys, which fails the async ops still in flight (blocks at most ~2 s more).
+        Unwaited handles are settled: an op that had finished is waited first (its
+        wait() then returns its result or raises its error); an op still in flight
+        when the communicator is destroyed is abandoned, and its wait() raises
+        InvalidUsageError. (libferry 0.1 crashes in a ferry_op_wait that follows
+        ferry_comm_destroy, so such an op is not waited in C: its handle leaks.)
+        The other peers' next collective reports PeerLostError until they call
+        update_topology().
+        """
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            while self._active:
+                self._cond.wait()
+        with self._pending_lock:
+            pending = list(self._pending)
+        # Unwaited ops that already finished are reaped while the communicator still exists.
+        for handle in pending:
+            if handle.done():
+                handle._reap()
+        ptr, self._ptr = self._ptr, None
+        if ptr is not None:
+            _lib.lib().ferry_comm_destroy(ptr)  # fails the ops in flight; their buffers are free after it
+        with self._pending_lock:
+            pending = list(self._pending)
+        for handle in pending:
+            handle._abandon()
+
+    def __enter__(self) -> "Communicator":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            if getattr(self, "_ptr", None) is not None:
+                self.close()
+        except Exception:  # interpreter shutdown: the library may already be gone
+            pass
+
+    def __repr__(self) -> str:
+        if self._closed:
+            return f"<ferry.Communicator master={self.master!r} closed>"
+        try:
+            return (f"<ferry.Communicator master={self.master!r} group={self.peer_group} "
+                    f"rank={self.rank}/{self.group_world_size}>")
+        except InvalidUsageError:
+            return f"<ferry.Communicator master={self.master!r} not connected>"
+

@@ -1,0 +1,86 @@
+"""ferry's element types, reduction operators and quantization names (mirrors of ferry.h enums).
+
+Pure Python; does not load libferry.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Optional, Union
+
+from .errors import InvalidArgumentError
+
+__all__ = ["DType", "ReduceOp", "QUANT_NAMES", "parse_op", "parse_quant"]
+
+
+class DType(enum.IntEnum):
+    """``ferry_dtype``: stable numbers, append only."""
+
+    U8 = 0
+    I8 = 1
+    U16 = 2
+    I16 = 3
+    U32 = 4
+    I32 = 5
+    U64 = 6
+    I64 = 7
+    F16 = 8
+    BF16 = 9
+    F32 = 10
+    F64 = 11
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return _ITEMSIZE[self]
+
+
+_ITEMSIZE = {
+    DType.U8: 1, DType.I8: 1, DType.U16: 2, DType.I16: 2, DType.U32: 4, DType.I32: 4,
+    DType.U64: 8, DType.I64: 8, DType.F16: 2, DType.BF16: 2, DType.F32: 4, DType.F64: 8,
+}
+
+
+class ReduceOp(enum.IntEnum):
+    """``ferry_reduce_op``. Integers wrap for sum/avg/prod; avg divides once by the world size
+    (integers truncate toward zero); f16/bf16 combine in f32; min/max propagate NaN."""
+
+    SUM = 0
+    AVG = 1
+    PROD = 2
+    MIN = 3
+    MAX = 4
+
+
+_OP_NAMES = {"sum": ReduceOp.SUM, "avg": ReduceOp.AVG, "mean": ReduceOp.AVG, "prod": ReduceOp.PROD,
+             "product": ReduceOp.PROD, "min": ReduceOp.MIN, "max": ReduceOp.MAX}
+
+#: Wire quantization names the Python API accepts (``quant=``). The C API does not
+#: carry quantization yet; see :func:`parse_quant`.
+QUANT_NAMES = ("u8", "i8", "f16", "bf16", "u4")
+
+
+def parse_op(op: Union[str, ReduceOp, int]) -> ReduceOp:
+    """``"sum" | "avg" | "mean" | "prod" | "min" | "max"`` (any case) or a :class:`ReduceOp`."""
+    if isinstance(op, str):
+        found = _OP_NAMES.get(op.lower())
+        if found is None:
+            raise InvalidArgumentError(f"unknown reduce op {op!r}; expected one of sum, avg, prod, min, max")
+        return found
+    try:
+        return ReduceOp(op)
+    except ValueError:
+        raise InvalidArgumentError(f"unknown reduce op {op!r}") from None
+
+
+def parse_quant(quant: Optional[str]) -> None:
+    """Checks ``quant=``. Only None (send full precision) is supported until ferry.h's
+    ``ferry_allreduce_desc`` gains quantization fields; every other value is refused with
+    :class:`InvalidArgumentError` (a ``ValueError``) rather than silently ignored."""
+    if quant is None:
+        return None
+    if not isinstance(quant, str) or quant.lower() not in QUANT_NAMES:
+        raise InvalidArgumentError(f"unknown quantization {quant!r}; expected None or one of {', '.join(QUANT_NAMES)}")
+    raise InvalidArgumentError(
+        f"quantization {quant!r} is not available yet: this version of the ferry C API "
+        "(ferry_allreduce_desc) has no quantization field; pass quant=None")

@@ -1,0 +1,171 @@
+"""Results of collectives: :class:`OpInfo`, and :class:`Handle` for an all-reduce in flight."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Optional
+
+from . import _lib
+from .errors import FerryError, InvalidUsageError
+from .tensors import ReducePlan
+
+if TYPE_CHECKING:
+    from .communicator import Communicator
+
+__all__ = ["OpInfo", "Handle"]
+
+
+@dataclass(frozen=True)
+class OpInfo:
+    """What a finished collective did (``ferry_op_info``).
+
+    Attributes:
+        world_size: peers the operation ran with (for all_reduce_many: the final world).
+        bytes_sent: payload bytes this peer put on the wire.
+        bytes_received: payload bytes this peer received.
+        duration_s: seconds from the call to the master's commit.
+    """
+
+    world_size: int
+    bytes_sent: int
+    bytes_received: int
+    duration_s: float
+
+    @classmethod
+    def from_c(cls, info: _lib.OpInfoC) -> "OpInfo":
+        return cls(int(info.world_size), int(info.bytes_sent), int(info.bytes_received), float(info.duration_s))
+
+
+class Handle:
+    """An all-reduce in flight, from :meth:`Communicator.all_reduce_async`.
+
+    The handle keeps the input and output tensors (and any staging copies)
+    alive until the operation has been waited: do not read or write them
+    before :meth:`wait` returns. Handles may be waited in any order, from
+    any thread. The C op is released by the first :meth:`wait`; later calls
+    (from any thread) return the same :class:`OpInfo` or raise the same
+    exception. The communicator also holds every unwaited handle, so
+    dropping a handle never frees memory the library still writes; closing
+    the communicator settles the handles still unwaited (see Communicator.close).
+    """
+
+    def __init__(self, op: _lib.OpPtr, plan: ReducePlan, owner: "Communicator") -> None:
+        self._lock = threading.Lock()  # guards _op: ferry_op_test and the hand-over to wait
+        self._op: Optional[_lib.OpPtr] = op
+        self._finished = threading.Event()  # set once ferry_op_wait has returned and results are in place
+        self._plan: Optional[ReducePlan] = plan
+        self._output: Any = plan.result
+        self._info: Optional[OpInfo] = None
+        self._error: Optional[FerryError] = None
+        # Weak: the communicator holds its unwaited handles; when it is collected it has
+        # closed, and close() settled every handle.
+        self._owner = weakref.ref(owner)
+
+    @property
+    def output(self) -> Any:
+        """The tensor that receives the result (the input itself when ``out`` was None).
+        Valid to read only after :meth:`wait` returned without raising."""
+        return self._output
+
+    def done(self) -> bool:
+        """Non-blocking: True once the operation finished, i.e. :meth:`wait` will not block.
+        (A staged CUDA result is copied back only by wait().) Any thread."""
+        with self._lock:
+            if self._op is None:
+                return self._finished.is_set()
+            flag = ctypes.c_int(0)
+            _lib.check(_lib.lib().ferry_op_test(self._op, ctypes.byref(flag)), "ferry_op_test")
+            return bool(flag.value)
+
+    def wait(self) -> OpInfo:
+        """Blocks until the operation finishes and returns its :class:`OpInfo`.
+
+        Blocks at most the communicator's deadlines (timeout_ms to start and to
+        commit, progress_timeout_ms without progress); the GIL is released while
+        it waits. Raises the operation's error (e.g. PeerLostError, MismatchError);
+        on failure the output holds unspecified values, and the input (when
+        ``out`` was given) is intact. Any thread; repeated calls return the
+        cached result or raise the cached error. A wait in progress holds off
+        Communicator.close() until it returns; an op still in flight when the
+        communicator is closed raises InvalidUsageError.
+        """
+        if not self._finished.is_set():
+            owner = self._owner()
+            if owner is not None:
+                try:
+                    # Counted as a running call: close() never destroys the communicator under
+                    # a ferry_op_wait (libferry 0.1 crashes when an op outlives its communicator).
+                    owner._begin_call("wait")
+                except InvalidUsageError:
+                    pass  # closing: close() settles this handle
+                else:
+                    try:
+                        with self._lock:
+                            op, self._op = self._op, None
+                        if op is not None:
+                            self._complete(op)
+                    finally:
+                        owner._end_call()
+            else:
+                self._abandon()  # unreachable by design: a collected communicator settled its handles
+            self._finished.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._info is not None
+        return self._info
+
+    def _complete(self, op: _lib.OpPtr) -> None:
+        """Runs ferry_op_wait (exactly once per op) and records the outcome."""
+        try:
+            info = _lib.OpInfoC.empty()
+            code = _lib.lib().ferry_op_wait(op, ctypes.byref(info))
+            try:
+                _lib.check(code, "all_reduce")
+                assert self._plan is not None
+                self._plan.finish()
+                self._info = OpInfo.from_c(info)
+            except FerryError as e:
+                self._error = e
+        finally:
+            self._plan = None  # the library no longer borrows the buffers
+            self._forget()
+            self._finished.set()
+
+    def _reap(self) -> None:
+        """Communicator.close(), before the destroy: waits the op if nobody did."""
+        with self._lock:
+            op, self._op = self._op, None
+        if op is not None:
+            self._complete(op)
+
+    def _abandon(self) -> None:
+        """Communicator.close(), after the destroy: settles an op that was still in flight.
+
+        The destroy failed it and released its buffers, but a ferry_op_wait after
+        ferry_comm_destroy crashes libferry 0.1 (use after free in the op's links), so the
+        C op is deliberately leaked instead of waited.
+        """
+        with self._lock:
+            op, self._op = self._op, None
+        if op is None:
+            return
+        self._error = InvalidUsageError(
+            "all_reduce: the communicator was closed while this operation was in flight")
+        self._plan = None
+        self._forget()
+        self._finished.set()
+
+    def _forget(self) -> None:
+        owner = self._owner()
+        if owner is not None:
+            owner._forget(self)
+
+    def __repr__(self) -> str:
+        if self._finished.is_set():
+            state = "failed" if self._error is not None else "done"
+        else:
+            state = "in flight"
+        return f"<ferry.Handle {state}>"

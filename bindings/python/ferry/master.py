@@ -1,0 +1,122 @@
+"""An embedded ferry master (``ferry_master_*``): the run's coordinator, in this process."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Optional
+
+from . import _lib
+from ._exit import track_master
+from .errors import InvalidUsageError
+from .params import master_params
+
+__all__ = ["Master"]
+
+
+class Master:
+    """A master serving on a library thread of this process.
+
+    ``Master(listen)`` binds the listening socket at once (a port conflict
+    raises ConnectError here; ``"127.0.0.1:0"`` picks a free port, see
+    :attr:`port`) but serves only after :meth:`start`. As a context manager
+    it starts on entry (if not started) and stops and frees on exit::
+
+        with ferry.Master("127.0.0.1:0") as m:
+            comm = ferry.Communicator(f"127.0.0.1:{m.port}")
+
+    Threads: any thread may call any method; calls are serialized. The
+    master's own work runs on its library thread, not the caller's.
+    Ownership: the object owns the C ``ferry_master``; :meth:`close` (or
+    garbage collection) frees it.
+
+    Args:
+        listen: ``"HOST:PORT"`` to listen on; PORT 0 picks a free port.
+        peer_timeout_ms: a peer silent this long is removed (None: library
+            default, 10000).
+        secret_file: path of the run secret (at least 16 bytes). Every peer must
+            prove it holds the same secret (HMAC challenge-response; the secret
+            never crosses the wire). None: ``$FERRY_SECRET_FILE`` if set, else no
+            authentication. An unreadable or short file raises InvalidArgumentError.
+    """
+
+    def __init__(self, listen: str = "0.0.0.0:48148", peer_timeout_ms: Optional[int] = None,
+                 secret_file: Optional[str] = None) -> None:
+        self._ptr: Optional[_lib.MasterPtr] = None
+        self._lock = threading.Lock()
+        self._running = False
+        lib = _lib.lib()
+        params, strings = master_params(listen, peer_timeout_ms, secret_file)
+        ptr = _lib.MasterPtr()
+        _lib.check(lib.ferry_master_create_with(ctypes.byref(params), ctypes.byref(ptr)),
+                   f"ferry_master_create({listen!r})")
+        del strings  # borrowed during ferry_master_create_with only
+        self._ptr = ptr
+        self.listen = listen
+        track_master(self)
+
+    def _handle(self) -> _lib.MasterPtr:
+        if self._ptr is None:
+            raise InvalidUsageError("the master is closed")
+        return self._ptr
+
+    def start(self) -> "Master":
+        """Starts serving on a library thread; returns at once. Returns self.
+
+        Raises InvalidUsageError if already started or stopped (a master serves once).
+        """
+        with self._lock:
+            _lib.check(_lib.lib().ferry_master_run(self._handle()), "ferry_master_run")
+            self._running = True
+        return self
+
+    @property
+    def port(self) -> int:
+        """The port the master listens on (the real one after asking for port 0). Does not block."""
+        with self._lock:
+            port = ctypes.c_uint16()
+            _lib.check(_lib.lib().ferry_master_port(self._handle(), ctypes.byref(port)), "ferry_master_port")
+            return port.value
+
+    @property
+    def running(self) -> bool:
+        """True between start() and stop()."""
+        return self._running
+
+    def stop(self) -> None:
+        """Stops serving: closes every connection (peers see MasterLostError) and joins the
+        serving thread. Blocks at most ~2 s (the GIL is released meanwhile). Idempotent;
+        a no-op after close()."""
+        with self._lock:
+            if self._ptr is None:
+                return
+            _lib.check(_lib.lib().ferry_master_stop(self._ptr), "ferry_master_stop")
+            self._running = False
+
+    def close(self) -> None:
+        """Stops (if running) and frees the master. Idempotent."""
+        with self._lock:
+            ptr, self._ptr = self._ptr, None
+            self._running = False
+        if ptr is not None:
+            _lib.lib().ferry_master_destroy(ptr)
+
+    def __enter__(self) -> "Master":
+        if not self._running:
+            self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            if getattr(self, "_ptr", None) is not None:
+                self.close()
+        except Exception:  # interpreter shutdown: the library may already be gone
+            pass
+
+    def __repr__(self) -> str:
+        if self._ptr is None:
+            return "<ferry.Master closed>"
+        return f"<ferry.Master listen={self.listen!r} port={self.port} running={self._running}>"

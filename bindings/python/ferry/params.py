@@ -1,0 +1,94 @@
+"""Python arguments -> ferry.h parameter structs, with the checks ctypes does not make.
+
+ctypes silently wraps an out-of-range integer into a C field (-1 becomes
+4294967295) and accepts any object it can coerce; every value is checked
+here first and refused with InvalidArgumentError. Defaults come from the
+library's own ``*_init`` functions (None means "keep the library's default").
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, List, Optional, Tuple
+
+from . import _lib
+from .errors import InvalidArgumentError
+
+__all__ = ["uint", "master_params", "comm_params"]
+
+
+def uint(name: str, value: Any, bits: int) -> int:
+    """value if it is an int in 0..2**bits-1, else InvalidArgumentError."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < (1 << bits):
+        raise InvalidArgumentError(f"{name} must be an integer in 0..2**{bits}-1, got {value!r}")
+    return value
+
+
+class _Strings:
+    """Encodes char* fields and keeps the bytes alive as long as the struct is used."""
+
+    def __init__(self) -> None:
+        self.kept: List[bytes] = []
+
+    def text(self, name: str, value: Any) -> bytes:
+        if not isinstance(value, str):
+            raise InvalidArgumentError(f"{name} must be a string, got {value!r}")
+        self.kept.append(value.encode())
+        return self.kept[-1]
+
+    def path(self, name: str, value: Any) -> bytes:
+        try:
+            raw = os.fsencode(value)
+        except TypeError:
+            raise InvalidArgumentError(f"{name} must be a path, got {value!r}") from None
+        self.kept.append(raw)
+        return raw
+
+
+def master_params(listen: Any, peer_timeout_ms: Optional[int],
+                  secret_file: Any) -> Tuple[_lib.MasterParams, _Strings]:
+    """A ferry_master_params; keep the second value alive until ferry_master_create_with returns."""
+    strings = _Strings()
+    params = _lib.defaults(_lib.MasterParams, "ferry_master_params_init")
+    params.listen_address = strings.text("listen", listen)
+    if peer_timeout_ms is not None:
+        params.peer_timeout_ms = uint("peer_timeout_ms", peer_timeout_ms, 32)
+    if secret_file is not None:
+        params.secret_file = strings.path("secret_file", secret_file)
+    return params, strings
+
+
+def comm_params(master: Any, peer_group: int, connections: int, listen_host: Any,
+                port_range: Optional[Tuple[int, int]], advertised_host: Optional[str],
+                advertised_port: Optional[int], timeout_ms: Optional[int], progress_timeout_ms: Optional[int],
+                heartbeat_timeout_ms: Optional[int], io_threads: Optional[int], max_chunk_bytes: Optional[int],
+                congestion_control: Optional[str], secret_file: Any) -> Tuple[_lib.CommParams, _Strings]:
+    """A ferry_comm_params from Communicator's arguments; keep the second value alive until
+    ferry_comm_create returns (it copies the strings)."""
+    strings = _Strings()
+    params = _lib.defaults(_lib.CommParams, "ferry_comm_params_init")
+    params.master_address = strings.text("master", master)
+    params.p2p_listen_host = strings.text("listen_host", listen_host)
+    params.peer_group = uint("peer_group", peer_group, 32)
+    params.p2p_connections = uint("connections", connections, 32)
+    if port_range is not None:
+        try:
+            low, high = port_range
+        except (TypeError, ValueError):
+            raise InvalidArgumentError(f"port_range must be (min, max), got {port_range!r}") from None
+        params.p2p_port_min = uint("port_range[0]", low, 16)
+        params.p2p_port_max = uint("port_range[1]", high, 16)
+    if advertised_host is not None:
+        params.advertised_host = strings.text("advertised_host", advertised_host)
+    if advertised_port is not None:
+        params.advertised_port = uint("advertised_port", advertised_port, 16)
+    for field, value in (("timeout_ms", timeout_ms), ("progress_timeout_ms", progress_timeout_ms),
+                         ("heartbeat_timeout_ms", heartbeat_timeout_ms), ("io_threads", io_threads),
+                         ("max_chunk_bytes", max_chunk_bytes)):
+        if value is not None:
+            setattr(params, field, uint(field, value, 32))
+    if congestion_control is not None:
+        params.congestion_control = strings.text("congestion_control", congestion_control)
+    if secret_file is not None:
+        params.secret_file = strings.path("secret_file", secret_file)
+    return params, strings

@@ -1,0 +1,35 @@
+"""A peer in its own process, for the tests where a peer must die (SIGKILL) or outlive a thread.
+
+usage: peer_process.py MASTER_ADDRESS WORLD MODE
+  joins, grows its group to WORLD peers, prints "ready RANK", then by MODE:
+    sleep      sleeps (at most 60 s) until the test kills it;
+    allreduce  sum-all-reduces ones(1024) f32 once, prints "result VALUE", and exits.
+"""
+
+import sys
+import time
+
+import numpy as np
+
+import ferry
+
+
+def main() -> int:
+    address, world, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    comm = ferry.Communicator(address, listen_host="127.0.0.1", timeout_ms=10_000, progress_timeout_ms=5_000,
+                              heartbeat_timeout_ms=3_000, connections=2)
+    comm.connect()
+    comm.wait_for_peers(world, timeout_s=15)
+    print("ready", comm.rank, flush=True)
+    if mode == "sleep":
+        time.sleep(60)
+    elif mode == "allreduce":
+        data = np.ones(1024, np.float32)
+        comm.all_reduce(data, op="sum")
+        print("result", float(data[0]), flush=True)
+    comm.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+// ferry-test-peer: a peer process for the failure tests (kills, stops, a dying
+// master need real processes). It joins, waits for the group, then runs
+// rounds of all-reduces of ones (so a result equals the world it ran in) and
+// reports every outcome on stdout, one line each, flushed:
+//   ready rank=R world=W
+//   op round=I result=CODE world=W value=V t=SECONDS        (t: CLOCK_MONOTONIC, comparable across processes)
+//   done
+// A retryable failure is followed by ferry_update_topology, as a training loop would.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <ctime>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ferry/ferry.h"
+
+namespace {
+
+double monotonic_s() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+int64_t attr(ferry_comm* comm, ferry_attribute a) {
+  int64_t v = -1;
+  ferry_comm_get_attribute(comm, a, &v);
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ferry-test-peer: a scripted peer for failure tests"};
+  std::string master, mode = "loop";
+  int peers = 2, rounds = 10;
+  size_t floats = 1 << 20;
+  uint32_t connections = 2, heartbeat_ms = 2000, progress_ms = 5000, timeout_ms = 20000;
+  bool admit = false;
+  app.add_option("--master", master)->required();
+  app.add_option("--peers", peers, "wait until the group has this many peers");
+  app.add_option("--rounds", rounds);
+  app.add_option("--floats", floats);
+  app.add_option("--mode", mode, "loop: one all-reduce per round; retry: ferry_allreduce_multiple_with_retry");
+  app.add_option("--connections", connections);
+  app.add_option("--heartbeat-ms", heartbeat_ms);
+  app.add_option("--progress-ms", progress_ms);
+  app.add_option("--timeout-ms", timeout_ms);
+  app.add_flag("--admit", admit, "admit pending peers at every round (ferry_peers_pending + update_topology)");
+  CLI11_PARSE(app, argc, argv);
+
+  ferry_comm_params params;
+  ferry_comm_params_init(&params);
+  params.master_address = master.c_str();
+  params.p2p_listen_host = "127.0.0.1";
+  params.p2p_connections = connections;
+  params.heartbeat_timeout_ms = heartbeat_ms;
+  params.progress_timeout_ms = progress_ms;
+  params.timeout_ms = timeout_ms;
+  ferry_comm* comm = nullptr;
+  if (ferry_comm_create(&params, &comm) != FERRY_OK || ferry_connect(comm) != FERRY_OK) {
+    std::fprintf(stderr, "join failed: %s\n", ferry_last_error());
+    return 2;
+  }
+  while (attr(comm, FERRY_ATTR_GROUP_WORLD_SIZE) < peers) {
+    if (ferry_update_topology(comm) != FERRY_OK) {
+      std::fprintf(stderr, "update_topology failed: %s\n", ferry_last_error());
+      return 2;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::printf("ready rank=%lld world=%lld\n", static_cast<long long>(attr(comm, FERRY_ATTR_RANK)),
+              static_cast<long long>(attr(comm, FERRY_ATTR_GROUP_WORLD_SIZE)));
+  std::fflush(stdout);
+
+  std::vector<float> data(floats);
+  ferry_allreduce_desc desc;
+  ferry_allreduce_desc_init(&desc);
+  for (int round = 0; round < rounds; ++round) {
+    if (admit) {
+      uint32_t pending = 0;
+      if (ferry_peers_pending(comm, &pending) == FERRY_OK && pending > 0) ferry_update_topology(comm);
+    }
+    std::fill(data.begin(), data.end(), 1.0f);
+    ferry_op_info info{};
+    info.struct_size = sizeof info;
+    ferry_result r;
+    if (mode == "retry") {
+      std::vector<ferry_allreduce_job> jobs(4);
+      size_t quarter = floats / 4;
+      for (size_t j = 0; j < jobs.size(); ++j) {
+        ferry_allreduce_job_init(&jobs[j]);
+        jobs[j].send = jobs[j].recv = data.data() + j * quarter;
+        jobs[j].count = j + 1 < jobs.size() ? quarter : floats - 3 * quarter;
+      }
+      r = ferry_allreduce_multiple_with_retry(comm, jobs.data(), jobs.size(), 2, &info);
+    } else {
+      r = ferry_allreduce(comm, data.data(), data.data(), floats, &desc, &info);
+    }
+    bool uniform = true;
+    for (float v : data) uniform &= v == data[0];
+    std::printf("op round=%d result=%d world=%u value=%g uniform=%d t=%.6f\n", round, static_cast<int>(r),
+                info.world_size, static_cast<double>(data[0]), uniform ? 1 : 0, monotonic_s());
+    std::fflush(stdout);
+    if (r == FERRY_OK) continue;
+    if (!ferry_result_is_retryable(r)) {
+      std::fprintf(stderr, "round %d: %s: %s\n", round, ferry_strerror(r), ferry_last_error());
+      ferry_comm_destroy(comm);
+      return 3;
+    }
+    for (ferry_result u; (u = ferry_update_topology(comm)) != FERRY_OK;)
+      if (!ferry_result_is_retryable(u)) {
+        std::fprintf(stderr, "update_topology: %s: %s\n", ferry_strerror(u), ferry_last_error());
+        ferry_comm_destroy(comm);
+        return 3;
+      }
+  }
+  std::printf("done\n");
+  std::fflush(stdout);
+  ferry_comm_destroy(comm);
+  return 0;
+}
