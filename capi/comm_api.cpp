@@ -7,6 +7,7 @@
 
 #include "capi/api_guard.h"
 #include "core/dtype.h"
+#include "core/quant.h"
 #include "core/run_secret.h"
 #include "net/endpoint.h"
 #include "net/socket_options.h"
@@ -83,7 +84,22 @@ ferry::peer::AllreduceSpec to_spec(const ferry_allreduce_desc& d) {
     throw Error(Errc::invalid_argument, "desc->dtype " + std::to_string(static_cast<int>(d.dtype)) + " is not a ferry_dtype");
   if (!ferry::reduce_op_valid(static_cast<uint32_t>(d.op)))
     throw Error(Errc::invalid_argument, "desc->op " + std::to_string(static_cast<int>(d.op)) + " is not a ferry_reduce_op");
-  return {static_cast<ferry::DType>(d.dtype), static_cast<ferry::ReduceOp>(d.op), d.tag};
+  ferry::peer::AllreduceSpec spec{static_cast<ferry::DType>(d.dtype), static_cast<ferry::ReduceOp>(d.op), d.tag, {}};
+  if (!ferry::quant_valid(static_cast<uint32_t>(d.quant)))
+    throw Error(Errc::invalid_argument, "desc->quant " + std::to_string(static_cast<int>(d.quant)) + " is not a ferry_quant");
+  spec.quant.kind = static_cast<ferry::Quant>(d.quant);
+  spec.quant.block = d.quant_block == 0 ? ferry::kDefaultQuantBlock : d.quant_block;
+  if (spec.quant.kind == ferry::Quant::none) return spec;
+  if (spec.quant.block > ferry::kMaxQuantBlock)
+    throw Error(Errc::invalid_argument, "desc->quant_block must be 1.." + std::to_string(ferry::kMaxQuantBlock));
+  bool wide = spec.dtype == ferry::DType::f32 || spec.dtype == ferry::DType::f64;
+  bool half = spec.dtype == ferry::DType::f16 || spec.dtype == ferry::DType::bf16;
+  bool half_wire = spec.quant.kind == ferry::Quant::f16 || spec.quant.kind == ferry::Quant::bf16;
+  if (!wide && !(half && !half_wire))
+    throw Error(Errc::invalid_argument, std::string("quantization to ") + std::string(ferry::quant_name(spec.quant.kind)) +
+                                            " does not apply to " + std::string(ferry::dtype_name(spec.dtype)) +
+                                            " data (float data only; f16/bf16 wire types need f32 or f64)");
+  return spec;
 }
 
 void check_buffers(const void* send, void* recv, size_t count, ferry::DType dtype) {
@@ -196,6 +212,8 @@ void ferry_allreduce_desc_init(ferry_allreduce_desc* desc) {
   desc->dtype = FERRY_F32;
   desc->op = FERRY_OP_SUM;
   desc->tag = 0;
+  desc->quant = FERRY_QUANT_NONE;
+  desc->quant_block = 0;
 }
 
 namespace {
@@ -333,7 +351,7 @@ ferry_result ferry_sync_shared_state(ferry_comm* comm, ferry_shared_state* state
       if (!names.insert(name).second) throw Error(Errc::invalid_argument, "two tensors are named '" + name + "'");
       if (t.device != FERRY_DEVICE_CPU)
         throw Error(Errc::invalid_argument, where + " ('" + name + "') is not in host memory; this build syncs host memory only");
-      auto dtype = to_spec(ferry_allreduce_desc{sizeof(ferry_allreduce_desc), t.dtype, FERRY_OP_SUM, 0}).dtype;
+      auto dtype = to_spec(ferry_allreduce_desc{sizeof(ferry_allreduce_desc), t.dtype, FERRY_OP_SUM, 0, FERRY_QUANT_NONE, 0}).dtype;
       if (t.count > 0) require(t.data, (where + ".data").c_str());
       if (t.count > SIZE_MAX / ferry::dtype_size(dtype)) throw Error(Errc::invalid_argument, where + " is too large");
       spec.tensors.push_back({name, t.data, t.count, dtype, t.allow_content_inequality != 0});

@@ -9,7 +9,11 @@ pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
 find_path(ASIO_INCLUDE_DIR asio.hpp REQUIRED)
 add_library(ferry_asio INTERFACE)
 target_include_directories(ferry_asio SYSTEM INTERFACE ${ASIO_INCLUDE_DIR})
-target_compile_definitions(ferry_asio INTERFACE ASIO_STANDALONE ASIO_NO_DEPRECATED)
+# ASIO_DISABLE_STD_ALIGNED_ALLOC: Asio picks aligned_alloc/free or operator
+# new/delete per translation unit, from whether a standard header happened to be
+# included before it; its per-thread allocation cache then frees memory from one
+# with the other (undefined behaviour; ASan's alloc-dealloc-mismatch). One choice everywhere.
+target_compile_definitions(ferry_asio INTERFACE ASIO_STANDALONE ASIO_NO_DEPRECATED ASIO_DISABLE_STD_ALIGNED_ALLOC)
 target_link_libraries(ferry_asio INTERFACE Threads::Threads)
 
 if(FERRY_BUILD_TOOLS OR FERRY_BUILD_TESTS)

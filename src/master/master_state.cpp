@@ -284,7 +284,8 @@ void MasterState::begin_collective(Peer& peer, const wire::CollectiveBegin& m, c
     auto describe = [](const wire::CollectiveBegin& b) {
       if (b.kind == static_cast<uint8_t>(wire::CollectiveKind::shared_state)) return std::string("a shared-state sync");
       return "tag " + std::to_string(b.tag) + ", count " + std::to_string(b.count) + ", dtype " +
-             std::to_string(b.dtype) + ", op " + std::to_string(b.op);
+             std::to_string(b.dtype) + ", op " + std::to_string(b.op) + ", quant " + std::to_string(b.quant) + "/" +
+             std::to_string(b.quant_block);
     };
     return abort_collective(group, m.seq, Errc::mismatch,
                             "collective " + std::to_string(m.seq) + " differs between peers: " +

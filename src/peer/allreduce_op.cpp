@@ -15,6 +15,9 @@ AllreduceOp::AllreduceOp(OpHost& host, uint64_t epoch, uint32_t seq, std::shared
       done_target_(plan_.units_to_send() + plan_.units_to_receive()),
       received_(new std::atomic<uint8_t>[plan_.units()]) {
   for (uint32_t u = 0; u < plan_.units(); ++u) received_[u].store(0, std::memory_order_relaxed);
+  // A world of one, or nothing to send, moves no bytes: no codec (the result is the input itself).
+  if (spec_.quant.kind != Quant::none && plan_.world() > 1 && count_ > 0)
+    quant_ = QuantizedChunks::create(plan_, spec_.dtype, spec_.quant);
 }
 
 // --- driven by the master -------------------------------------------------------
@@ -30,7 +33,12 @@ void AllreduceOp::go() {
     uint32_t unit = plan_.unit(0, c);
     ElementRange r = plan_.send_range(unit);
     if (r.count == 0) continue;
-    if (!queue_send(unit, send_at(r.begin), std::nullopt)) break;
+    const uint8_t* data = send_at(r.begin);
+    if (quant_) {
+      quant_->encode_own(unit, data, r.count);
+      data = quant_->slot(unit);
+    }
+    if (!queue_send(unit, data, wire_bytes(r.count), std::nullopt)) break;
   }
   release();
 }
@@ -52,9 +60,8 @@ void AllreduceOp::on_finishing() {
 
 // --- driven by the lanes -----------------------------------------------------------
 
-bool AllreduceOp::queue_send(uint32_t unit, const uint8_t* data, std::optional<uint64_t> checksum) {
-  ElementRange r = plan_.send_range(unit);
-  wire::ChunkHeader header{seq(), unit, static_cast<uint32_t>(r.count * plan_.elem_size()), checksum.value_or(0)};
+bool AllreduceOp::queue_send(uint32_t unit, const uint8_t* data, size_t bytes, std::optional<uint64_t> checksum) {
+  wire::ChunkHeader header{seq(), unit, static_cast<uint32_t>(bytes), checksum.value_or(0)};
   if (!try_hold()) return false;
   links_->out(plan_.lane_of(unit)).push(header, data, shared_from_this(), !checksum);
   return true;
@@ -68,21 +75,24 @@ Status AllreduceOp::payload_destination(const wire::ChunkHeader& header, uint32_
   };
   if (header.unit >= plan_.units()) return bad("no such unit");
   ElementRange r = plan_.recv_range(header.unit);
-  if (r.count == 0 || header.length != r.count * plan_.elem_size())
+  if (r.count == 0 || header.length != wire_bytes(r.count))
     return bad("length " + std::to_string(header.length) + " does not match the plan");
   if (lane != plan_.lane_of(header.unit)) return bad("arrived on the wrong lane");
   if (received_[header.unit].exchange(1, std::memory_order_relaxed)) return bad("arrived twice");
   if (!try_hold()) return bad("the collective is over");
-  if (plan_.is_reduce_step(plan_.step_of(header.unit))) {
+  uint32_t step = plan_.step_of(header.unit);
+  if (!plan_.is_reduce_step(step) && !quant_) {
+    destination = recv_at(r.begin);  // all-gather: the kernel writes the final bytes in place
+  } else if (!plan_.is_reduce_step(step) && step + 1 < plan_.steps()) {
+    destination = quant_->slot(header.unit + plan_.chunks_per_segment());  // lands where it leaves from
+  } else {
     if (staging.size() < header.length) staging.resize(header.length);
     destination = staging.data();
-  } else {
-    destination = recv_at(r.begin);  // all-gather: the kernel writes the final bytes in place
   }
   return Status::success();
 }
 
-Status AllreduceOp::payload_received(const wire::ChunkHeader& header, uint32_t, const uint8_t* payload) {
+Status AllreduceOp::payload_received(const wire::ChunkHeader& header, uint32_t lane, const uint8_t* payload) {
   if (hash_bytes(payload, header.length) != header.checksum) {
     Status corrupt = Status::failure(Errc::protocol, "collective " + std::to_string(seq()) + ": chunk " +
                                                          std::to_string(header.unit) + " failed its checksum");
@@ -92,6 +102,17 @@ Status AllreduceOp::payload_received(const wire::ChunkHeader& header, uint32_t, 
   }
   progressed();
   bytes_received_.fetch_add(header.length, std::memory_order_relaxed);
+  if (quant_) {
+    Status st = receive_quantized(header, lane, payload);
+    if (!st.ok()) {
+      release();
+      fail_local(st);
+      return st;
+    }
+    count_done_unit();
+    release();
+    return Status::success();
+  }
   uint32_t step = plan_.step_of(header.unit);
   ElementRange r = plan_.recv_range(header.unit);
   uint8_t* result = recv_at(r.begin);
@@ -104,9 +125,29 @@ Status AllreduceOp::payload_received(const wire::ChunkHeader& header, uint32_t, 
       finalize_avg(spec_.dtype, result, r.count, plan_.world());
     checksum = hash_bytes(result, header.length);
   }
-  if (step + 1 < plan_.steps()) queue_send(header.unit + plan_.chunks_per_segment(), result, checksum);
+  if (step + 1 < plan_.steps())
+    queue_send(header.unit + plan_.chunks_per_segment(), result, header.length, checksum);
   count_done_unit();
   release();
+  return Status::success();
+}
+
+Status AllreduceOp::receive_quantized(const wire::ChunkHeader& header, uint32_t lane, const uint8_t* payload) {
+  uint32_t step = plan_.step_of(header.unit), next = header.unit + plan_.chunks_per_segment();
+  ElementRange r = plan_.recv_range(header.unit);
+  if (plan_.is_reduce_step(step)) {
+    Status st = step == plan_.last_reduce_step()
+                    ? quant_->finish_owner(lane, spec_.op, payload, header.length, send_at(r.begin), r.count,
+                                           plan_.world(), next, recv_at(r.begin))
+                    : quant_->hop(lane, spec_.op, payload, header.length, send_at(r.begin), r.count, next);
+    if (!st.ok()) return st;
+    size_t out = wire_bytes(r.count);
+    queue_send(next, quant_->slot(next), out, hash_bytes(quant_->slot(next), out));
+    return Status::success();
+  }
+  // All-gather: the owner's bytes, decoded here and passed on unchanged.
+  if (Status st = quant_->deliver(lane, payload, header.length, r.count, recv_at(r.begin)); !st.ok()) return st;
+  if (step + 1 < plan_.steps()) queue_send(next, payload, header.length, header.checksum);
   return Status::success();
 }
 

@@ -9,7 +9,9 @@
 
 #include "core/dtype.h"
 #include "peer/chunk_consumer.h"
+#include "core/quant.h"
 #include "peer/collective_op.h"
+#include "peer/quantized_chunks.h"
 #include "peer/ring_links.h"
 #include "peer/ring_plan.h"
 
@@ -19,6 +21,7 @@ struct AllreduceSpec {
   DType dtype = DType::f32;
   ReduceOp op = ReduceOp::sum;
   uint64_t tag = 0;
+  QuantSpec quant;  // Quant::none: the data type itself crosses the wire
 };
 
 struct OpInfo {
@@ -52,7 +55,9 @@ class AllreduceOp final : public CollectiveOp, public ChunkConsumer, public std:
   uint8_t* recv_at(size_t element) const { return recv_ + element * plan_.elem_size(); }
   const uint8_t* send_at(size_t element) const { return send_ + element * plan_.elem_size(); }
   // nullopt: the lane hashes the payload when it writes it.
-  bool queue_send(uint32_t unit, const uint8_t* data, std::optional<uint64_t> checksum);
+  bool queue_send(uint32_t unit, const uint8_t* data, size_t bytes, std::optional<uint64_t> checksum);
+  size_t wire_bytes(size_t count) const { return quant_ ? quant_->wire_bytes(count) : count * plan_.elem_size(); }
+  Status receive_quantized(const wire::ChunkHeader& header, uint32_t lane, const uint8_t* payload);
   void run_locally();  // a world of one, or nothing to reduce
   void count_done_unit();
 
@@ -63,6 +68,7 @@ class AllreduceOp final : public CollectiveOp, public ChunkConsumer, public std:
   const size_t count_;
   const AllreduceSpec spec_;
   const uint32_t done_target_;  // received + sent units when locally done
+  std::unique_ptr<QuantizedChunks> quant_;  // set when a codec carries the data
 
   std::unique_ptr<std::atomic<uint8_t>[]> received_;  // per unit: arrived already?
   std::atomic<uint32_t> units_done_{0};

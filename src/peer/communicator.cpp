@@ -176,15 +176,25 @@ std::shared_ptr<AllreduceOp> Communicator::allreduce_async(const void* send, voi
   {
     std::lock_guard lock(mu_);
     require_accepted("allreduce");
-    uint32_t seq = next_seq_++;
+    // The number is taken only once the operation exists: a refusal here must
+    // not leave this peer's numbering one ahead of everyone else's.
+    uint32_t seq = next_seq_;
     RingPlan plan(count, dtype_size(spec.dtype), static_cast<uint32_t>(ring_.size()), rank_, lanes_,
                   config_.max_chunk_bytes);
     OpDeadlines deadlines{config_.timeout, config_.progress_timeout, config_.timeout};
     op = std::make_shared<AllreduceOp>(static_cast<OpHost&>(*this), epoch_, seq, links_, plan, send, recv, count, spec, deadlines);
+    ++next_seq_;
     ops_[seq] = op;
     if (links_) links_->directory()->add(seq, op);
-    begin = {epoch_, seq, static_cast<uint8_t>(wire::CollectiveKind::allreduce), spec.tag, count,
-             static_cast<uint8_t>(spec.dtype), static_cast<uint8_t>(spec.op)};
+    begin = {epoch_,
+             seq,
+             static_cast<uint8_t>(wire::CollectiveKind::allreduce),
+             spec.tag,
+             count,
+             static_cast<uint8_t>(spec.dtype),
+             static_cast<uint8_t>(spec.op),
+             static_cast<uint8_t>(spec.quant.kind),
+             spec.quant.kind == Quant::none ? 0 : spec.quant.block};
     master = master_;
   }
   master->send(begin);
@@ -461,8 +471,9 @@ void Communicator::on_link_hello(const wire::LinkHello& hello, const std::string
     uint64_t known = proposed_ ? proposed_->epoch : epoch_;
     auto now = Clock::now();
     std::erase_if(parked_links_, [&](const ParkedLink& p) { return now - p.since > config_.timeout; });
-    if (state_ != State::dead && hello.to_peer == peer_id_ && hello.epoch > known &&
-        parked_links_.size() < kMaxParkedLinks) {
+    // Before our welcome we do not even know our own id: the hello may still be for us.
+    bool for_us = peer_id_ == 0 || hello.to_peer == peer_id_;
+    if (state_ != State::dead && for_us && hello.epoch > known && parked_links_.size() < kMaxParkedLinks) {
       // Its sender heard of the ring before we did; keep it until our topology message arrives.
       parked_links_.push_back({hello, welcome_proof, stream, now});
       return;

@@ -170,12 +170,15 @@ struct CollectiveBegin {
   uint64_t count = 0;
   uint8_t dtype = 0;
   uint8_t op = 0;
+  uint8_t quant = 0;         // core/quant.h Quant
+  uint32_t quant_block = 0;
   template <class V> void fields(V& v) {
-    v(epoch); v(seq); v(kind); v(tag); v(count); v(dtype); v(op);
+    v(epoch); v(seq); v(kind); v(tag); v(count); v(dtype); v(op); v(quant); v(quant_block);
   }
   // Everything every member must agree on.
   bool same_collective(const CollectiveBegin& o) const {
-    return kind == o.kind && tag == o.tag && count == o.count && dtype == o.dtype && op == o.op;
+    return kind == o.kind && tag == o.tag && count == o.count && dtype == o.dtype && op == o.op &&
+           quant == o.quant && quant_block == o.quant_block;
   }
 };
 

@@ -1,0 +1,165 @@
+// ferry-bench's arithmetic and formats, without processes: sizes, the JSON
+// writer and reader, the peers' report lines, and the nccl-tests figures.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "aggregate.h"
+#include "bench_args.h"
+#include "input_pattern.h"
+#include "json.h"
+#include "rank_report.h"
+
+using namespace ferry::bench;
+
+TEST_CASE("sizes take binary K/M/G suffixes and print back the same way", "[bench]") {
+  CHECK(parse_byte_size("4096") == 4096);
+  CHECK(parse_byte_size("64K") == 65536);
+  CHECK(parse_byte_size("1m") == 1048576);
+  CHECK(parse_byte_size("2G") == std::size_t{2} << 30);
+  CHECK(parse_byte_sizes("1M,16M,64M") == std::vector<std::size_t>{1 << 20, 16 << 20, 64 << 20});
+  for (const char* bad : {"", "0", "M", "1MB", "-1", "1T", "1,,2"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_AS(parse_byte_sizes(bad), ArgsError);
+  }
+  CHECK(format_byte_size(1 << 20) == "1M");
+  CHECK(format_byte_size(1536 * 1024) == "1536K");
+  CHECK(format_byte_size(1000) == "1000");
+}
+
+TEST_CASE("the JSON writer's output reads back", "[bench]") {
+  JsonWriter json;
+  json.begin_object();
+  json.key("text").value("a \"quoted\"\\ line\n\x01");
+  json.key("flag").value(true);
+  json.key("n").value(std::uint64_t{1} << 40);
+  json.key("x").value(0.125);
+  json.key("nan").value(std::nan(""));
+  json.newline(2).key("list").begin_array().value(1).value(-2).begin_object().end_object().end_array();
+  json.newline(0).end_object();
+
+  std::string error;
+  const auto parsed = parse_json(json.str(), &error);
+  INFO(json.str() << " / " << error);
+  REQUIRE(parsed);
+  CHECK(parsed->find("text")->string == "a \"quoted\"\\ line\n\x01");
+  CHECK(parsed->find("flag")->boolean);
+  CHECK(parsed->find("n")->number == 1099511627776.0);
+  CHECK(parsed->find("x")->number == 0.125);
+  CHECK(parsed->find("nan")->kind == JsonValue::Kind::null);
+  REQUIRE(parsed->find("list")->items.size() == 3);
+  CHECK(parsed->find("list")->items[1].number == -2);
+  CHECK(parsed->find("missing") == nullptr);
+  for (const char* bad : {"", "{", "{\"a\":}", "[1,]", "{\"a\":1} x", "tru", "\"open"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(parse_json(bad));
+  }
+}
+
+TEST_CASE("a peer's report line survives the trip to the orchestrator", "[bench]") {
+  BenchArgs args;
+  args.concurrent = 2;
+  RankReport sent;
+  sent.peer_index = 2;
+  sent.rank = 1;
+  sent.world = 3;
+  sent.bytes = 1 << 20;
+  sent.times_s = {0.5, 0.25};
+  sent.bytes_sent = {1398102, 1398100};
+  sent.cpu_s = 0.75;
+  sent.hashes = {"0123456789abcdef", "fedcba9876543210"};
+  sent.correct = true;
+  const std::string out = ferry_report_line(args, sent) + "\n\n" + ferry_report_line(args, sent) + "\n";
+  const auto got = parse_ferry_reports(out, "peer 2");
+  REQUIRE(got.size() == 2);
+  CHECK(got[1].peer_index == 2);
+  CHECK(got[1].rank == 1);
+  CHECK(got[1].bytes == sent.bytes);
+  CHECK(got[1].times_s == sent.times_s);
+  CHECK(got[1].bytes_sent == sent.bytes_sent);
+  CHECK(got[1].cpu_s == sent.cpu_s);
+  CHECK(got[1].hashes == sent.hashes);
+  CHECK(got[1].correct);
+  CHECK_THROWS_WITH(parse_ferry_reports("{\"rank\":0}\n", "peer 7"), Catch::Contains("peer 7"));
+  CHECK_THROWS(parse_ferry_reports("not json\n", "peer 7"));
+
+  const auto gloo = parse_gloo_reports(
+      "{\"rank\":1,\"world\":2,\"bytes\":64,\"dtype\":\"f32\",\"algorithm\":\"allreduce\",\"times_s\":[0.1],"
+      "\"result_hash\":\"00000000000000aa\",\"correct\":true}\n",
+      "gloo rank 1");
+  REQUIRE(gloo.size() == 1);
+  CHECK(gloo[0].hashes == std::vector<std::string>{"00000000000000aa"});
+  CHECK_FALSE(gloo[0].cpu_s);
+  CHECK(gloo[0].bytes_sent.empty());
+}
+
+namespace {
+
+RankReport report(int rank, std::vector<double> times, std::string hash) {
+  RankReport r;
+  r.rank = rank;
+  r.peer_index = rank;
+  r.world = 2;
+  r.bytes = 1000;
+  r.times_s = std::move(times);
+  r.bytes_sent = std::vector<std::uint64_t>(r.times_s.size(), 2000);
+  r.cpu_s = 0.5;
+  r.hashes = {std::move(hash), "same"};
+  r.correct = true;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("rows follow nccl-tests: slowest peer per iteration, median, algbw, busbw", "[bench]") {
+  BenchArgs args;
+  args.peers = 2;
+  args.sizes = {1000};
+  args.iters = 3;
+  const RunShape shape{"ferry", "ring", 4, 2};
+  const std::vector<std::vector<RankReport>> ranks{{report(0, {1.0, 4.0, 2.0}, "h")},
+                                                    {report(1, {3.0, 1.0, 2.0}, "h")}};
+  const auto runs = summarize(args, shape, ranks);
+  REQUIRE(runs.size() == 1);
+  const RunSummary& run = runs[0];
+  CHECK(run.times_s == std::vector<double>{3.0, 4.0, 2.0});
+  CHECK(run.time_s_median == 3.0);
+  CHECK(run.time_s_min == 2.0);
+  CHECK(run.algbw_GBps == Approx(2 * 1000 / 3.0 / 1e9));
+  CHECK(run.busbw_GBps == Approx(run.algbw_GBps));  // 2(N-1)/N = 1 for N = 2
+  CHECK(*run.wire_bytes_per_peer == 2000);
+  CHECK(run.wire_bytes_ideal == 2000);
+  CHECK(*run.cpu_s_per_GB == Approx(1.0 / (2 * 1000 * 3 / 1e9)));
+  CHECK(run.bit_identical);
+  CHECK(run.correct);
+
+  auto differing = ranks;
+  differing[1][0].hashes[0] = "other";
+  differing[1][0].correct = false;
+  const auto bad = summarize(args, shape, differing);
+  CHECK_FALSE(bad[0].bit_identical);
+  CHECK_FALSE(bad[0].correct);
+  CHECK(bad[0].result_hashes.empty());
+
+  auto short_report = ranks;
+  short_report[0][0].times_s.pop_back();
+  CHECK_THROWS_WITH(summarize(args, shape, short_report), Catch::Contains("ferry rank 0"));
+  CHECK(median({4.0, 1.0, 3.0, 2.0}) == 2.5);
+}
+
+TEST_CASE("inputs sum exactly, and the check sees a single wrong element", "[bench]") {
+  const std::size_t count = 1000;
+  std::vector<float> a(count), b(count), sum(count);
+  fill_input(ElemType::f32, a.data(), count, op_seed(0), 0);
+  fill_input(ElemType::f32, b.data(), count, op_seed(0), 1);
+  for (std::size_t i = 0; i < count; ++i) sum[i] = a[i] + b[i];
+  std::size_t first_bad = 0;
+  CHECK(matches_expected(ElemType::f32, ReduceKind::sum, sum.data(), count, op_seed(0), 2, &first_bad));
+  CHECK_FALSE(matches_expected(ElemType::f32, ReduceKind::sum, sum.data(), count, op_seed(1), 2, &first_bad));
+  sum[517] += 0.125f;
+  CHECK_FALSE(matches_expected(ElemType::f32, ReduceKind::sum, sum.data(), count, op_seed(0), 2, &first_bad));
+  CHECK(first_bad == 517);
+  CHECK(hash_hex(a.data(), 0) == "2d06800538d394c2");  // XXH3-64 of nothing
+}

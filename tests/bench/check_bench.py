@@ -1,0 +1,126 @@
+#!/usr/bin/python3
+"""Runs ferry-bench and checks what it produced.
+
+  check_bench.py json FILE -- COMMAND...        COMMAND must exit 0 and write FILE: a complete
+                                                JSON record, every run bit-identical and correct.
+  check_bench.py fails RC PATTERN -- COMMAND... COMMAND must exit RC, with PATTERN in its stderr.
+"""
+import json
+import subprocess
+import sys
+
+TIMEOUT_S = 240
+
+RUN_KEYS = {
+    "impl": str, "peers": int, "bytes": int, "dtype": str, "op": str, "quant": str,
+    "connections": int, "concurrent": int, "time_s_median": float, "time_s_min": float,
+    "algbw_GBps": float, "busbw_GBps": float, "wire_bytes_per_peer": (float, type(None)),
+    "bit_identical": bool, "correct": bool, "cpu_s_per_GB": (float, type(None)), "times_s": list,
+}
+ARGS_KEYS = ["peers", "sizes", "dtype", "op", "connections", "concurrent", "iters", "warmup", "baseline"]
+MACHINE_KEYS = ["nproc", "kernel"]
+
+
+def run(command):
+    print("running:", " ".join(command), flush=True)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
+    sys.stdout.write(done.stdout)
+    sys.stdout.write(done.stderr)
+    return done
+
+
+def is_a(value, kinds):
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    if float in kinds and isinstance(value, int) and not isinstance(value, bool):
+        return True  # JSON writes 2.0 as 2
+    if bool not in kinds and isinstance(value, bool):
+        return False
+    return isinstance(value, kinds)
+
+
+def check_record(record):
+    problems = []
+
+    def expect(condition, message):
+        if not condition:
+            problems.append(message)
+
+    for key in ("runs", "machine", "args"):
+        expect(key in record, f"top level: missing '{key}'")
+    if problems:
+        return problems
+    args, runs = record["args"], record["runs"]
+    for key in ARGS_KEYS:
+        expect(key in args, f"args: missing '{key}'")
+    for key in MACHINE_KEYS:
+        expect(key in record["machine"], f"machine: missing '{key}'")
+    if problems:
+        return problems
+
+    peers, sizes, iters = args["peers"], sorted(args["sizes"]), args["iters"]
+    for impl in ("ferry", "gloo"):
+        got = sorted(r.get("bytes") for r in runs if r.get("impl") == impl)
+        expect(got == sizes, f"{impl}: runs for sizes {got}, expected {sizes}")
+    for i, run_ in enumerate(runs):
+        where = f"runs[{i}] ({run_.get('impl')}, {run_.get('bytes')} B)"
+        for key, kinds in RUN_KEYS.items():
+            if key not in run_:
+                problems.append(f"{where}: missing '{key}'")
+            elif not is_a(run_[key], kinds):
+                problems.append(f"{where}: '{key}' is {run_[key]!r}")
+        if any(p.startswith(where) for p in problems):
+            continue
+        expect(run_["impl"] in ("ferry", "gloo"), f"{where}: impl {run_['impl']!r}")
+        expect(run_["bit_identical"] is True, f"{where}: not bit-identical across peers")
+        expect(run_["correct"] is True, f"{where}: not the exact expected result")
+        expect(run_["peers"] == peers, f"{where}: peers {run_['peers']}")
+        expect(run_["dtype"] == args["dtype"] and run_["op"] == args["op"], f"{where}: dtype/op")
+        expect(run_["quant"] == "none", f"{where}: quant {run_['quant']!r}")
+        expect(len(run_["times_s"]) == iters and all(t > 0 for t in run_["times_s"]),
+               f"{where}: times_s {run_['times_s']}")
+        expect(0 < run_["time_s_min"] <= run_["time_s_median"], f"{where}: min/median times")
+        busbw = run_["algbw_GBps"] * 2 * (peers - 1) / peers
+        expect(abs(run_["busbw_GBps"] - busbw) <= 1e-6 * max(1.0, busbw), f"{where}: busbw != algbw*2(N-1)/N")
+        algbw = run_["concurrent"] * run_["bytes"] / run_["time_s_median"] / 1e9
+        expect(abs(run_["algbw_GBps"] - algbw) <= 1e-6 * max(1.0, algbw), f"{where}: algbw != C*S/median")
+        if run_["impl"] == "ferry":
+            expect(run_["concurrent"] == args["concurrent"], f"{where}: concurrent {run_['concurrent']}")
+            expect(run_["connections"] == args["connections"], f"{where}: connections {run_['connections']}")
+            ideal = 2 * (peers - 1) / peers * run_["concurrent"] * run_["bytes"]
+            wire = run_["wire_bytes_per_peer"]
+            expect(wire is not None and abs(wire - ideal) <= 0.01 * ideal,
+                   f"{where}: wire_bytes_per_peer {wire}, a ring sends {ideal}")
+            expect(run_["cpu_s_per_GB"] is not None and run_["cpu_s_per_GB"] >= 0, f"{where}: cpu_s_per_GB")
+        else:
+            expect(run_["concurrent"] == 1 and run_["connections"] == 1, f"{where}: gloo runs are 1 x 1")
+    return problems
+
+
+def main(argv):
+    if "--" not in argv:
+        sys.exit(__doc__)
+    split = argv.index("--")
+    mode, params, command = argv[1], argv[2:split], argv[split + 1:]
+    done = run(command)
+    if mode == "json":
+        if done.returncode != 0:
+            sys.exit(f"FAIL: ferry-bench exited {done.returncode}")
+        with open(params[0]) as f:
+            record = json.load(f)
+        problems = check_record(record)
+        if problems:
+            sys.exit("FAIL:\n  " + "\n  ".join(problems))
+        print(f"OK: {len(record['runs'])} runs, every key there, bit-identical and correct")
+    elif mode == "fails":
+        want_rc, pattern = int(params[0]), params[1]
+        if done.returncode != want_rc:
+            sys.exit(f"FAIL: exit status {done.returncode}, expected {want_rc}")
+        if pattern not in done.stderr:
+            sys.exit(f"FAIL: stderr does not say {pattern!r}")
+        print(f"OK: exit status {want_rc}, and stderr says {pattern!r}")
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,235 @@
+// Quantized all-reduce: bit-identical on every peer for every float dtype x op
+// x codec x connection count; within a stated error bound of an f64
+// reference; NaN blocks stay NaN; fewer bytes on the wire.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "core/half.h"
+#include "core/hash.h"
+#include "harness.h"
+
+using namespace ferry::test;
+
+namespace {
+
+ferry_allreduce_desc quant_desc(ferry_dtype dtype, ferry_reduce_op op, ferry_quant quant, uint64_t tag = 0) {
+  ferry_allreduce_desc d;
+  ferry_allreduce_desc_init(&d);
+  d.dtype = dtype;
+  d.op = op;
+  d.quant = quant;
+  d.tag = tag;
+  return d;
+}
+
+double read_value(ferry_dtype t, const uint8_t* p, size_t i) {
+  switch (t) {
+    case FERRY_F16: { uint16_t h; std::memcpy(&h, p + 2 * i, 2); return ferry::f16_to_f32(h); }
+    case FERRY_BF16: { uint16_t h; std::memcpy(&h, p + 2 * i, 2); return ferry::bf16_to_f32(h); }
+    case FERRY_F32: { float f; std::memcpy(&f, p + 4 * i, 4); return f; }
+    default: { double d; std::memcpy(&d, p + 8 * i, 8); return d; }
+  }
+}
+
+void write_value(ferry_dtype t, uint8_t* p, size_t i, double v) {
+  switch (t) {
+    case FERRY_F16: { uint16_t h = ferry::f32_to_f16(static_cast<float>(v)); std::memcpy(p + 2 * i, &h, 2); return; }
+    case FERRY_BF16: { uint16_t h = ferry::f32_to_bf16(static_cast<float>(v)); std::memcpy(p + 2 * i, &h, 2); return; }
+    case FERRY_F32: { float f = static_cast<float>(v); std::memcpy(p + 4 * i, &f, 4); return; }
+    default: std::memcpy(p + 8 * i, &v, 8); return;
+  }
+}
+
+// Normal(0, 1) inputs, deterministic per (seed, rank).
+std::vector<uint8_t> normal_input(ferry_dtype t, size_t count, size_t rank, uint64_t seed) {
+  std::mt19937_64 rng(seed * 131 + rank);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::vector<uint8_t> out(count * ferry_dtype_size(t));
+  for (size_t i = 0; i < count; ++i) write_value(t, out.data(), i, normal(rng));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("quant: every float dtype x op x codec x connection count is bit-identical on 2..5 peers",
+          "[allreduce][quant]") {
+  const size_t peers = GENERATE(2, 3, 5);
+  const uint32_t connections = GENERATE(1u, 3u);
+  CAPTURE(peers, connections);
+  struct Case {
+    ferry_dtype dtype;
+    ferry_reduce_op op;
+    ferry_quant quant;
+    size_t count;
+  };
+  std::vector<Case> cases;
+  for (ferry_quant q : {FERRY_QUANT_U8, FERRY_QUANT_I8, FERRY_QUANT_U4, FERRY_QUANT_F16, FERRY_QUANT_BF16})
+    for (ferry_dtype t : {FERRY_F32, FERRY_F64, FERRY_F16, FERRY_BF16}) {
+      bool half_data = t == FERRY_F16 || t == FERRY_BF16;
+      if (half_data && (q == FERRY_QUANT_F16 || q == FERRY_QUANT_BF16)) continue;
+      for (int op = FERRY_OP_SUM; op <= FERRY_OP_MAX; ++op)
+        for (size_t count : {size_t{1}, size_t{257}, size_t{10007}})  // tails, a block and a bit, primes
+          cases.push_back({t, static_cast<ferry_reduce_op>(op), q, count});
+    }
+  EmbeddedMaster master;
+  std::vector<std::vector<uint64_t>> hashes(peers, std::vector<uint64_t>(cases.size()));
+  auto results = run_peers(peers, [&](size_t) {
+    PeerSettings settings;
+    settings.connections = connections;
+    settings.max_chunk_bytes = 4096;
+    ferry_comm* comm = create_peer(master.address(), settings);
+    grow_group(comm, static_cast<int64_t>(peers));
+    size_t rank = static_cast<size_t>(attribute(comm, FERRY_ATTR_RANK));
+    for (size_t c = 0; c < cases.size(); ++c) {
+      const Case& k = cases[c];
+      auto data = normal_input(k.dtype, k.count, rank, c);
+      if (k.op == FERRY_OP_PROD)  // keep products finite and away from zero
+        for (size_t i = 0; i < k.count; ++i)
+          write_value(k.dtype, data.data(), i, 1.0 + 0.1 * read_value(k.dtype, data.data(), i));
+      auto desc = quant_desc(k.dtype, k.op, k.quant, c);
+      must(ferry_allreduce(comm, data.data(), data.data(), k.count, &desc, nullptr), "ferry_allreduce");
+      hashes[rank][c] = ferry::hash_bytes(data.data(), data.size());
+    }
+    ferry_comm_destroy(comm);
+  });
+  REQUIRE(failures(results) == "");
+  for (size_t r = 1; r < peers; ++r) CHECK(hashes[r] == hashes[0]);
+}
+
+TEST_CASE("quant: sum error stays within N(N+1)/2 * block range / (2L) of an f64 reference, N = 2..8",
+          "[allreduce][quant][accuracy]") {
+  // Each of the N encodes a segment goes through (N-1 hops, then the owner's)
+  // rounds to half a step of its block's range / L; partial sums of k inputs
+  // span at most k input ranges. Summed: N(N+1)/2 * R / (2L), R the widest input
+  // range in the block. The test asserts it and prints the measured figures.
+  const size_t peers = GENERATE(2, 3, 4, 5, 6, 7, 8);
+  const ferry_quant quant = GENERATE(FERRY_QUANT_U8, FERRY_QUANT_U4);
+  const double levels = quant == FERRY_QUANT_U8 ? 255.0 : 15.0;
+  const size_t count = 65536, block = 256;
+  EmbeddedMaster master;
+  std::vector<std::vector<float>> inputs(peers), outputs(peers);
+  auto results = run_peers(peers, [&](size_t) {
+    ferry_comm* comm = create_peer(master.address());
+    grow_group(comm, static_cast<int64_t>(peers));
+    size_t rank = static_cast<size_t>(attribute(comm, FERRY_ATTR_RANK));
+    auto bytes = normal_input(FERRY_F32, count, rank, 99);
+    inputs[rank].resize(count);
+    std::memcpy(inputs[rank].data(), bytes.data(), bytes.size());
+    outputs[rank] = inputs[rank];
+    auto desc = quant_desc(FERRY_F32, FERRY_OP_SUM, quant);
+    must(ferry_allreduce(comm, outputs[rank].data(), outputs[rank].data(), count, &desc, nullptr), "allreduce");
+    ferry_comm_destroy(comm);
+  });
+  REQUIRE(failures(results) == "");
+  // Blocks start at every chunk (and so segment) boundary, so measure the
+  // range over the element's segment-aligned 256-element window conservatively:
+  // the widest input range over a window of 2 blocks around the element.
+  double max_err = 0, sum_sq = 0, worst_ratio = 0;
+  double n = static_cast<double>(peers);
+  for (size_t i = 0; i < count; ++i) {
+    double want = 0;
+    for (size_t r = 0; r < peers; ++r) want += inputs[r][i];
+    size_t lo = i >= block ? i - block : 0, hi = std::min(count, i + block);
+    double range = 0;
+    for (size_t r = 0; r < peers; ++r) {
+      auto [mn, mx] = std::minmax_element(inputs[r].begin() + static_cast<long>(lo), inputs[r].begin() + static_cast<long>(hi));
+      range = std::max(range, static_cast<double>(*mx - *mn));
+    }
+    double bound = n * (n + 1) / 2 * range / (2 * levels) * 1.001 + 1e-5;
+    double err = std::fabs(outputs[0][i] - want);
+    max_err = std::max(max_err, err);
+    sum_sq += err * err;
+    worst_ratio = std::max(worst_ratio, err / bound);
+  }
+  WARN("N=" << peers << " quant=" << (quant == FERRY_QUANT_U8 ? "u8" : "u4") << ": max error " << max_err
+            << ", RMS " << std::sqrt(sum_sq / count) << ", worst error / bound " << worst_ratio);
+  CHECK(worst_ratio <= 1.0);
+  for (size_t r = 1; r < peers; ++r) CHECK(outputs[r] == outputs[0]);
+}
+
+TEST_CASE("quant: a NaN makes its block NaN on every peer; constant blocks are exact", "[allreduce][quant]") {
+  EmbeddedMaster master;
+  std::vector<std::vector<float>> out(3);
+  auto results = run_peers(3, [&](size_t) {
+    ferry_comm* comm = create_peer(master.address());
+    grow_group(comm, 3);
+    size_t rank = static_cast<size_t>(attribute(comm, FERRY_ATTR_RANK));
+    std::vector<float> v(4096, 2.5f);        // constant: exact through u8
+    if (rank == 1) v[1000] = NAN;            // one NaN, in the block [768, 1024)
+    auto desc = quant_desc(FERRY_F32, FERRY_OP_SUM, FERRY_QUANT_U8);
+    must(ferry_allreduce(comm, v.data(), v.data(), v.size(), &desc, nullptr), "allreduce");
+    out[rank] = v;
+    ferry_comm_destroy(comm);
+  });
+  REQUIRE(failures(results) == "");
+  for (size_t r = 0; r < 3; ++r) {
+    CHECK(out[r][0] == 7.5f);
+    CHECK(out[r][4095] == 7.5f);
+    CHECK(std::isnan(out[r][1000]));
+    CHECK(std::isnan(out[r][1023]));
+    CHECK(std::memcmp(out[r].data(), out[0].data(), out[0].size() * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("quant: bytes on the wire shrink as promised; bad combinations are refused", "[allreduce][quant]") {
+  EmbeddedMaster master;
+  const size_t count = 1 << 20;
+  std::vector<uint64_t> sent(6);
+  auto results = run_peers(2, [&](size_t) {
+    ferry_comm* comm = create_peer(master.address());
+    grow_group(comm, 2);
+    size_t rank = static_cast<size_t>(attribute(comm, FERRY_ATTR_RANK));
+    std::vector<float> v(count, 1.0f);
+    for (ferry_quant q : {FERRY_QUANT_NONE, FERRY_QUANT_U8, FERRY_QUANT_U4, FERRY_QUANT_F16}) {
+      auto desc = quant_desc(FERRY_F32, FERRY_OP_SUM, q);
+      ferry_op_info info{};
+      info.struct_size = sizeof info;
+      must(ferry_allreduce(comm, v.data(), v.data(), count, &desc, &info), "allreduce");
+      if (rank == 0) sent[q] = info.bytes_sent;
+    }
+    ferry_comm_destroy(comm);
+  });
+  REQUIRE(failures(results) == "");
+  auto ratio = [&](ferry_quant q) { return static_cast<double>(sent[q]) / static_cast<double>(sent[FERRY_QUANT_NONE]); };
+  double raw = static_cast<double>(sent[FERRY_QUANT_NONE]);
+  CHECK(raw > 0);
+  CHECK(ratio(FERRY_QUANT_U8) <= 0.26);
+  CHECK(ratio(FERRY_QUANT_U4) <= 0.135);
+  CHECK(ratio(FERRY_QUANT_F16) <= 0.51);
+
+  ferry_comm* comm = create_peer(master.address());
+  REQUIRE(ferry_connect(comm) == FERRY_OK);
+  std::vector<int32_t> ints(10);
+  auto bad = quant_desc(FERRY_I32, FERRY_OP_SUM, FERRY_QUANT_U8);
+  CHECK(ferry_allreduce(comm, ints.data(), ints.data(), ints.size(), &bad, nullptr) == FERRY_ERR_INVALID_ARGUMENT);
+  std::vector<uint16_t> halves(10);
+  bad = quant_desc(FERRY_BF16, FERRY_OP_SUM, FERRY_QUANT_F16);
+  CHECK(ferry_allreduce(comm, halves.data(), halves.data(), 10, &bad, nullptr) == FERRY_ERR_INVALID_ARGUMENT);
+  bad = quant_desc(FERRY_F32, FERRY_OP_SUM, FERRY_QUANT_U8);
+  bad.quant_block = 100000;
+  CHECK(ferry_allreduce(comm, ints.data(), ints.data(), 10, &bad, nullptr) == FERRY_ERR_INVALID_ARGUMENT);
+  // After refusals the collective numbering is intact: a matching op still works.
+  float one = 1.0f;
+  auto good = quant_desc(FERRY_F32, FERRY_OP_SUM, FERRY_QUANT_U8);
+  CHECK(ferry_allreduce(comm, &one, &one, 1, &good, nullptr) == FERRY_OK);
+  ferry_comm_destroy(comm);
+}
+
+TEST_CASE("quant: peers that disagree on the codec get FERRY_ERR_MISMATCH", "[allreduce][quant][mismatch]") {
+  EmbeddedMaster master;
+  std::vector<ferry_result> got(2);
+  auto results = run_peers(2, [&](size_t) {
+    ferry_comm* comm = create_peer(master.address());
+    grow_group(comm, 2);
+    size_t rank = static_cast<size_t>(attribute(comm, FERRY_ATTR_RANK));
+    std::vector<float> v(1000, 1.0f);
+    auto desc = quant_desc(FERRY_F32, FERRY_OP_SUM, rank == 0 ? FERRY_QUANT_U8 : FERRY_QUANT_U4);
+    got[rank] = ferry_allreduce(comm, v.data(), v.data(), v.size(), &desc, nullptr);
+    ferry_comm_destroy(comm);
+  });
+  REQUIRE(failures(results) == "");
+  CHECK(got == std::vector<ferry_result>{FERRY_ERR_MISMATCH, FERRY_ERR_MISMATCH});
+}

@@ -1,0 +1,63 @@
+// From what every rank measured to one row per size, nccl-tests style:
+//   time of an iteration  = the slowest rank's (max over ranks)
+//   time_s_median / _min  = over the timed iterations
+//   algbw = C * S / time_s_median   (GB/s, 1e9; C concurrent ops of S bytes)
+//   busbw = algbw * 2(N-1)/N        (what each link carries in a ring)
+//   wire_bytes_per_peer   = bytes a peer sent per iteration, mean over peers and
+//                           iterations (the ring's ideal: 2(N-1)/N * C * S)
+//   bit_identical         = for every op, every rank's result hash is the same
+//   correct               = every rank's every result is the exact expected one
+//   cpu_s_per_GB          = the peers' CPU seconds in the timed iterations,
+//                           summed, per GB all-reduced (C * S * iters)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench_args.h"
+#include "rank_report.h"
+
+namespace ferry::bench {
+
+struct RunSummary {
+  std::string impl;  // "ferry" or "gloo"
+  std::string algorithm;  // what ran: "ring" (ferry), Gloo's --gloo-algorithm
+  int peers = 0;
+  std::size_t bytes = 0;
+  std::size_t count = 0;  // elements per op
+  std::string dtype;
+  std::string op;
+  std::string quant = "none";
+  std::uint32_t connections = 0;
+  std::uint32_t concurrent = 0;
+  std::vector<double> times_s;  // per timed iteration, slowest rank
+  double time_s_median = 0;
+  double time_s_min = 0;
+  double algbw_GBps = 0;
+  double busbw_GBps = 0;
+  std::optional<double> wire_bytes_per_peer;  // not measured for Gloo
+  double wire_bytes_ideal = 0;                // 2(N-1)/N * C * S
+  bool bit_identical = false;
+  bool correct = false;
+  std::optional<double> cpu_s_per_GB;  // not measured for Gloo
+  std::vector<std::string> result_hashes;  // per op, when bit_identical
+};
+
+struct RunShape {
+  std::string impl;
+  std::string algorithm;
+  std::uint32_t connections = 0;
+  std::uint32_t concurrent = 0;
+};
+
+// per_rank[r] holds rank r's reports, one per size in args.sizes order. Throws
+// std::runtime_error naming the rank when a report is missing or inconsistent.
+std::vector<RunSummary> summarize(const BenchArgs& args, const RunShape& shape,
+                                  const std::vector<std::vector<RankReport>>& per_rank);
+
+double median(std::vector<double> values);
+
+}  // namespace ferry::bench

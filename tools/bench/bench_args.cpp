@@ -1,0 +1,232 @@
+#include "bench_args.h"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <map>
+
+namespace ferry::bench {
+
+std::string_view elem_type_name(ElemType type) {
+  switch (type) {
+    case ElemType::f32: return "f32";
+    case ElemType::f64: return "f64";
+    case ElemType::i32: return "i32";
+  }
+  return "?";
+}
+
+std::size_t elem_type_size(ElemType type) {
+  switch (type) {
+    case ElemType::f32: return 4;
+    case ElemType::f64: return 8;
+    case ElemType::i32: return 4;
+  }
+  return 0;
+}
+
+std::string_view reduce_kind_name(ReduceKind op) {
+  switch (op) {
+    case ReduceKind::sum: return "sum";
+    case ReduceKind::min: return "min";
+    case ReduceKind::max: return "max";
+  }
+  return "?";
+}
+
+std::size_t parse_byte_size(std::string_view text) {
+  const std::string shown(text);
+  std::uint64_t value = 0;
+  const char* const begin = text.data();
+  const char* const end = begin + text.size();
+  const auto [stop, ec] = std::from_chars(begin, end, value);
+  if (ec != std::errc{} || stop == begin) {
+    throw ArgsError("bad size '" + shown + "': expected bytes with an optional K, M or G suffix");
+  }
+  unsigned shift = 0;
+  if (stop != end) {
+    if (stop + 1 != end) throw ArgsError("bad size '" + shown + "': one suffix letter at most (K, M or G)");
+    switch (*stop) {
+      case 'k': case 'K': shift = 10; break;
+      case 'm': case 'M': shift = 20; break;
+      case 'g': case 'G': shift = 30; break;
+      default: throw ArgsError("bad size '" + shown + "': unknown suffix (K, M, G are binary: 1M = 1048576)");
+    }
+  }
+  if (value == 0) throw ArgsError("bad size '" + shown + "': must be at least one element");
+  if (value > (std::numeric_limits<std::size_t>::max() >> shift)) throw ArgsError("bad size '" + shown + "': too large");
+  return static_cast<std::size_t>(value << shift);
+}
+
+std::vector<std::size_t> parse_byte_sizes(std::string_view text) {
+  std::vector<std::size_t> sizes;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    sizes.push_back(parse_byte_size(text.substr(start, comma - start)));
+    start = comma + 1;
+  }
+  return sizes;
+}
+
+std::string format_byte_size(std::size_t bytes) {
+  static constexpr const char* kSuffixes[] = {"G", "M", "K"};
+  static constexpr unsigned kShifts[] = {30, 20, 10};
+  for (std::size_t i = 0; i < 3; ++i) {
+    const std::size_t unit = std::size_t{1} << kShifts[i];
+    if (bytes >= unit && bytes % unit == 0) return std::to_string(bytes / unit) + kSuffixes[i];
+  }
+  return std::to_string(bytes);
+}
+
+namespace {
+
+constexpr const char* kDescription =
+    "ferry-bench: all-reduce bandwidth of ferry, nccl-tests style, with Gloo's ring\n"
+    "all-reduce as a baseline in the same run. Starts a ferry-master and N peer\n"
+    "processes (this binary again) and prints, per size: time, algbw, busbw =\n"
+    "algbw*2(N-1)/N, wire bytes per peer, and whether every peer ended with the same\n"
+    "bits and the exact sum.\n"
+    "Exit status: 0 ok, 1 a process failed or a deadline passed, 2 bad arguments,\n"
+    "3 a result was wrong or differed between peers.";
+
+const std::map<std::string, ElemType> kElemTypes{{"f32", ElemType::f32}, {"f64", ElemType::f64}, {"i32", ElemType::i32}};
+const std::map<std::string, ReduceKind> kReduceKinds{
+    {"sum", ReduceKind::sum}, {"min", ReduceKind::min}, {"max", ReduceKind::max}};
+const std::map<std::string, Role> kRoles{{"orchestrator", Role::orchestrator}, {"peer", Role::peer}};
+
+void check_consistency(const BenchArgs& args) {
+  const std::size_t element = elem_type_size(args.dtype);
+  for (const std::size_t bytes : args.sizes) {
+    if (bytes % element != 0) {
+      throw ArgsError("size " + std::to_string(bytes) + " is not a multiple of the " +
+                      std::string(elem_type_name(args.dtype)) + " element size");
+    }
+  }
+  if (!args.baseline.empty() && args.baseline != "gloo") {
+    throw ArgsError("--baseline: only 'gloo' is known");
+  }
+  if (args.baseline == "gloo" && args.op != ReduceKind::sum) {
+    throw ArgsError("--baseline gloo measures sum only; drop --op or the baseline");
+  }
+  if (args.role == Role::peer) {
+    if (args.master.empty() || args.peer_index < 0 || args.bind_host.empty()) {
+      throw ArgsError("--role peer needs --master, --peer-index and --bind-host (ferry-bench starts peers itself)");
+    }
+  }
+}
+
+}  // namespace
+
+std::optional<BenchArgs> parse_bench_args(int argc, char** argv) {
+  BenchArgs args;
+  args.argv.assign(argv, argv + argc);
+  std::string sizes_text = "1M,16M,64M";
+  std::string dtype_text = "f32";
+  std::string op_text = "sum";
+  std::string role_text = "orchestrator";
+
+  CLI::App app(kDescription, "ferry-bench");
+  app.add_option("--peers", args.peers, "Peer processes in the ring")->capture_default_str()->check(CLI::Range(2, 64));
+  app.add_option("--sizes", sizes_text, "Comma-separated bytes per all-reduce; K/M/G are binary (1M = 1048576)")
+      ->capture_default_str();
+  app.add_option("--dtype", dtype_text, "Element type")
+      ->check(CLI::IsMember(kElemTypes, CLI::ignore_case))
+      ->capture_default_str();
+  app.add_option("--op", op_text, "Reduction (the Gloo baseline runs sum only)")
+      ->check(CLI::IsMember(kReduceKinds, CLI::ignore_case))
+      ->capture_default_str();
+  app.add_option("--connections", args.connections, "TCP connections per ring neighbour (p2p_connections)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 64u));
+  app.add_option("--concurrent", args.concurrent, "All-reduces in flight per iteration (tags 0..C-1)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 256u));
+  app.add_option("--iters", args.iters, "Timed iterations per size")->capture_default_str()->check(CLI::Range(1, 1000000));
+  app.add_option("--warmup", args.warmup, "Untimed iterations per size before the timed ones")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000000));
+  app.add_option("--baseline", args.baseline, "Also run this baseline with the same sizes: gloo");
+  app.add_option("--gloo-algorithm", args.gloo_algorithm, "Gloo's all-reduce: allreduce, ring or ring_chunked")
+      ->check(CLI::IsMember({"allreduce", "ring", "ring_chunked"}))
+      ->capture_default_str();
+  app.add_option("--master", args.master, "HOST:PORT of a running ferry-master to join instead of starting one");
+  app.add_option("--json", args.json_path, "Write every run's figures to this file as JSON");
+  app.add_option("--cc", args.congestion_control, "TCP congestion control of the p2p links (bbr, cubic, ...)");
+  app.add_option("--io-threads", args.io_threads, "Communicator I/O threads per peer (default: ferry's)")
+      ->check(CLI::Range(1u, 64u));
+  app.add_option("--chunk-bytes", args.chunk_bytes, "Largest pipelining chunk, bytes (default: ferry's)")
+      ->check(CLI::Range(4096u, 64u << 20));
+  app.add_option("--secret-file", args.secret_file,
+                 "Run secret for the master this starts and the peers (default: $FERRY_SECRET_FILE)");
+  app.add_option("--bin-dir", args.bin_dir, "Directory holding ferry-master and ferry-gloo-bench (default: the build tree)");
+  app.add_option("--timeout-s", args.timeout_s, "Deadline of each implementation's run (default: from the sizes)")
+      ->check(CLI::Range(1.0, 86400.0));
+  app.add_flag("--verbose", args.verbose, "Show the child processes' logs as they come");
+
+  // The peer role: ferry-bench re-executed by its orchestrator. Hidden from --help.
+  app.add_option("--role", role_text)->group("")->check(CLI::IsMember(kRoles));
+  app.add_option("--peer-index", args.peer_index)->group("");
+  app.add_option("--bind-host", args.bind_host)->group("");
+  app.add_option("--fault-peer", args.fault_peer)->group("");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return std::nullopt;
+  } catch (const CLI::ParseError& e) {
+    throw ArgsError(e.what());
+  }
+  args.sizes = parse_byte_sizes(sizes_text);
+  args.dtype = kElemTypes.at(CLI::detail::to_lower(dtype_text));
+  args.op = kReduceKinds.at(CLI::detail::to_lower(op_text));
+  args.role = kRoles.at(role_text);
+  // The peers would take it from the environment anyway; the master must get it too.
+  if (const char* env = std::getenv("FERRY_SECRET_FILE"); args.secret_file.empty() && env != nullptr) {
+    args.secret_file = env;
+  }
+  check_consistency(args);
+  return args;
+}
+
+std::vector<std::string> peer_forwarded_args(const BenchArgs& args) {
+  std::string sizes;
+  for (const std::size_t bytes : args.sizes) {
+    if (!sizes.empty()) sizes += ',';
+    sizes += std::to_string(bytes);
+  }
+  std::vector<std::string> out{"--peers",       std::to_string(args.peers),
+                               "--sizes",       sizes,
+                               "--dtype",       std::string(elem_type_name(args.dtype)),
+                               "--op",          std::string(reduce_kind_name(args.op)),
+                               "--connections", std::to_string(args.connections),
+                               "--concurrent",  std::to_string(args.concurrent),
+                               "--iters",       std::to_string(args.iters),
+                               "--warmup",      std::to_string(args.warmup)};
+  if (!args.congestion_control.empty()) out.insert(out.end(), {"--cc", args.congestion_control});
+  if (args.io_threads != 0) out.insert(out.end(), {"--io-threads", std::to_string(args.io_threads)});
+  if (args.chunk_bytes != 0) out.insert(out.end(), {"--chunk-bytes", std::to_string(args.chunk_bytes)});
+  if (!args.secret_file.empty()) out.insert(out.end(), {"--secret-file", args.secret_file});
+  if (args.fault_peer >= 0) out.insert(out.end(), {"--fault-peer", std::to_string(args.fault_peer)});
+  return out;
+}
+
+double run_deadline_s(const BenchArgs& args) {
+  if (args.timeout_s > 0) return args.timeout_s;
+  // Assume no worse than 20 MB/s of busbw (loopback gives ~1 GB/s on 2 cores), plus
+  // the start-up, the input fill and the exact-sum check per size.
+  double seconds = 60 + 2.0 * args.peers;
+  const double rounds = static_cast<double>(args.iters + args.warmup);
+  for (const std::size_t bytes : args.sizes) {
+    const double op_bytes = static_cast<double>(bytes) * args.concurrent;
+    seconds += rounds * op_bytes * 2.0 / 20e6 + op_bytes * args.peers / 50e6;
+  }
+  return seconds;
+}
+
+}  // namespace ferry::bench

@@ -1,0 +1,82 @@
+// Command line of ferry-bench. The public options are a product interface
+// (scripts and CI call them): rename nothing, only add.
+//
+// One parse serves both roles: the orchestrator (what users run) and the peer
+// processes it starts, which get the same options plus the hidden --role peer,
+// --peer-index and --bind-host.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ferry::bench {
+
+// A command line that cannot be run; what() is the message for the user.
+class ArgsError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class Role { orchestrator, peer };
+// The dtypes whose sums of the bench's small-integer inputs are exact, and
+// which the Gloo baseline also runs.
+enum class ElemType { f32, f64, i32 };
+// Ops whose results are exact whatever the reduction order.
+enum class ReduceKind { sum, min, max };
+
+std::string_view elem_type_name(ElemType type);
+std::size_t elem_type_size(ElemType type);
+std::string_view reduce_kind_name(ReduceKind op);
+
+struct BenchArgs {
+  Role role = Role::orchestrator;
+  int peers = 3;
+  std::vector<std::size_t> sizes;  // bytes per operation, in run order
+  ElemType dtype = ElemType::f32;
+  ReduceKind op = ReduceKind::sum;
+  std::uint32_t connections = 4;  // ferry_comm_params.p2p_connections
+  std::uint32_t concurrent = 1;   // all-reduces in flight per iteration
+  int iters = 10;
+  int warmup = 3;
+  std::string baseline;           // "" or "gloo"
+  std::string gloo_algorithm = "allreduce";
+  std::string master;             // HOST:PORT of a running master; "" starts one
+  std::string json_path;          // "" writes no JSON
+  std::string congestion_control; // "" keeps the system's
+  std::uint32_t io_threads = 0;   // 0 keeps ferry's default
+  std::uint32_t chunk_bytes = 0;  // 0 keeps ferry's default
+  std::string secret_file;        // run secret for master and peers; "" for none
+  std::string bin_dir;            // "" looks next to this executable
+  double timeout_s = 0;           // 0 derives one from the work (run_deadline_s)
+  bool verbose = false;           // forward children's stderr live
+
+  // Peer role only (hidden options).
+  int peer_index = -1;
+  std::string bind_host;          // address the p2p listener binds
+  int fault_peer = -1;            // test hook: this peer index dies before its first timed iteration
+
+  std::vector<std::string> argv;  // the command line as given, for the JSON record
+};
+
+// Parses "1048576", "64K", "1M", "2G" (binary multiples, case-insensitive).
+std::size_t parse_byte_size(std::string_view text);
+std::vector<std::size_t> parse_byte_sizes(std::string_view text);
+// "1M" for 1048576, "1536K", "1000" — the shortest exact binary-suffixed form.
+std::string format_byte_size(std::size_t bytes);
+
+// Returns std::nullopt when --help was printed. Throws ArgsError.
+std::optional<BenchArgs> parse_bench_args(int argc, char** argv);
+
+// The options a peer process needs to replay this run (without --role etc.).
+std::vector<std::string> peer_forwarded_args(const BenchArgs& args);
+
+// The wall-clock budget of one implementation's run, in seconds: --timeout-s, or
+// a generous estimate from the bytes to move (slow machines must not fail it).
+double run_deadline_s(const BenchArgs& args);
+
+}  // namespace ferry::bench

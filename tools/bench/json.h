@@ -1,0 +1,67 @@
+// Just enough JSON for ferry-bench: a streaming writer for its reports and the
+// peers' lines, and a reader for the lines of its children (ferry peers, Gloo
+// ranks). Debian's nlohmann-json is not a build dependency of ferry, and these
+// documents are small and flat.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ferry::bench {
+
+// Appends tokens with the commas in the right places. Misuse (a value where a
+// key is due) is a programming error, not checked at run time.
+class JsonWriter {
+ public:
+  JsonWriter& begin_object();
+  JsonWriter& end_object();
+  JsonWriter& begin_array();
+  JsonWriter& end_array();
+  JsonWriter& key(std::string_view name);
+  JsonWriter& value(std::string_view text);
+  JsonWriter& value(const char* text) { return value(std::string_view(text)); }
+  JsonWriter& value(bool flag);
+  JsonWriter& value(double number);  // NaN and infinities become null
+  JsonWriter& value(std::int64_t number);
+  JsonWriter& value(std::uint64_t number);
+  JsonWriter& value(int number) { return value(static_cast<std::int64_t>(number)); }
+  JsonWriter& value(unsigned number) { return value(static_cast<std::uint64_t>(number)); }
+  JsonWriter& null();
+  // A line break and `indent` spaces before the next element (after its comma)
+  // or closing bracket, for a file people read.
+  JsonWriter& newline(int indent);
+
+  const std::string& str() const { return out_; }
+
+ private:
+  void separate();
+  void flush_newline();
+
+  std::string out_;
+  std::vector<bool> first_;  // per open container: no element written yet
+  bool after_key_ = false;
+  int pending_indent_ = -1;  // -1: no line break pending
+};
+
+// A parsed JSON value. Objects keep their keys in order (keys[i] names items[i]).
+struct JsonValue {
+  enum class Kind { null, boolean, number, string, array, object };
+  Kind kind = Kind::null;
+  bool boolean = false;
+  double number = 0;
+  std::string string;
+  std::vector<JsonValue> items;
+  std::vector<std::string> keys;
+
+  // The member called `name` of an object, or nullptr.
+  const JsonValue* find(std::string_view name) const;
+};
+
+// Parses one complete JSON text (surrounding whitespace allowed). On failure
+// returns std::nullopt and, if given, sets *error to where and why.
+std::optional<JsonValue> parse_json(std::string_view text, std::string* error = nullptr);
+
+}  // namespace ferry::bench

@@ -1,0 +1,93 @@
+// ferry-bench: the nccl-tests of ferry. See README.md in this folder.
+//
+// Roles: without --role it is the orchestrator (starts a master, N peers and,
+// with --baseline gloo, N Gloo ranks; prints the tables; writes --json). With
+// the hidden --role peer it is one of those peers (peer_role.h).
+#include <cstdio>
+#include <exception>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "aggregate.h"
+#include "bench_args.h"
+#include "binaries.h"
+#include "child_process.h"
+#include "orchestrator.h"
+#include "peer_role.h"
+#include "placement.h"
+#include "report_json.h"
+#include "report_table.h"
+
+namespace {
+
+using namespace ferry::bench;
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;
+constexpr int kExitBadArgs = 2;
+constexpr int kExitWrongResult = 3;
+
+std::string title(const std::string& impl, const BenchArgs& args, const Launcher& launcher) {
+  std::string text = impl + " all-reduce";
+  if (impl == "gloo") text += " (" + args.gloo_algorithm + ")";
+  text += ": " + std::to_string(args.peers) + " peers, " + launcher.describe() + ", " + std::to_string(args.iters) +
+          " iters after " + std::to_string(args.warmup) + " warmup";
+  if (impl == "ferry" && !args.congestion_control.empty()) text += ", cc " + args.congestion_control;
+  return text;
+}
+
+bool all_good(const std::vector<RunSummary>& runs) {
+  for (const RunSummary& run : runs) {
+    if (!run.bit_identical || !run.correct) return false;
+  }
+  return true;
+}
+
+int run_orchestrator(const BenchArgs& args) {
+  install_child_cleanup_on_signals();
+  const bool with_gloo = args.baseline == "gloo";
+  const Binaries binaries = find_binaries(args.bin_dir, args.master.empty(), with_gloo);
+  const auto launcher = make_local_launcher();
+
+  std::fprintf(stderr, "ferry-bench: ferry, %d peers, %zu sizes, deadline %.0f s per implementation\n", args.peers,
+               args.sizes.size(), run_deadline_s(args));
+  std::vector<RunSummary> runs = run_ferry(args, *launcher, binaries);
+  const std::vector<RunSummary> ferry_runs = runs;
+  print_table(stdout, title("ferry", args, *launcher), ferry_runs);
+
+  if (with_gloo) {
+    std::fprintf(stderr, "ferry-bench: gloo baseline, %d ranks\n", args.peers);
+    const std::vector<RunSummary> gloo_runs = run_gloo(args, *launcher, binaries);
+    print_table(stdout, title("gloo", args, *launcher), gloo_runs);
+    print_ratios(stdout, ferry_runs, gloo_runs);
+    runs.insert(runs.end(), gloo_runs.begin(), gloo_runs.end());
+  }
+  if (!args.json_path.empty()) write_json_report(args.json_path, args, launcher->describe(), runs);
+  if (!all_good(runs)) {
+    std::fprintf(stderr, "ferry-bench: some results were wrong or differed between peers (see the tables)\n");
+    return kExitWrongResult;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::optional<BenchArgs> args;
+  try {
+    args = parse_bench_args(argc, argv);
+  } catch (const ArgsError& e) {
+    std::fprintf(stderr, "ferry-bench: %s\nRun with --help for more information.\n", e.what());
+    return kExitBadArgs;
+  }
+  if (!args) return kExitOk;  // --help
+  if (args->role == Role::peer) return run_peer(*args);
+  try {
+    return run_orchestrator(*args);
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "ferry-bench: %s\n", e.what());
+    return kExitFailed;
+  }
+}

@@ -1,0 +1,205 @@
+#include "orchestrator.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "child_process.h"
+#include "rank_report.h"
+
+namespace ferry::bench {
+
+namespace {
+
+constexpr std::size_t kTailLines = 25;
+constexpr auto kMasterStartup = std::chrono::seconds(15);
+constexpr auto kGraceAfterFailure = std::chrono::seconds(2);
+constexpr auto kMasterStopGrace = std::chrono::seconds(3);
+// Gloo's per-collective deadline; its TCP connect gets five times this.
+constexpr int kGlooTimeoutS = 60;
+// Peers and Gloo ranks exit 3 when a result was wrong: their reports are whole,
+// and the tables say what was wrong.
+constexpr int kExitWrongResult = 3;
+
+bool ended_well(const Child* child) {
+  const std::optional<int> code = child->exit_code();
+  return code && (*code == 0 || *code == kExitWrongResult);
+}
+
+std::string indented(const std::string& text) {
+  if (text.empty()) return "    (nothing on stderr)";
+  std::string out = "    ";
+  for (const char c : text) {
+    out += c;
+    if (c == '\n') out += "    ";
+  }
+  return out;
+}
+
+std::string last_line(const Child& child) {
+  const std::string tail = child.err_tail(1);
+  return tail.empty() ? "" : ": " + tail;
+}
+
+std::size_t lines_in(const std::string& text) { return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')); }
+
+// Watches `workers` (and `master`, which must outlive them) until every worker
+// ended well. Throws RunFailed on a failure or at the deadline.
+void watch(ChildSet& children, const std::vector<Child*>& workers, Child* master, Clock::time_point deadline,
+           double deadline_s, const std::string& label, std::size_t sizes) {
+  auto failed = [&](const Child* child) { return !child->running() && !ended_well(child); };
+  auto all_done = [&] { return std::all_of(workers.begin(), workers.end(), ended_well); };
+  auto any_failed = [&] {
+    return std::any_of(workers.begin(), workers.end(), failed) || (master != nullptr && !master->running());
+  };
+  if (!children.pump_until([&] { return all_done() || any_failed(); }, deadline)) {
+    std::string stuck;
+    for (const Child* child : workers) {
+      if (child->running()) {
+        stuck += "\n  " + child->name() + " (pid " + std::to_string(child->pid()) + ") had reported " +
+                 std::to_string(lines_in(child->out())) + " of " + std::to_string(sizes) + " sizes; its stderr:\n" +
+                 indented(child->err_tail(kTailLines));
+      }
+    }
+    children.kill_all();
+    char budget[32];
+    std::snprintf(budget, sizeof budget, "%.0f", deadline_s);
+    throw RunFailed(label + " run: the deadline of " + budget + " s passed (raise it with --timeout-s); killed:" + stuck);
+  }
+  if (all_done()) return;
+
+  // Let the others notice and say so, then end everything.
+  children.pump_until(
+      [&] { return std::none_of(workers.begin(), workers.end(), [](const Child* c) { return c->running(); }); },
+      Clock::now() + kGraceAfterFailure);
+  children.kill_all();
+  std::vector<const Child*> ended;
+  for (const Child* child : workers) ended.push_back(child);
+  if (master != nullptr) ended.push_back(master);
+  // The first to end badly is the likeliest cause; the master ending at all is bad.
+  const Child* culprit = nullptr;
+  for (const Child* child : ended) {
+    const bool bad = child == master ? child->end_order() != 0 : failed(child);
+    if (bad && (culprit == nullptr || child->end_order() < culprit->end_order())) culprit = child;
+  }
+  if (culprit == nullptr) throw RunFailed(label + " run failed, and no process says why");
+  std::string message = label + " run failed: " + culprit->name() + " (pid " + std::to_string(culprit->pid()) +
+                         ") ended first, with " + culprit->describe_exit() + "; its stderr:\n" +
+                         indented(culprit->err_tail(kTailLines));
+  std::string others;
+  for (const Child* child : workers) {
+    if (child != culprit) others += "\n  " + child->name() + ": " + child->describe_exit() + last_line(*child);
+  }
+  if (!others.empty()) message += "\nthe others:" + others;
+  throw RunFailed(message);
+}
+
+// Starts ferry-master on port 0 and returns the address peers dial.
+std::string start_master(const BenchArgs& args, ChildSet& children, const Launcher& launcher, const Binaries& binaries,
+                         Child*& master) {
+  const Placement where = launcher.place(ProcessRole::master, 0);
+  std::vector<std::string> argv = where.argv_prefix;
+  argv.insert(argv.end(), {binaries.master, "--listen", where.host + ":0", "--log-level", "warn"});
+  if (!args.secret_file.empty()) argv.insert(argv.end(), {"--secret-file", args.secret_file});
+  master = &children.spawn("ferry-master", argv);
+  Child& m = *master;
+  children.pump_until([&] { return !m.running() || m.out().find('\n') != std::string::npos; },
+                      Clock::now() + kMasterStartup);
+  // "ferry-master listening on HOST:PORT"
+  const std::string line = m.out().substr(0, m.out().find('\n'));
+  const std::string prefix = "ferry-master listening on ";
+  const std::size_t colon = line.rfind(':');
+  if (line.rfind(prefix, 0) != 0 || colon == std::string::npos || colon + 1 >= line.size()) {
+    const std::string state = m.running() ? "gave no port within " + std::to_string(kMasterStartup.count()) + " s"
+                                          : "ended with " + m.describe_exit();
+    children.kill_all();
+    throw RunFailed("ferry-master (" + binaries.master + " on " + where.where + ") " + state + "; its stderr:\n" +
+                    indented(m.err_tail(kTailLines)));
+  }
+  return where.host + ":" + line.substr(colon + 1);
+}
+
+std::string sizes_arg(const BenchArgs& args) {
+  std::string out;
+  for (const std::size_t bytes : args.sizes) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(bytes);
+  }
+  return out;
+}
+
+// A fresh directory for Gloo's FileStore, removed when the run is over.
+class StoreDir {
+ public:
+  StoreDir() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/ferry-bench-gloo-XXXXXX";
+    if (::mkdtemp(pattern.data()) == nullptr) throw RunFailed("cannot create a Gloo store directory: " + pattern);
+    path_ = pattern;
+  }
+  ~StoreDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  StoreDir(const StoreDir&) = delete;
+  StoreDir& operator=(const StoreDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace
+
+std::vector<RunSummary> run_ferry(const BenchArgs& args, const Launcher& launcher, const Binaries& binaries) {
+  const double deadline_s = run_deadline_s(args);
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(deadline_s));
+  ChildSet children(args.verbose);
+  Child* master = nullptr;
+  std::string master_address = args.master;
+  if (master_address.empty()) master_address = start_master(args, children, launcher, binaries, master);
+
+  std::vector<Child*> peers;
+  for (int i = 0; i < args.peers; ++i) {
+    const Placement where = launcher.place(ProcessRole::ferry_peer, i);
+    std::vector<std::string> argv = where.argv_prefix;
+    argv.insert(argv.end(), {binaries.self, "--role", "peer", "--peer-index", std::to_string(i), "--bind-host",
+                             where.host, "--master", master_address});
+    const std::vector<std::string> forwarded = peer_forwarded_args(args);
+    argv.insert(argv.end(), forwarded.begin(), forwarded.end());
+    peers.push_back(&children.spawn("peer " + std::to_string(i), argv));
+  }
+  watch(children, peers, master, deadline, deadline_s, "ferry", args.sizes.size());
+  if (master != nullptr) children.stop(*master, kMasterStopGrace);
+
+  std::vector<std::vector<RankReport>> per_peer;
+  for (const Child* peer : peers) per_peer.push_back(parse_ferry_reports(peer->out(), peer->name()));
+  return summarize(args, {"ferry", "ring", args.connections, args.concurrent}, per_peer);
+}
+
+std::vector<RunSummary> run_gloo(const BenchArgs& args, const Launcher& launcher, const Binaries& binaries) {
+  const double deadline_s = run_deadline_s(args);
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(deadline_s));
+  const StoreDir store;
+  ChildSet children(args.verbose);
+  std::vector<Child*> ranks;
+  for (int r = 0; r < args.peers; ++r) {
+    const Placement where = launcher.place(ProcessRole::gloo_rank, r);
+    std::vector<std::string> argv = where.argv_prefix;
+    argv.insert(argv.end(), {binaries.gloo, "--rank", std::to_string(r), "--world", std::to_string(args.peers),
+                             "--store", store.path(), "--run-id", "ferry-bench", "--host", where.host, "--sizes",
+                             sizes_arg(args), "--dtype", std::string(elem_type_name(args.dtype)), "--algorithm",
+                             args.gloo_algorithm, "--iters", std::to_string(args.iters), "--warmup",
+                             std::to_string(args.warmup), "--timeout-s", std::to_string(kGlooTimeoutS)});
+    ranks.push_back(&children.spawn("gloo rank " + std::to_string(r), argv));
+  }
+  watch(children, ranks, nullptr, deadline, deadline_s, "gloo", args.sizes.size());
+
+  std::vector<std::vector<RankReport>> per_rank;
+  for (const Child* rank : ranks) per_rank.push_back(parse_gloo_reports(rank->out(), rank->name()));
+  return summarize(args, {"gloo", args.gloo_algorithm, 1, 1}, per_rank);
+}
+
+}  // namespace ferry::bench

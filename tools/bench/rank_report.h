@@ -1,0 +1,45 @@
+// What one rank (a ferry peer process or a Gloo rank) measured for one size: the
+// JSON line it prints on stdout, and its parsed form for the orchestrator.
+//
+// ferry peer line (one per size, in --sizes order):
+//   {"impl":"ferry","peer_index":1,"rank":0,"world":3,"bytes":1048576,"dtype":"f32","op":"sum",
+//    "connections":4,"concurrent":2,"times_s":[...],"bytes_sent":[...],"cpu_s":0.12,
+//    "hashes":["<xxh3 hex per op>",...],"correct":true}
+//   times_s / bytes_sent: one entry per timed iteration (bytes_sent summed over the
+//   concurrent ops); cpu_s: this process's user+sys CPU over the timed iterations;
+//   hashes: every op's result in the last iteration, tag order.
+// Gloo rank line: see tools/gloo_baseline/README.md (one hash, no bytes_sent; a
+// "cpu_s" over the timed iterations is used when present).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bench_args.h"
+
+namespace ferry::bench {
+
+struct RankReport {
+  int rank = -1;        // ring position (ferry) or Gloo rank
+  int peer_index = -1;  // ferry: which process of the orchestrator's; Gloo: the rank
+  int world = 0;
+  std::size_t bytes = 0;
+  std::vector<double> times_s;
+  std::vector<std::uint64_t> bytes_sent;  // empty when not measured (Gloo)
+  std::optional<double> cpu_s;            // empty when not measured (Gloo)
+  std::vector<std::string> hashes;        // per op, last iteration
+  bool correct = false;
+};
+
+std::string ferry_report_line(const BenchArgs& args, const RankReport& report);
+
+// Parses every line of a child's stdout. Throws std::runtime_error naming `who`
+// and the offending line.
+std::vector<RankReport> parse_ferry_reports(const std::string& out, const std::string& who);
+std::vector<RankReport> parse_gloo_reports(const std::string& out, const std::string& who);
+
+}  // namespace ferry::bench

@@ -1,0 +1,186 @@
+#include "report_json.h"
+
+#include <ferry/ferry.h>
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <stdexcept>
+
+#include "json.h"
+
+namespace ferry::bench {
+
+namespace {
+
+// The value after "key" and a colon on the first line of `file` that starts with it.
+std::string proc_field(const char* file, const std::string& key) {
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key, 0) != 0) continue;
+    const std::size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::size_t start = line.find_first_not_of(" \t", colon + 1);
+    return start == std::string::npos ? "" : line.substr(start);
+  }
+  return "";
+}
+
+void write_machine(JsonWriter& json) {
+  utsname names{};
+  ::uname(&names);
+  json.key("machine").begin_object();
+  json.key("nproc").value(static_cast<std::int64_t>(::sysconf(_SC_NPROCESSORS_ONLN)));
+  json.key("kernel").value(names.release);
+  json.key("os").value(std::string(names.sysname) + " " + names.version);
+  json.key("arch").value(names.machine);
+  json.key("hostname").value(names.nodename);
+  json.key("cpu_model").value(proc_field("/proc/cpuinfo", "model name"));
+  const std::string mem_kib = proc_field("/proc/meminfo", "MemTotal");  // "24576000 kB"
+  json.key("mem_total_bytes").value(static_cast<std::uint64_t>(std::strtoull(mem_kib.c_str(), nullptr, 10)) * 1024);
+  double load[3] = {0, 0, 0};
+  json.key("loadavg").begin_array();
+  if (::getloadavg(load, 3) == 3) {
+    for (const double l : load) json.value(l);
+  }
+  json.end_array();
+  json.key("ferry_version").value(ferry_version());
+  char when[32];
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  ::gmtime_r(&now, &utc);
+  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  json.key("time_utc").value(when);
+  json.end_object();
+}
+
+void optional_string(JsonWriter& json, const char* key, const std::string& value) {
+  json.key(key);
+  if (value.empty()) {
+    json.null();
+  } else {
+    json.value(value);
+  }
+}
+
+void optional_number(JsonWriter& json, const char* key, std::uint64_t value) {
+  json.key(key);
+  if (value == 0) {
+    json.null();
+  } else {
+    json.value(value);
+  }
+}
+
+void write_args(JsonWriter& json, const BenchArgs& args, const std::string& placement) {
+  json.key("args").begin_object();
+  json.key("peers").value(args.peers);
+  json.key("sizes").begin_array();
+  for (const std::size_t bytes : args.sizes) json.value(static_cast<std::uint64_t>(bytes));
+  json.end_array();
+  json.key("dtype").value(elem_type_name(args.dtype));
+  json.key("op").value(reduce_kind_name(args.op));
+  json.key("connections").value(args.connections);
+  json.key("concurrent").value(args.concurrent);
+  json.key("iters").value(args.iters);
+  json.key("warmup").value(args.warmup);
+  optional_string(json, "baseline", args.baseline);
+  json.key("gloo_algorithm").value(args.gloo_algorithm);
+  optional_string(json, "master", args.master);
+  optional_string(json, "cc", args.congestion_control);
+  optional_string(json, "secret_file", args.secret_file);
+  optional_number(json, "io_threads", args.io_threads);
+  optional_number(json, "chunk_bytes", args.chunk_bytes);
+  json.key("timeout_s").value(run_deadline_s(args));
+  json.key("placement").value(placement);
+  json.key("argv").begin_array();
+  for (const std::string& arg : args.argv) json.value(arg);
+  json.end_array();
+  json.end_object();
+}
+
+void write_run(JsonWriter& json, const RunSummary& run, int iters) {
+  json.begin_object();
+  json.key("impl").value(run.impl);
+  json.key("algorithm").value(run.algorithm);
+  json.key("peers").value(run.peers);
+  json.key("bytes").value(static_cast<std::uint64_t>(run.bytes));
+  json.key("count").value(static_cast<std::uint64_t>(run.count));
+  json.key("dtype").value(run.dtype);
+  json.key("op").value(run.op);
+  json.key("quant").value(run.quant);
+  json.key("connections").value(run.connections);
+  json.key("concurrent").value(run.concurrent);
+  json.key("iters").value(iters);
+  json.key("time_s_median").value(run.time_s_median);
+  json.key("time_s_min").value(run.time_s_min);
+  json.key("algbw_GBps").value(run.algbw_GBps);
+  json.key("busbw_GBps").value(run.busbw_GBps);
+  json.key("wire_bytes_per_peer");
+  if (run.wire_bytes_per_peer) {
+    json.value(*run.wire_bytes_per_peer);
+  } else {
+    json.null();
+  }
+  json.key("wire_bytes_ideal").value(run.wire_bytes_ideal);
+  json.key("bit_identical").value(run.bit_identical);
+  json.key("correct").value(run.correct);
+  json.key("cpu_s_per_GB");
+  if (run.cpu_s_per_GB) {
+    json.value(*run.cpu_s_per_GB);
+  } else {
+    json.null();
+  }
+  json.key("result_hashes").begin_array();
+  for (const std::string& hash : run.result_hashes) json.value(hash);
+  json.end_array();
+  json.key("times_s").begin_array();
+  for (const double t : run.times_s) json.value(t);
+  json.end_array();
+  json.end_object();
+}
+
+}  // namespace
+
+void write_json_report(const std::string& path, const BenchArgs& args, const std::string& placement,
+                       const std::vector<RunSummary>& runs) {
+  JsonWriter json;
+  json.begin_object();
+  json.newline(2).key("runs").begin_array();
+  for (const RunSummary& run : runs) {
+    json.newline(4);
+    write_run(json, run, args.iters);
+  }
+  json.end_array();
+  json.newline(2).key("ratios").begin_array();
+  for (const RunSummary& ours : runs) {
+    if (ours.impl != "ferry") continue;
+    for (const RunSummary& theirs : runs) {
+      if (theirs.impl != "gloo" || theirs.bytes != ours.bytes || theirs.busbw_GBps <= 0) continue;
+      json.begin_object();
+      json.key("bytes").value(static_cast<std::uint64_t>(ours.bytes));
+      json.key("busbw_ferry_over_gloo").value(ours.busbw_GBps / theirs.busbw_GBps);
+      json.end_object();
+    }
+  }
+  json.end_array();
+  json.newline(2);
+  write_machine(json);
+  json.newline(2);
+  write_args(json, args, placement);
+  json.newline(0).end_object();
+
+  std::FILE* file = std::fopen(path.c_str(), "w");
+  if (file == nullptr) throw std::runtime_error("cannot write --json " + path + ": " + std::strerror(errno));
+  const std::string& text = json.str();
+  const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size() && std::fputc('\n', file) != EOF;
+  if (std::fclose(file) != 0 || !written) throw std::runtime_error("cannot write --json " + path + ": " + std::strerror(errno));
+}
+
+}  // namespace ferry::bench

@@ -1,0 +1,29 @@
+// --json FILE: every run's figures, the machine, and the arguments, for scripts
+// and for comparing runs later. Schema (keys only ever added):
+//   {"runs": [{"impl": "ferry"|"gloo", "algorithm", "peers", "bytes", "count", "dtype", "op",
+//              "quant": "none", "connections", "concurrent", "iters",
+//              "time_s_median", "time_s_min", "algbw_GBps", "busbw_GBps",
+//              "wire_bytes_per_peer" (null for gloo: not measured), "wire_bytes_ideal",
+//              "bit_identical", "correct", "cpu_s_per_GB" (null for gloo),
+//              "result_hashes": [per op, when bit_identical], "times_s": [...]}],
+//    "ratios": [{"bytes", "busbw_ferry_over_gloo"}],
+//    "machine": {"nproc", "kernel", "os", "arch", "hostname", "cpu_model", "mem_total_bytes",
+//                "loadavg", "ferry_version", "time_utc"},
+//    "args": {"peers", "sizes", "dtype", "op", "connections", "concurrent", "iters", "warmup",
+//             "baseline", "gloo_algorithm", "master", "cc", "secret_file", "io_threads", "chunk_bytes",
+//             "timeout_s", "placement", "argv"}}
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "aggregate.h"
+#include "bench_args.h"
+
+namespace ferry::bench {
+
+// Throws std::runtime_error when the file cannot be written.
+void write_json_report(const std::string& path, const BenchArgs& args, const std::string& placement,
+                       const std::vector<RunSummary>& runs);
+
+}  // namespace ferry::bench
