@@ -13,6 +13,8 @@
 #include "rank_report.h"
 
 using namespace ferry::bench;
+using ferry::tooling::hash_hex;
+using ferry::tooling::op_seed;
 
 TEST_CASE("sizes take binary K/M/G suffixes and print back the same way", "[bench]") {
   CHECK(parse_byte_size("4096") == 4096);

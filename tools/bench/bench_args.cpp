@@ -11,76 +11,20 @@
 
 namespace ferry::bench {
 
-std::string_view elem_type_name(ElemType type) {
-  switch (type) {
-    case ElemType::f32: return "f32";
-    case ElemType::f64: return "f64";
-    case ElemType::i32: return "i32";
-  }
-  return "?";
-}
-
-std::size_t elem_type_size(ElemType type) {
-  switch (type) {
-    case ElemType::f32: return 4;
-    case ElemType::f64: return 8;
-    case ElemType::i32: return 4;
-  }
-  return 0;
-}
-
-std::string_view reduce_kind_name(ReduceKind op) {
-  switch (op) {
-    case ReduceKind::sum: return "sum";
-    case ReduceKind::min: return "min";
-    case ReduceKind::max: return "max";
-  }
-  return "?";
-}
-
 std::size_t parse_byte_size(std::string_view text) {
-  const std::string shown(text);
-  std::uint64_t value = 0;
-  const char* const begin = text.data();
-  const char* const end = begin + text.size();
-  const auto [stop, ec] = std::from_chars(begin, end, value);
-  if (ec != std::errc{} || stop == begin) {
-    throw ArgsError("bad size '" + shown + "': expected bytes with an optional K, M or G suffix");
+  try {
+    return tooling::parse_byte_size(text);
+  } catch (const std::invalid_argument& e) {
+    throw ArgsError(e.what());
   }
-  unsigned shift = 0;
-  if (stop != end) {
-    if (stop + 1 != end) throw ArgsError("bad size '" + shown + "': one suffix letter at most (K, M or G)");
-    switch (*stop) {
-      case 'k': case 'K': shift = 10; break;
-      case 'm': case 'M': shift = 20; break;
-      case 'g': case 'G': shift = 30; break;
-      default: throw ArgsError("bad size '" + shown + "': unknown suffix (K, M, G are binary: 1M = 1048576)");
-    }
-  }
-  if (value == 0) throw ArgsError("bad size '" + shown + "': must be at least one element");
-  if (value > (std::numeric_limits<std::size_t>::max() >> shift)) throw ArgsError("bad size '" + shown + "': too large");
-  return static_cast<std::size_t>(value << shift);
 }
 
 std::vector<std::size_t> parse_byte_sizes(std::string_view text) {
-  std::vector<std::size_t> sizes;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const std::size_t comma = std::min(text.find(',', start), text.size());
-    sizes.push_back(parse_byte_size(text.substr(start, comma - start)));
-    start = comma + 1;
+  try {
+    return tooling::parse_byte_sizes(text);
+  } catch (const std::invalid_argument& e) {
+    throw ArgsError(e.what());
   }
-  return sizes;
-}
-
-std::string format_byte_size(std::size_t bytes) {
-  static constexpr const char* kSuffixes[] = {"G", "M", "K"};
-  static constexpr unsigned kShifts[] = {30, 20, 10};
-  for (std::size_t i = 0; i < 3; ++i) {
-    const std::size_t unit = std::size_t{1} << kShifts[i];
-    if (bytes >= unit && bytes % unit == 0) return std::to_string(bytes / unit) + kSuffixes[i];
-  }
-  return std::to_string(bytes);
 }
 
 namespace {

@@ -14,6 +14,9 @@
 #include <string_view>
 #include <vector>
 
+#include "byte_size.h"
+#include "element_type.h"
+
 namespace ferry::bench {
 
 // A command line that cannot be run; what() is the message for the user.
@@ -23,15 +26,14 @@ class ArgsError : public std::runtime_error {
 };
 
 enum class Role { orchestrator, peer };
-// The dtypes whose sums of the bench's small-integer inputs are exact, and
-// which the Gloo baseline also runs.
-enum class ElemType { f32, f64, i32 };
-// Ops whose results are exact whatever the reduction order.
-enum class ReduceKind { sum, min, max };
-
-std::string_view elem_type_name(ElemType type);
-std::size_t elem_type_size(ElemType type);
-std::string_view reduce_kind_name(ReduceKind op);
+// The dtypes whose sums of the bench's small-integer inputs are exact, which
+// the Gloo baseline also runs; ops whose results are exact in any order.
+using tooling::ElemType;
+using tooling::ReduceKind;
+using tooling::elem_type_name;
+using tooling::elem_type_size;
+using tooling::reduce_kind_name;
+using tooling::format_byte_size;
 
 struct BenchArgs {
   Role role = Role::orchestrator;
@@ -63,11 +65,9 @@ struct BenchArgs {
   std::vector<std::string> argv;  // the command line as given, for the JSON record
 };
 
-// Parses "1048576", "64K", "1M", "2G" (binary multiples, case-insensitive).
+// tooling::parse_byte_size(s), reporting a bad size as ArgsError.
 std::size_t parse_byte_size(std::string_view text);
 std::vector<std::size_t> parse_byte_sizes(std::string_view text);
-// "1M" for 1048576, "1536K", "1000" — the shortest exact binary-suffixed form.
-std::string format_byte_size(std::size_t bytes);
 
 // Returns std::nullopt when --help was printed. Throws ArgsError.
 std::optional<BenchArgs> parse_bench_args(int argc, char** argv);

@@ -12,7 +12,7 @@
 #include "aggregate.h"
 #include "bench_args.h"
 #include "binaries.h"
-#include "child_process.h"
+#include "child_process.h"  // tools/common
 #include "orchestrator.h"
 #include "peer_role.h"
 #include "placement.h"
@@ -45,7 +45,7 @@ bool all_good(const std::vector<RunSummary>& runs) {
 }
 
 int run_orchestrator(const BenchArgs& args) {
-  install_child_cleanup_on_signals();
+  ferry::tooling::install_child_cleanup_on_signals();
   const bool with_gloo = args.baseline == "gloo";
   const Binaries binaries = find_binaries(args.bin_dir, args.master.empty(), with_gloo);
   const auto launcher = make_local_launcher();

@@ -6,10 +6,14 @@
 #include <filesystem>
 #include <string>
 
-#include "child_process.h"
+#include "child_process.h"  // tools/common
 #include "rank_report.h"
 
 namespace ferry::bench {
+
+using tooling::Child;
+using tooling::ChildSet;
+using tooling::Clock;
 
 namespace {
 

@@ -20,6 +20,11 @@
 
 namespace ferry::bench {
 
+using tooling::fill_input;
+using tooling::matches_expected;
+using tooling::hash_hex;
+using tooling::op_seed;
+
 namespace {
 
 // Any tag outside 0..C-1 (the measured ops') names the barrier.

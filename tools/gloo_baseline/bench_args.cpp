@@ -11,24 +11,6 @@
 
 namespace ferry::gloo_baseline {
 
-std::string_view dtype_name(Dtype dtype) {
-  switch (dtype) {
-    case Dtype::f32: return "f32";
-    case Dtype::f64: return "f64";
-    case Dtype::i32: return "i32";
-  }
-  return "?";
-}
-
-std::size_t dtype_size(Dtype dtype) {
-  switch (dtype) {
-    case Dtype::f32: return 4;
-    case Dtype::f64: return 8;
-    case Dtype::i32: return 4;
-  }
-  return 0;
-}
-
 std::string_view algorithm_name(Algorithm algorithm) {
   switch (algorithm) {
     case Algorithm::allreduce: return "allreduce";
@@ -39,45 +21,19 @@ std::string_view algorithm_name(Algorithm algorithm) {
 }
 
 std::size_t parse_byte_size(std::string_view text) {
-  const std::string shown(text);
-  std::uint64_t value = 0;
-  const char* const begin = text.data();
-  const char* const end = begin + text.size();
-  const auto [stop, ec] = std::from_chars(begin, end, value);
-  if (ec != std::errc{} || stop == begin) {
-    throw ArgsError("bad size '" + shown + "': expected a number of bytes with an optional K, M or G suffix");
+  try {
+    return tooling::parse_byte_size(text);
+  } catch (const std::invalid_argument& e) {
+    throw ArgsError(e.what());
   }
-  unsigned shift = 0;
-  if (stop != end) {
-    if (stop + 1 != end) {
-      throw ArgsError("bad size '" + shown + "': only one suffix letter (K, M or G) is allowed");
-    }
-    switch (*stop) {
-      case 'k': case 'K': shift = 10; break;
-      case 'm': case 'M': shift = 20; break;
-      case 'g': case 'G': shift = 30; break;
-      default:
-        throw ArgsError("bad size '" + shown + "': unknown suffix (K, M and G are binary: 1M = 1048576)");
-    }
-  }
-  if (value == 0) {
-    throw ArgsError("bad size '" + shown + "': must be at least one element");
-  }
-  if (value > (std::numeric_limits<std::size_t>::max() >> shift)) {
-    throw ArgsError("bad size '" + shown + "': too large");
-  }
-  return static_cast<std::size_t>(value << shift);
 }
 
 std::vector<std::size_t> parse_byte_sizes(std::string_view text) {
-  std::vector<std::size_t> sizes;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const std::size_t comma = std::min(text.find(',', start), text.size());
-    sizes.push_back(parse_byte_size(text.substr(start, comma - start)));
-    start = comma + 1;
+  try {
+    return tooling::parse_byte_sizes(text);
+  } catch (const std::invalid_argument& e) {
+    throw ArgsError(e.what());
   }
-  return sizes;
 }
 
 namespace {

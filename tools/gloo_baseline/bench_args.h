@@ -1,6 +1,9 @@
 // Command line of ferry-gloo-bench: what one rank of the Gloo baseline runs.
 #pragma once
 
+#include "byte_size.h"
+#include "element_type.h"
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -13,15 +16,15 @@
 
 namespace ferry::gloo_baseline {
 
-enum class Dtype { f32, f64, i32 };
+using Dtype = tooling::ElemType;  // the element types both ferry and Gloo run
 enum class Algorithm {
   allreduce,     // gloo::allreduce (gloo/allreduce.h), ring, in place
   ring,          // gloo::AllreduceRing<T>
   ring_chunked,  // gloo::AllreduceRingChunked<T>
 };
 
-std::string_view dtype_name(Dtype dtype);
-std::size_t dtype_size(Dtype dtype);
+inline std::string_view dtype_name(Dtype dtype) { return tooling::elem_type_name(dtype); }
+inline std::size_t dtype_size(Dtype dtype) { return tooling::elem_type_size(dtype); }
 std::string_view algorithm_name(Algorithm algorithm);
 
 struct BenchArgs {

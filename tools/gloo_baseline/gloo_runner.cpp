@@ -1,5 +1,7 @@
 #include "gloo_runner.h"
 
+#include <xxhash.h>
+
 #include "input_pattern.h"
 
 #include <gloo/allreduce.h>
@@ -124,7 +126,7 @@ SizeResult GlooBench::run_typed(std::size_t bytes) {
   // The pristine input is generated once; each iteration starts from a copy,
   // because the all-reduce overwrites its buffer.
   std::vector<T> input(count);
-  fill_input<T>(input, args_.seed, args_.rank);
+  tooling::fill_input(args_.dtype, input.data(), count, args_.seed, args_.rank);
   std::vector<T> work(count);
   const auto run_once = make_allreduce<T>(args_.algorithm, context_, work.data(), count, args_.timeout);
 
@@ -142,9 +144,10 @@ SizeResult GlooBench::run_typed(std::size_t bytes) {
     }
   }
 
-  result.result_hash = hash_bytes(work.data(), bytes);
+  result.result_hash = XXH3_64bits(work.data(), bytes);
   std::size_t first_bad = 0;
-  result.correct = matches_expected_sum<T>(std::span<const T>(work), args_.seed, args_.world, &first_bad);
+  result.correct = tooling::matches_expected(args_.dtype, tooling::ReduceKind::sum, work.data(), count, args_.seed,
+                                             args_.world, &first_bad);
   if (!result.correct) {
     std::fprintf(stderr, "ferry-gloo-bench[rank %d]: %zu bytes: element %zu differs from the expected sum\n",
                  args_.rank, bytes, first_bad);

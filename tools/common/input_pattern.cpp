@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <type_traits>
 
-namespace ferry::bench {
+namespace ferry::tooling {
 
 namespace {
 
@@ -21,11 +21,15 @@ std::uint64_t mix64(std::uint64_t x) {
   return x;
 }
 
+}  // namespace
+
 std::int32_t pattern_units(std::uint64_t seed, int rank, std::uint64_t index) {
   const std::uint64_t key = seed * 0x9E3779B97F4A7C15ULL + static_cast<std::uint64_t>(rank) * 0xD1B54A32D192ED03ULL +
                             index * 0x8CB92BA72F3D8DD7ULL;
   return static_cast<std::int32_t>(mix64(key) >> 58) - 32;
 }
+
+namespace {
 
 template <typename T>
 T element_value(std::int64_t units) {
@@ -89,4 +93,4 @@ std::string hash_hex(const void* data, std::size_t bytes) {
   return text;
 }
 
-}  // namespace ferry::bench
+}  // namespace ferry::tooling

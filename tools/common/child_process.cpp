@@ -16,7 +16,7 @@
 #include <cstring>
 #include <stdexcept>
 
-namespace ferry::bench {
+namespace ferry::tooling {
 
 namespace {
 
@@ -305,4 +305,4 @@ void ChildSet::kill_all() {
       Clock::now() + std::chrono::seconds(5));
 }
 
-}  // namespace ferry::bench
+}  // namespace ferry::tooling

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-namespace ferry::bench {
+namespace ferry::tooling {
 
 using Clock = std::chrono::steady_clock;
 
@@ -93,4 +93,4 @@ class ChildSet {
 // die of the same signal. Call once, early in main.
 void install_child_cleanup_on_signals();
 
-}  // namespace ferry::bench
+}  // namespace ferry::tooling

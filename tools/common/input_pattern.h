@@ -6,22 +6,24 @@
 // are exact anyway), so a correct all-reduce matches the expected buffer bit for
 // bit and `correct` can demand equality.
 //
-// The formula is the one of tools/gloo_baseline/input_pattern.cpp (keep them in
-// step): with seed 1 — what ferry-bench gives its op 0 — ferry's result and
-// Gloo's are the same bytes, so their hashes can be compared across the two.
+// ferry-bench and ferry-gloo-bench share it: with seed 1 (ferry-bench's op 0)
+// ferry's result and Gloo's are the same bytes, so their hashes can be compared.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
-#include "bench_args.h"
+#include "element_type.h"
 
-namespace ferry::bench {
+namespace ferry::tooling {
 
 // The seed of the k-th concurrent operation (tag k): distinct inputs per op, so
 // a chunk delivered to the wrong op shows up as a wrong result.
 inline std::uint64_t op_seed(std::uint32_t op_index) { return 1 + std::uint64_t{op_index}; }
+
+// The integer behind element `index` of `rank`'s input.
+std::int32_t pattern_units(std::uint64_t seed, int rank, std::uint64_t index);
 
 // Writes rank's input: `count` elements of `type` at `out`.
 void fill_input(ElemType type, void* out, std::size_t count, std::uint64_t seed, int rank);
@@ -34,4 +36,4 @@ bool matches_expected(ElemType type, ReduceKind op, const void* result, std::siz
 // xxh3-64 of the bytes, as 16 lower-case hex digits (Gloo's result_hash form).
 std::string hash_hex(const void* data, std::size_t bytes);
 
-}  // namespace ferry::bench
+}  // namespace ferry::tooling
