@@ -190,8 +190,21 @@ ferry_result ferry_comm_get_attribute(const ferry_comm* comm, ferry_attribute at
       case FERRY_ATTR_LARGEST_GROUP_SIZE: *value = a.largest_group; return;
       case FERRY_ATTR_RANK: *value = a.rank; return;
       case FERRY_ATTR_PEER_GROUP: *value = a.peer_group; return;
+      case FERRY_ATTR_PEER_ID: *value = a.peer_id; return;
+      case FERRY_ATTR_EPOCH: *value = a.epoch; return;
     }
     throw Error(Errc::invalid_argument, "unknown attribute " + std::to_string(static_cast<int>(attribute)));
+  });
+}
+
+ferry_result ferry_comm_ring(const ferry_comm* comm, uint64_t* ids, size_t capacity, size_t* count) {
+  return guarded([&] {
+    require(comm, "comm");
+    require(count, "count");
+    if (capacity > 0) require(ids, "ids");
+    auto a = comm->impl->attributes();
+    *count = a.ring.size();
+    std::copy_n(a.ring.begin(), std::min(capacity, a.ring.size()), ids);
   });
 }
 

@@ -294,7 +294,9 @@ typedef enum ferry_attribute {
   FERRY_ATTR_NUM_GROUPS = 2,         /* groups with at least one accepted peer */
   FERRY_ATTR_LARGEST_GROUP_SIZE = 3, /* the largest group's world size */
   FERRY_ATTR_RANK = 4,               /* this peer's position in its ring */
-  FERRY_ATTR_PEER_GROUP = 5          /* this peer's group id */
+  FERRY_ATTR_PEER_GROUP = 5,         /* this peer's group id */
+  FERRY_ATTR_PEER_ID = 6,            /* this peer's id, assigned by the master (unique in the run) */
+  FERRY_ATTR_EPOCH = 7               /* the ring's epoch: changes with every topology vote */
 } ferry_attribute;
 
 /* Reads an attribute as of the last topology this peer joined. Does not
@@ -302,6 +304,14 @@ typedef enum ferry_attribute {
    FERRY_ERR_INVALID_USAGE (not connected yet). */
 FERRY_API ferry_result ferry_comm_get_attribute(const ferry_comm* comm, ferry_attribute attribute,
                                                 int64_t* value);
+
+/* The ids (FERRY_ATTR_PEER_ID) of the ring's members in ring order, as of the
+   last topology this peer joined: who a collective runs with. Writes at most
+   `capacity` ids to `ids` (may be NULL when capacity is 0) and the ring's
+   size to *count. Does not block.
+   Errors: FERRY_ERR_INVALID_ARGUMENT (NULL comm or count, NULL ids with
+   capacity > 0), FERRY_ERR_INVALID_USAGE (not connected yet). */
+FERRY_API ferry_result ferry_comm_ring(const ferry_comm* comm, uint64_t* ids, size_t capacity, size_t* count);
 
 /* Leaves the run cleanly (the master drops this peer at once; the others'
    next collective reports FERRY_ERR_PEER_LOST until they call

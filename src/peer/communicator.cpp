@@ -160,6 +160,9 @@ Attributes Communicator::attributes() const {
   a.largest_group = world_.largest_group;
   a.rank = rank_;
   a.peer_group = config_.peer_group;
+  a.peer_id = static_cast<int64_t>(peer_id_);
+  a.epoch = static_cast<int64_t>(epoch_);
+  for (const auto& m : ring_) a.ring.push_back(m.peer_id);
   return a;
 }
 

@@ -59,6 +59,8 @@ struct CommConfig {
 
 struct Attributes {
   int64_t global_world = 0, group_world = 0, num_groups = 0, largest_group = 0, rank = 0, peer_group = 0;
+  int64_t peer_id = 0, epoch = 0;
+  std::vector<uint64_t> ring;  // member ids in ring order
 };
 
 class Communicator final : private OpHost {

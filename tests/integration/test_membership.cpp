@@ -200,3 +200,28 @@ TEST_CASE("membership: when the master stops, calls fail with FERRY_ERR_MASTER_L
   CHECK(std::string(ferry_last_error()).find("master") != std::string::npos);
   ferry_comm_destroy(comm);
 }
+
+TEST_CASE("membership: every peer sees the same ring of ids, itself at its rank", "[membership]") {
+  EmbeddedMaster master;
+  std::vector<std::vector<uint64_t>> rings(3);
+  std::vector<int64_t> ids(3), ranks(3), epochs(3);
+  auto results = run_peers(3, [&](size_t who) {
+    ferry_comm* comm = create_peer(master.address());
+    grow_group(comm, 3);
+    size_t n = 0;
+    must(ferry_comm_ring(comm, nullptr, 0, &n), "ferry_comm_ring");
+    rings[who].resize(n);
+    must(ferry_comm_ring(comm, rings[who].data(), n, &n), "ferry_comm_ring");
+    ids[who] = attribute(comm, FERRY_ATTR_PEER_ID);
+    ranks[who] = attribute(comm, FERRY_ATTR_RANK);
+    epochs[who] = attribute(comm, FERRY_ATTR_EPOCH);
+    ferry_comm_destroy(comm);
+  });
+  REQUIRE(failures(results) == "");
+  for (size_t i = 0; i < 3; ++i) {
+    REQUIRE(rings[i].size() == 3);
+    CHECK(rings[i] == rings[0]);
+    CHECK(rings[i][static_cast<size_t>(ranks[i])] == static_cast<uint64_t>(ids[i]));
+    CHECK(epochs[i] == epochs[0]);
+  }
+}
