@@ -57,6 +57,7 @@ std::vector<RunSummary> summarize(const BenchArgs& args, const RunShape& shape,
     run.dtype = elem_type_name(args.dtype);
     run.op = reduce_kind_name(args.op);
     run.connections = shape.connections;
+    run.quant = shape.impl == "ferry" ? args.quant : "none";
     run.concurrent = shape.concurrent;
     run.times_s.assign(static_cast<std::size_t>(args.iters), 0.0);
     run.bit_identical = true;

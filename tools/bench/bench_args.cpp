@@ -51,6 +51,7 @@ void check_consistency(const BenchArgs& args) {
                       std::string(elem_type_name(args.dtype)) + " element size");
     }
   }
+  if (args.quant != "none" && args.dtype == ElemType::i32) throw ArgsError("--quant applies to f32 and f64 data");
   if (!args.baseline.empty() && args.baseline != "gloo") {
     throw ArgsError("--baseline: only 'gloo' is known");
   }
@@ -101,6 +102,12 @@ std::optional<BenchArgs> parse_bench_args(int argc, char** argv) {
   app.add_option("--master", args.master, "HOST:PORT of a running ferry-master to join instead of starting one");
   app.add_option("--json", args.json_path, "Write every run's figures to this file as JSON");
   app.add_option("--cc", args.congestion_control, "TCP congestion control of the p2p links (bbr, cubic, ...)");
+  app.add_option("--quant", args.quant, "Wire quantization of ferry's all-reduces: none, u8, i8, u4, f16, bf16")
+      ->check(CLI::IsMember({"none", "u8", "i8", "u4", "f16", "bf16"}))
+      ->capture_default_str();
+  app.add_option("--wan", args.wan,
+                 "Run master, peers and the baseline on an emulated WAN (network namespaces; needs root), e.g. "
+                 "rtt=50ms,loss=0.1%,rate=200mbit,cc=cubic");
   app.add_option("--io-threads", args.io_threads, "Communicator I/O threads per peer (default: ferry's)")
       ->check(CLI::Range(1u, 64u));
   app.add_option("--chunk-bytes", args.chunk_bytes, "Largest pipelining chunk, bytes (default: ferry's)")
@@ -153,6 +160,7 @@ std::vector<std::string> peer_forwarded_args(const BenchArgs& args) {
                                "--iters",       std::to_string(args.iters),
                                "--warmup",      std::to_string(args.warmup)};
   if (!args.congestion_control.empty()) out.insert(out.end(), {"--cc", args.congestion_control});
+  if (args.quant != "none") out.insert(out.end(), {"--quant", args.quant});
   if (args.io_threads != 0) out.insert(out.end(), {"--io-threads", std::to_string(args.io_threads)});
   if (args.chunk_bytes != 0) out.insert(out.end(), {"--chunk-bytes", std::to_string(args.chunk_bytes)});
   if (!args.secret_file.empty()) out.insert(out.end(), {"--secret-file", args.secret_file});

@@ -50,6 +50,8 @@ struct BenchArgs {
   std::string master;             // HOST:PORT of a running master; "" starts one
   std::string json_path;          // "" writes no JSON
   std::string congestion_control; // "" keeps the system's
+  std::string quant = "none";     // none, u8, i8, u4, f16, bf16 (ferry only; lossy: results checked for bit-identity only)
+  std::string wan;                // "" on loopback; else an emulated WAN spec: rtt=50ms,loss=0.1%,rate=200mbit[,cc=...]
   std::uint32_t io_threads = 0;   // 0 keeps ferry's default
   std::uint32_t chunk_bytes = 0;  // 0 keeps ferry's default
   std::string secret_file;        // run secret for master and peers; "" for none

@@ -12,6 +12,7 @@
 #include "aggregate.h"
 #include "bench_args.h"
 #include "binaries.h"
+#include "wan_launcher.h"
 #include "child_process.h"  // tools/common
 #include "orchestrator.h"
 #include "peer_role.h"
@@ -48,7 +49,7 @@ int run_orchestrator(const BenchArgs& args) {
   ferry::tooling::install_child_cleanup_on_signals();
   const bool with_gloo = args.baseline == "gloo";
   const Binaries binaries = find_binaries(args.bin_dir, args.master.empty(), with_gloo);
-  const auto launcher = make_local_launcher();
+  const auto launcher = args.wan.empty() ? make_local_launcher() : make_wan_launcher(args.wan, args.peers);
 
   std::fprintf(stderr, "ferry-bench: ferry, %d peers, %zu sizes, deadline %.0f s per implementation\n", args.peers,
                args.sizes.size(), run_deadline_s(args));
