@@ -142,7 +142,7 @@ void ferry_comm_params_init(ferry_comm_params* params) {
   params->progress_timeout_ms = 20000;
   params->heartbeat_timeout_ms = 10000;
   params->io_threads = 2;
-  params->max_chunk_bytes = 1u << 20;
+  params->max_chunk_bytes = 256u << 10;
 }
 
 ferry_result ferry_comm_create(const ferry_comm_params* params, ferry_comm** out) {

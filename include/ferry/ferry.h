@@ -236,8 +236,9 @@ typedef struct ferry_comm_params {
   /* Threads that run this communicator's network I/O and reductions.
      1..64, default 2. */
   uint32_t io_threads;
-  /* Largest pipelining unit of an all-reduce, in bytes. Default 1 MiB;
-     4 KiB..64 MiB. */
+  /* Largest pipelining unit of an all-reduce, in bytes. Default 256 KiB
+     (measured: a chunk that stays in cache between the kernel's copy, the
+     checksum and the reduction costs the least CPU); 4 KiB..64 MiB. */
   uint32_t max_chunk_bytes;
   /* TCP congestion control for this peer's p2p connections ("bbr",
      "cubic", ...), or NULL (default) for the system's. On a lossy long link

@@ -65,7 +65,7 @@ class Communicator:
         heartbeat_timeout_ms: silence after which the master drops this peer, and
             after which a silent master is MasterLostError (10000).
         io_threads: library threads for network I/O and reductions, 1..64 (2).
-        max_chunk_bytes: largest pipelining unit, 4 KiB..64 MiB (1 MiB).
+        max_chunk_bytes: largest pipelining unit, 4 KiB..64 MiB (256 KiB).
         congestion_control: TCP congestion control for p2p sockets ("bbr", "cubic", ...).
         secret_file: path of the run secret (see Master); proves this peer to the master
             and to other peers and checks theirs (AuthError on connect when they differ).
@@ -157,7 +157,8 @@ class Communicator:
         desc.dtype = int(dtype)
         desc.op = int(parse_op(op))
         desc.tag = uint("tag", tag, 64)
-        parse_quant(quant)
+        desc.quant = parse_quant(quant)
+        desc.quant_block = 0  # the library's default block (256 elements)
 
     # ------------------------------------------------------------------ membership
 
@@ -282,8 +283,10 @@ class Communicator:
             op: "sum", "avg" (default), "prod", "min", "max", or a ReduceOp.
             tag: names the operation; must match on every peer (0..2**64-1).
             out: optional output tensor/array.
-            quant: None. Wire quantization is refused (InvalidArgumentError) until
-                the C API carries it.
+            quant: None (full precision, default) or the wire quantization: "u8", "i8",
+                "u4" (affine min-max per 256-element block), "f16", "bf16". Lossy, float
+                dtypes only (f16/bf16 wire: f32/f64 data only; else InvalidArgumentError),
+                must match on every peer; results stay bit-identical on every peer.
 
         Blocks until the master commits or aborts (at most timeout_ms to start,
         progress_timeout_ms without progress, timeout_ms to commit); the GIL is
