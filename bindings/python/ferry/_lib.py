@@ -105,6 +105,8 @@ class AllreduceDesc(ctypes.Structure):
         ("dtype", ctypes.c_int),  # ferry_dtype (a C enum: int-sized)
         ("op", ctypes.c_int),  # ferry_reduce_op
         ("tag", ctypes.c_uint64),
+        ("quant", ctypes.c_int),  # ferry_quant
+        ("quant_block", ctypes.c_uint32),
     ]
 
 

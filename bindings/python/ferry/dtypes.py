@@ -55,8 +55,9 @@ class ReduceOp(enum.IntEnum):
 _OP_NAMES = {"sum": ReduceOp.SUM, "avg": ReduceOp.AVG, "mean": ReduceOp.AVG, "prod": ReduceOp.PROD,
              "product": ReduceOp.PROD, "min": ReduceOp.MIN, "max": ReduceOp.MAX}
 
-#: Wire quantization names the Python API accepts (``quant=``). The C API does not
-#: carry quantization yet; see :func:`parse_quant`.
+#: Wire quantization names the Python API accepts (``quant=``), with their ``ferry_quant``
+#: numbers (FERRY_QUANT_NONE = 0 is ``None``).
+_QUANT_CODES = {"u8": 1, "i8": 2, "f16": 3, "bf16": 4, "u4": 5}
 QUANT_NAMES = ("u8", "i8", "f16", "bf16", "u4")
 
 
@@ -73,14 +74,13 @@ def parse_op(op: Union[str, ReduceOp, int]) -> ReduceOp:
         raise InvalidArgumentError(f"unknown reduce op {op!r}") from None
 
 
-def parse_quant(quant: Optional[str]) -> None:
-    """Checks ``quant=``. Only None (send full precision) is supported until ferry.h's
-    ``ferry_allreduce_desc`` gains quantization fields; every other value is refused with
-    :class:`InvalidArgumentError` (a ``ValueError``) rather than silently ignored."""
+def parse_quant(quant: Optional[str]) -> int:
+    """``quant=`` to its ``ferry_quant`` number: None (full precision, 0) or one of
+    :data:`QUANT_NAMES` (any case). Anything else is refused with :class:`InvalidArgumentError`
+    (a ``ValueError``). Whether the dtype can take it is the library's check (ferry.h)."""
     if quant is None:
-        return None
-    if not isinstance(quant, str) or quant.lower() not in QUANT_NAMES:
+        return 0
+    code = _QUANT_CODES.get(quant.lower()) if isinstance(quant, str) else None
+    if code is None:
         raise InvalidArgumentError(f"unknown quantization {quant!r}; expected None or one of {', '.join(QUANT_NAMES)}")
-    raise InvalidArgumentError(
-        f"quantization {quant!r} is not available yet: this version of the ferry C API "
-        "(ferry_allreduce_desc) has no quantization field; pass quant=None")
+    return code

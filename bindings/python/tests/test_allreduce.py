@@ -261,9 +261,45 @@ def test_bad_ops_tags_and_quantization_are_invalid_arguments(address):
             comm.all_reduce(data, tag=-1)
         with pytest.raises(ferry.InvalidArgumentError, match="unknown quantization"):
             comm.all_reduce(data, quant="u7")
+        with pytest.raises(ferry.InvalidArgumentError, match="unknown quantization"):
+            comm.all_reduce_many([data], quant=8)
+        # Quantization is for float data; f16/bf16 wire types for f32/f64 data only (ferry.h).
         for name in ferry.QUANT_NAMES:
-            with pytest.raises(ferry.InvalidArgumentError, match="not available"):
-                comm.all_reduce(data, quant=name)
-            with pytest.raises(ValueError):
-                comm.all_reduce_many([data], quant=name)
+            with pytest.raises(ferry.InvalidArgumentError, match="quant"):
+                comm.all_reduce(np.ones(4, np.int32), quant=name)
+        for name in ("f16", "bf16"):
+            with pytest.raises(ferry.InvalidArgumentError, match="quant"):
+                comm.all_reduce(np.ones(4, np.float16), quant=name)
         assert comm.all_reduce(data, quant=None, op="sum") is data
+
+
+@pytest.mark.parametrize("quant, shrink, tol", [("u8", 0.30, 0.03), ("i8", 0.30, 0.03), ("u4", 0.16, 0.5),
+                                                ("f16", 0.55, 5e-3), ("bf16", 0.55, 5e-2), ("U8", 0.30, 0.03)])
+@pytest.mark.parametrize("call", ["all_reduce", "all_reduce_async", "all_reduce_many"])
+def test_quantized_avg_is_close_bit_identical_and_smaller_on_the_wire(quant, shrink, tol, call, address):
+    """quant= reaches the C desc: fewer bytes on the wire, a close (lossy) result, and the
+    same bits on every peer."""
+    n = 1 << 14
+
+    def body(_):
+        with join(address, 2) as comm:
+            rng = np.random.default_rng(comm.rank)
+            data = torch.from_numpy(rng.standard_normal(n).astype(np.float32))
+            exact = comm.all_reduce(data.clone(), op="avg")
+            plain_bytes = comm.last_info.bytes_sent
+            if call == "all_reduce":
+                comm.all_reduce(data, op="avg", quant=quant)
+                sent = comm.last_info.bytes_sent
+            elif call == "all_reduce_async":
+                sent = comm.all_reduce_async(data, op="avg", quant=quant).wait().bytes_sent
+            else:
+                comm.all_reduce_many([data], op="avg", quant=quant)
+                sent = comm.last_info.bytes_sent
+            return exact.numpy(), data.numpy().copy(), plain_bytes, sent
+
+    results = run_threads(2, body)
+    (exact, got, plain_bytes, sent), (_, other, _, _) = results
+    assert got.tobytes() == other.tobytes()
+    assert 0 < sent < shrink * plain_bytes
+    assert np.max(np.abs(got - exact)) < tol
+    assert not np.array_equal(got, exact)  # it really was quantized
