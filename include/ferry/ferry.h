@@ -525,8 +525,11 @@ typedef struct ferry_sync_info {
    the master elects the winning content per tensor (see ferry_sync_strategy
    and the revision rule above); peers whose bytes differ fetch the winning
    bytes from the peers holding them, over several connections and from
-   several holders at once, verify their hash, and only then return. A holder
-   that dies mid-transfer is replaced by another holder when there is one.
+   several holders at once, verify their hash, and only then return. Chunks
+   from a holder whose connection breaks are fetched again from another
+   holder; but a member that dies fails the whole sync on every peer with
+   FERRY_ERR_PEER_LOST (all-or-nothing, like every collective), never a
+   success with a torn tensor.
    Every peer of the group must call it (same tensor names, dtypes and
    counts; the order may differ). Tensors are borrowed until the call
    returns: holders serve from them while others fetch.

@@ -3,7 +3,9 @@
 usage: peer_process.py MASTER_ADDRESS WORLD MODE
   joins, grows its group to WORLD peers, prints "ready RANK", then by MODE:
     sleep      sleeps (at most 60 s) until the test kills it;
-    allreduce  sum-all-reduces ones(1024) f32 once, prints "result VALUE", and exits.
+    allreduce  sum-all-reduces ones(1024) f32 once, prints "result VALUE", and exits;
+    hold       syncs holder_weights() as shared state at revision 1 (after a retryable
+               failure: update_topology and again), prints "synced", then sleeps like sleep.
 """
 
 import sys
@@ -13,6 +15,16 @@ import numpy as np
 
 import ferry
 
+HOLDER_ELEMENTS = 24 << 20  # 96 MiB of f32
+
+
+def holder_weights() -> np.ndarray:
+    """The same bytes in every holder: normal values with bf16's precision, so zstd has work
+    to do (a compressed fetch takes long enough to be interrupted)."""
+    weights = np.random.default_rng(7).standard_normal(HOLDER_ELEMENTS, dtype=np.float32)
+    weights.view(np.uint32)[:] &= 0xFFFF0000
+    return weights
+
 
 def main() -> int:
     address, world, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
@@ -21,7 +33,18 @@ def main() -> int:
     comm.connect()
     comm.wait_for_peers(world, timeout_s=15)
     print("ready", comm.rank, flush=True)
-    if mode == "sleep":
+    if mode == "hold":
+        state = {"weights": holder_weights()}
+        while True:
+            try:
+                comm.sync_shared_state(state, revision=1)
+                break
+            except ferry.FerryError as error:
+                if not error.is_retryable:
+                    raise
+                comm.update_topology()
+        print("synced", flush=True)
+    if mode in ("sleep", "hold"):
         time.sleep(60)
     elif mode == "allreduce":
         data = np.ones(1024, np.float32)

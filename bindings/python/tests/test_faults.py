@@ -128,3 +128,39 @@ def test_all_reduce_many_gives_up_when_the_world_is_too_small(address, processes
             return True
 
     assert run_threads(1, body) == [True]
+
+
+@pytest.mark.deadline(120)
+def test_a_holder_killed_mid_transfer_never_leaves_a_torn_tensor(address, processes):
+    """Two holder processes serve 96 MiB (zstd level 9, so the fetch takes a while) to a
+    newcomer; one holder is SIGKILLed while the newcomer fetches. The newcomer either finishes
+    from the other holder or fails with a retryable error; after update_topology a second sync
+    gives it the exact bytes. It never reports success with anything but those bytes."""
+    from peer_process import HOLDER_ELEMENTS, holder_weights
+
+    holders = [processes(address, 3, "hold") for _ in range(2)]
+    kill_after_s = 0.4
+
+    def body(_):
+        with join(address, 3) as comm:
+            for holder in holders:
+                holder.wait_ready()
+            state = {"weights": np.zeros(HOLDER_ELEMENTS, np.float32)}
+            threading.Timer(kill_after_s, holders[0].kill).start()
+            start = time.monotonic()
+            outcomes = []
+            try:
+                info = comm.sync_shared_state(state, revision=0, strategy="receive_only", compression_level=9)
+                outcomes.append(("synced", info.changed))
+            except (ferry.PeerLostError, ferry.TimeoutError) as error:
+                assert error.is_retryable
+                outcomes.append(("failed", type(error).__name__))
+                comm.update_topology()
+                info = comm.sync_shared_state(state, revision=0, strategy="receive_only", compression_level=9)
+                outcomes.append(("synced", info.changed))
+            return time.monotonic() - start, outcomes, state["weights"]
+
+    [(elapsed, outcomes, got)] = run_threads(1, body)
+    assert elapsed > kill_after_s  # the kill came while the newcomer was inside the sync
+    assert outcomes[-1] == ("synced", ("weights",))
+    assert got.tobytes() == holder_weights().tobytes()
