@@ -21,8 +21,9 @@ constexpr std::size_t kTailLines = 25;
 constexpr auto kMasterStartup = std::chrono::seconds(15);
 constexpr auto kGraceAfterFailure = std::chrono::seconds(2);
 constexpr auto kMasterStopGrace = std::chrono::seconds(3);
-// Gloo's per-collective deadline; its TCP connect gets five times this.
-constexpr int kGlooTimeoutS = 60;
+// Gloo's per-collective deadline (at least this; else the run's deadline, so
+// a slow emulated WAN does not time Gloo out first); its TCP connect gets five times it.
+constexpr int kGlooMinTimeoutS = 60;
 // Peers and Gloo ranks exit 3 when a result was wrong: their reports are whole,
 // and the tables say what was wrong.
 constexpr int kExitWrongResult = 3;
@@ -196,7 +197,8 @@ std::vector<RunSummary> run_gloo(const BenchArgs& args, const Launcher& launcher
                              "--store", store.path(), "--run-id", "ferry-bench", "--host", where.host, "--sizes",
                              sizes_arg(args), "--dtype", std::string(elem_type_name(args.dtype)), "--algorithm",
                              args.gloo_algorithm, "--iters", std::to_string(args.iters), "--warmup",
-                             std::to_string(args.warmup), "--timeout-s", std::to_string(kGlooTimeoutS)});
+                             std::to_string(args.warmup), "--timeout-s",
+                             std::to_string(std::max(kGlooMinTimeoutS, static_cast<int>(deadline_s)))});
     ranks.push_back(&children.spawn("gloo rank " + std::to_string(r), argv));
   }
   watch(children, ranks, nullptr, deadline, deadline_s, "gloo", args.sizes.size());

@@ -43,10 +43,12 @@ class GlooBench {
   // deadline passes.
   SizeResult run_size(std::size_t bytes);
 
+  // Every rank waits for all the others (args.timeout). Throws gloo::Exception.
+  void barrier();
+
  private:
   template <typename T>
   SizeResult run_typed(std::size_t bytes);
-  void barrier();
 
   const BenchArgs& args_;
   std::shared_ptr<gloo::Context> context_;
