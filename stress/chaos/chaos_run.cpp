@@ -277,9 +277,10 @@ void ChaosRun::inject_fault() {
   Peer& target = *candidates[rng_() % candidates.size()];
   const double t = now_s();
   const auto until = Clock::now() + std::chrono::seconds(static_cast<int>(kFaultSpan));
+  std::size_t hit = 1;  // reset and blackhole can only be detected when they cut a live connection
   switch (kind) {
-    case FaultKind::reset: proxy_.reset(target.route); break;
-    case FaultKind::blackhole: proxy_.blackhole(target.route); break;
+    case FaultKind::reset: hit = proxy_.reset(target.route); break;
+    case FaultKind::blackhole: hit = proxy_.blackhole(target.route); break;
     case FaultKind::slow: proxy_.shape(target.route, RouteShaping{{}, kSlowBytesPerSecond}, until); break;
     case FaultKind::latency:
       proxy_.shape(target.route, RouteShaping{std::chrono::milliseconds(20 + rng_() % 130), 0}, until);
@@ -297,7 +298,7 @@ void ChaosRun::inject_fault() {
   }
   ++s_.faults[fault_name(kind)];
   // Shaping only slows a run down; the other faults must be detected.
-  if (kind != FaultKind::slow && kind != FaultKind::latency) injections_.push_back({fault_name(kind), target.id, t});
+  if (kind != FaultKind::slow && kind != FaultKind::latency && hit > 0) injections_.push_back({fault_name(kind), target.id, t});
 }
 
 void ChaosRun::resume_stopped(bool all) {

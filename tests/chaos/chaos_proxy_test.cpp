@@ -118,7 +118,7 @@ TEST_CASE("the proxy relays both directions intact and passes an orderly close o
   CHECK(proxy.stats().connections == 1);
 }
 
-TEST_CASE("latency holds bytes back; bandwidth paces them", "[chaos][proxy]") {
+TEST_CASE("latency holds bytes back, bandwidth paces them", "[chaos][proxy]") {
   Relayed r(1);
   auto& [server, proxy, route, client, accepted] = r;
   proxy.shape(route, RouteShaping{200ms, 0}, ProxyClock::now() + 10s);
@@ -150,7 +150,7 @@ TEST_CASE("corrupt flips exactly one byte of what follows", "[chaos][proxy]") {
   CHECK(proxy.stats().corrupted == 1);
 }
 
-TEST_CASE("reset ends both sides with a RST; blackhole keeps them open and silent", "[chaos][proxy]") {
+TEST_CASE("reset ends both sides with a RST, blackhole keeps them open and silent", "[chaos][proxy]") {
   Relayed r(1);
   auto& [server, proxy, route, client, accepted] = r;
   SECTION("reset") {

@@ -118,7 +118,7 @@ TEST_CASE("settle checks only ops whose reports are all old enough", "[chaos][in
   CHECK(c.violation_count() == 1);
 }
 
-TEST_CASE("op lines parse into reports; malformed ones are refused", "[chaos][lines]") {
+TEST_CASE("op lines parse into reports, malformed ones are refused", "[chaos][lines]") {
   auto line = parse_peer_line("op step=4 k=1 epoch=9 ring=3,5,8 result=0 hash=00ff err=0 t0=1.5 t1=2.25");
   REQUIRE(line);
   auto r = op_report(*line);
