@@ -17,7 +17,9 @@ struct ChunkHeader {
   uint32_t seq = 0;       // the collective's number within the ring's epoch
   uint32_t unit = 0;      // step * chunks_per_segment + chunk (see peer/ring_plan.h)
   uint32_t length = 0;    // payload bytes that follow
-  uint64_t checksum = 0;  // XXH3-64 of the payload: corruption is an error, never a result
+  // XXH3-64 of the payload: corruption is an error, never a result. On the wire
+  // it is XORed with a mix of seq, unit and length, so it covers them too.
+  uint64_t checksum = 0;
 };
 
 std::array<uint8_t, kChunkHeaderBytes> encode_chunk_header(const ChunkHeader& header);

@@ -4,8 +4,10 @@
 // reports every outcome on stdout, one line each, flushed:
 //   ready rank=R world=W
 //   op round=I result=CODE world=W value=V t=SECONDS        (t: CLOCK_MONOTONIC, comparable across processes)
+//   next result=CODE t=SECONDS                              (--probe-after-fatal: the call after a fatal one)
 //   done
 // A retryable failure is followed by ferry_update_topology, as a training loop would.
+// A fatal one (master lost, kicked) ends the process with status 3.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -38,7 +40,7 @@ int main(int argc, char** argv) {
   int peers = 2, rounds = 10;
   size_t floats = 1 << 20;
   uint32_t connections = 2, heartbeat_ms = 2000, progress_ms = 5000, timeout_ms = 20000;
-  bool admit = false;
+  bool admit = false, probe_after_fatal = false;
   app.add_option("--master", master)->required();
   app.add_option("--peers", peers, "wait until the group has this many peers");
   app.add_option("--rounds", rounds);
@@ -49,6 +51,8 @@ int main(int argc, char** argv) {
   app.add_option("--progress-ms", progress_ms);
   app.add_option("--timeout-ms", timeout_ms);
   app.add_flag("--admit", admit, "admit pending peers at every round (ferry_peers_pending + update_topology)");
+  app.add_flag("--probe-after-fatal", probe_after_fatal,
+               "after a fatal failure, make one more all-reduce and report its result (it must fail the same way)");
   CLI11_PARSE(app, argc, argv);
 
   ferry_comm_params params;
@@ -107,6 +111,11 @@ int main(int argc, char** argv) {
     if (r == FERRY_OK) continue;
     if (!ferry_result_is_retryable(r)) {
       std::fprintf(stderr, "round %d: %s: %s\n", round, ferry_strerror(r), ferry_last_error());
+      if (probe_after_fatal) {
+        ferry_result next = ferry_allreduce(comm, data.data(), data.data(), floats, &desc, nullptr);
+        std::printf("next result=%d t=%.6f\n", static_cast<int>(next), monotonic_s());
+        std::fflush(stdout);
+      }
       ferry_comm_destroy(comm);
       return 3;
     }

@@ -95,7 +95,7 @@ TEST_CASE("wire: golden bytes pin the format", "[wire][golden]") {
       0x05, 0x00, 0x00, 0x00,  // seq 5
       0x09, 0x00, 0x00, 0x00,  // unit 9
       0x00, 0x10, 0x00, 0x00,  // length 4096
-      0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01,  // checksum
+      0xAA, 0xE5, 0x77, 0xA5, 0xA2, 0x0F, 0x37, 0xFF,  // checksum 0x0102030405060708 ^ the header's tag
   };
   CHECK(encode_chunk_header({5, 9, 4096, 0x0102030405060708ULL}) == chunk);
   ChunkHeader back;
@@ -106,6 +106,24 @@ TEST_CASE("wire: golden bytes pin the format", "[wire][golden]") {
   CHECK(back.checksum == 0x0102030405060708ULL);
   chunk[0] ^= 1;
   CHECK_FALSE(decode_chunk_header(chunk.data(), back));
+}
+
+// Found by ferry-chaos's corrupt fault: the checksum covered only the payload,
+// so a flipped bit in seq or unit sent an intact payload to another collective
+// or unit, where it passed its checksum. Every header bit must now be covered.
+TEST_CASE("wire: a flipped bit anywhere in a chunk header is caught", "[wire]") {
+  const ChunkHeader sent{5, 9, 4096, 0x0102030405060708ULL};
+  const auto intact = encode_chunk_header(sent);
+  for (size_t byte = 0; byte < kChunkHeaderBytes; ++byte) {
+    for (int bit = 0; bit < 8; ++bit) {
+      auto bytes = intact;
+      bytes[byte] = static_cast<uint8_t>(bytes[byte] ^ (1u << bit));
+      ChunkHeader got;
+      INFO("byte " << byte << ", bit " << bit);
+      // Either the header is refused, or the payload's checksum can no longer match.
+      if (decode_chunk_header(bytes.data(), got)) CHECK(got.checksum != sent.checksum);
+    }
+  }
 }
 
 TEST_CASE("wire: every truncation and every extension of a valid frame is rejected", "[wire]") {

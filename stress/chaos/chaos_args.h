@@ -1,0 +1,49 @@
+// ferry-chaos's command line.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ferry/ferry.h"
+
+namespace ferry::chaos {
+
+enum class FaultKind { reset, blackhole, slow, latency, corrupt, stop };
+inline constexpr FaultKind kAllFaults[] = {FaultKind::reset,   FaultKind::blackhole, FaultKind::slow,
+                                           FaultKind::latency, FaultKind::corrupt,   FaultKind::stop};
+
+const char* fault_name(FaultKind kind);
+// "reset,blackhole,..." (or "" / "none" for no faults); throws std::invalid_argument naming a bad entry.
+std::vector<FaultKind> parse_faults(const std::string& text);
+
+struct ChaosArgs {
+  int peers = 4;
+  double duration_s = 120;
+  std::uint64_t seed = 1;
+  std::size_t size_bytes = 4 << 20;
+  ferry_quant quant = FERRY_QUANT_NONE;
+  std::uint32_t concurrent = 2;
+  double kill_every_s = 20;  // 0: never
+  double join_every_s = 15;  // 0: never
+  double fault_every_s = 4;  // 0: never
+  std::vector<FaultKind> faults;
+  std::string json_path;
+  int max_peers = 0;         // 0: twice --peers
+  std::string bin_dir;       // where ferry-master and ferry-chaos-peer are; default: next to ferry-chaos
+  bool verbose = false;
+  // The peers' settings; the op deadline the checker enforces derives from them.
+  std::uint32_t connections = 2;
+  std::uint32_t timeout_ms = 10000;
+  std::uint32_t progress_ms = 5000;
+  std::uint32_t heartbeat_ms = 3000;
+
+  // The longest a correct op may take: the wait to start, a stalled transfer, the wait for the commit.
+  double op_deadline_s() const { return (2.0 * timeout_ms + progress_ms) / 1000.0 + 5.0; }
+};
+
+// Parses argv; on --help or an error prints to stdout/stderr and returns false with *exit_code set.
+bool parse_chaos_args(int argc, char** argv, ChaosArgs* args, int* exit_code);
+
+}  // namespace ferry::chaos

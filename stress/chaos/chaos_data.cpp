@@ -1,0 +1,70 @@
+#include "chaos_data.h"
+
+#include <xxhash.h>
+
+#include "input_pattern.h"  // tools/common
+
+namespace ferry::chaos {
+
+namespace {
+
+int pattern_rank(std::uint64_t id) { return static_cast<int>(id & 0x7fffffff); }
+
+}  // namespace
+
+std::uint64_t op_seed(std::uint64_t seed, std::uint64_t step, std::uint32_t k) {
+  const std::uint64_t words[2] = {step, k};
+  return XXH3_64bits_withSeed(words, sizeof words, seed);
+}
+
+void fill_peer_input(float* out, std::size_t count, std::uint64_t seed, std::uint64_t id) {
+  tooling::fill_input(tooling::ElemType::f32, out, count, seed, pattern_rank(id));
+}
+
+std::vector<float> reference_sum(std::size_t count, std::uint64_t seed, const std::vector<std::uint64_t>& ring) {
+  std::vector<std::int32_t> units(count, 0);
+  for (std::uint64_t id : ring)
+    for (std::size_t i = 0; i < count; ++i) units[i] += tooling::pattern_units(seed, pattern_rank(id), i);
+  std::vector<float> out(count);
+  for (std::size_t i = 0; i < count; ++i) out[i] = static_cast<float>(units[i]) / 8.0f;
+  return out;
+}
+
+std::string result_hash(const void* data, std::size_t bytes) { return tooling::hash_hex(data, bytes); }
+
+double quant_error_bound(ferry_quant quant, std::size_t world) {
+  const double span = 8.0 * static_cast<double>(world), hops = static_cast<double>(world);
+  switch (quant) {
+    case FERRY_QUANT_NONE: return 0;
+    case FERRY_QUANT_U8:
+    case FERRY_QUANT_I8: return hops * span / 255.0;  // half a step per hop, doubled for slack
+    case FERRY_QUANT_U4: return hops * span / 15.0;
+    case FERRY_QUANT_F16: return hops * span * 0x1p-10;
+    case FERRY_QUANT_BF16: return hops * span * 0x1p-7;
+  }
+  return 0;
+}
+
+bool parse_quant(std::string_view name, ferry_quant* out) {
+  for (ferry_quant q : {FERRY_QUANT_NONE, FERRY_QUANT_U8, FERRY_QUANT_I8, FERRY_QUANT_F16, FERRY_QUANT_BF16,
+                        FERRY_QUANT_U4})
+    if (name == quant_name(q)) {
+      *out = q;
+      return true;
+    }
+  return false;
+}
+
+const char* quant_name(ferry_quant quant) {
+  switch (quant) {
+    case FERRY_QUANT_NONE: return "none";
+    case FERRY_QUANT_U8: return "u8";
+    case FERRY_QUANT_I8: return "i8";
+    case FERRY_QUANT_F16: return "f16";
+    case FERRY_QUANT_BF16: return "bf16";
+    case FERRY_QUANT_U4: return "u4";
+  }
+  return "?";
+}
+
+}  // namespace ferry::chaos

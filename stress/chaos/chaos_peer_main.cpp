@@ -1,0 +1,221 @@
+// ferry-chaos-peer: one training-like peer of a ferry-chaos run. It joins,
+// then loops: admit waiting peers when ferry_peers_pending says so, agree on
+// the step number with the world (a max all-reduce after every topology
+// change, so newcomers catch up), and run `concurrent` async all-reduces whose
+// inputs derive from (seed, step, k, peer id) (chaos_data.h). A retryable
+// failure leads to ferry_update_topology and the same step again; master lost
+// or kicked ends the process with status 4. Every outcome is one stdout line:
+//   connect result=R t=T                             (every attempt)
+//   joined id=ID t=T
+//   topo result=R epoch=E world=W t=T
+//   sync result=R step=S t=T
+//   pending result=R n=N t=T                        (only when N > 0 or it failed)
+//   op step=S k=K epoch=E ring=ID,ID,.. result=R hash=H err=X t0=T t1=T
+//   fatal call=NAME result=R t=T
+// T is CLOCK_MONOTONIC seconds, comparable with the harness's clock.
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "chaos_data.h"
+#include "ferry/ferry.h"
+
+namespace {
+
+using ferry::chaos::op_seed;
+
+constexpr int kExitFatal = 4;     // master lost or kicked: expected under chaos
+constexpr int kExitMisuse = 5;    // ferry called us wrong, or a bug: a violation
+
+// steady_clock is CLOCK_MONOTONIC on Linux, as the harness reads it.
+double monotonic_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+long long attr(const ferry_comm* comm, ferry_attribute which) {
+  int64_t value = -1;
+  return ferry_comm_get_attribute(comm, which, &value) == FERRY_OK ? static_cast<long long>(value) : -1;
+}
+
+void line(const char* format, auto... args) {
+  std::printf(format, args...);
+  std::fflush(stdout);
+}
+
+// Ends the process when r leaves the communicator unusable or says we are buggy.
+void exit_if_fatal(ferry_comm* comm, const char* call, ferry_result r) {
+  if (r == FERRY_OK || r == FERRY_ERR_TIMEOUT || r == FERRY_ERR_PEER_LOST || r == FERRY_ERR_PROTOCOL ||
+      r == FERRY_ERR_MISMATCH || r == FERRY_ERR_CONNECT || r == FERRY_ERR_SYSTEM)
+    return;
+  line("fatal call=%s result=%d t=%.6f\n", call, static_cast<int>(r), monotonic_s());
+  std::fprintf(stderr, "%s: %s: %s\n", call, ferry_strerror(r), ferry_last_error());
+  ferry_comm_destroy(comm);
+  std::exit(r == FERRY_ERR_MASTER_LOST || r == FERRY_ERR_KICKED ? kExitFatal : kExitMisuse);
+}
+
+std::string ring_text(const std::vector<uint64_t>& ring) {
+  std::string out;
+  for (uint64_t id : ring) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(id);
+  }
+  return out.empty() ? "-" : out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ferry-chaos-peer: a training-like peer for ferry-chaos"};
+  std::string master, quant_text = "none";
+  uint64_t seed = 1;
+  size_t count = 1 << 20;
+  uint32_t concurrent = 2, connections = 2, timeout_ms = 10000, progress_ms = 5000, heartbeat_ms = 3000;
+  uint16_t advertise_port = 0, p2p_port = 0;
+  double max_seconds = 3600;
+  app.add_option("--master", master)->required();
+  app.add_option("--seed", seed);
+  app.add_option("--count", count, "f32 elements per all-reduce");
+  app.add_option("--quant", quant_text);
+  app.add_option("--concurrent", concurrent)->check(CLI::Range(1u, 64u));
+  app.add_option("--connections", connections);
+  app.add_option("--advertise-port", advertise_port, "the chaos proxy's port in front of this peer");
+  app.add_option("--p2p-port", p2p_port, "the port this peer's p2p listener binds");
+  app.add_option("--timeout-ms", timeout_ms);
+  app.add_option("--progress-ms", progress_ms);
+  app.add_option("--heartbeat-ms", heartbeat_ms);
+  app.add_option("--max-seconds", max_seconds, "leave cleanly after this long");
+  CLI11_PARSE(app, argc, argv);
+  ferry_quant quant = FERRY_QUANT_NONE;
+  if (!ferry::chaos::parse_quant(quant_text, &quant)) {
+    std::fprintf(stderr, "unknown --quant %s\n", quant_text.c_str());
+    return 2;
+  }
+
+  ferry_comm_params params;
+  ferry_comm_params_init(&params);
+  params.master_address = master.c_str();
+  params.p2p_listen_host = "127.0.0.1";
+  params.p2p_port_min = params.p2p_port_max = p2p_port;
+  params.advertised_host = "127.0.0.1";
+  params.advertised_port = advertise_port;
+  params.p2p_connections = connections;
+  params.timeout_ms = timeout_ms;
+  params.progress_timeout_ms = progress_ms;
+  params.heartbeat_timeout_ms = heartbeat_ms;
+  params.io_threads = 1;
+  ferry_comm* comm = nullptr;
+  if (ferry_result r = ferry_comm_create(&params, &comm); r != FERRY_OK) {
+    std::fprintf(stderr, "ferry_comm_create: %s\n", ferry_last_error());
+    return 2;
+  }
+  // Admission waits for the accepted peers' next topology vote; under chaos that can take a while.
+  ferry_result joined = FERRY_ERR_TIMEOUT;
+  for (int attempt = 0; attempt < 30 && joined == FERRY_ERR_TIMEOUT; ++attempt) {
+    joined = ferry_connect(comm);
+    line("connect result=%d t=%.6f\n", static_cast<int>(joined), monotonic_s());
+  }
+  exit_if_fatal(comm, "connect", joined);
+  if (joined != FERRY_OK) {
+    line("fatal call=connect result=%d t=%.6f\n", static_cast<int>(joined), monotonic_s());
+    ferry_comm_destroy(comm);
+    return kExitFatal;
+  }
+  const uint64_t id = static_cast<uint64_t>(attr(comm, FERRY_ATTR_PEER_ID));
+  line("joined id=%llu t=%.6f\n", static_cast<unsigned long long>(id), monotonic_s());
+
+  ferry_allreduce_desc desc;
+  ferry_allreduce_desc_init(&desc);
+  desc.quant = quant;
+  std::vector<std::vector<float>> send(concurrent, std::vector<float>(count)), recv = send;
+  std::vector<ferry_op*> ops(concurrent);
+  std::vector<ferry_result> results(concurrent);
+  uint64_t step = 0;
+  bool need_topology = false, need_sync = true;
+  const double end = monotonic_s() + max_seconds;
+  while (monotonic_s() < end) {
+    if (need_topology) {
+      ferry_result r = ferry_update_topology(comm);
+      line("topo result=%d epoch=%lld world=%lld t=%.6f\n", static_cast<int>(r),
+           attr(comm, FERRY_ATTR_EPOCH),
+           attr(comm, FERRY_ATTR_GROUP_WORLD_SIZE), monotonic_s());
+      exit_if_fatal(comm, "update_topology", r);
+      if (r != FERRY_OK) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
+      }
+      need_topology = false;
+      need_sync = true;
+    }
+    if (need_sync) {  // newcomers start at 0: the world's largest step wins
+      uint64_t agreed = step;
+      ferry_allreduce_desc max_desc;
+      ferry_allreduce_desc_init(&max_desc);
+      max_desc.dtype = FERRY_U64;
+      max_desc.op = FERRY_OP_MAX;
+      max_desc.tag = ~uint64_t{0};
+      ferry_result r = ferry_allreduce(comm, &agreed, &agreed, 1, &max_desc, nullptr);
+      line("sync result=%d step=%llu t=%.6f\n", static_cast<int>(r), static_cast<unsigned long long>(agreed),
+           monotonic_s());
+      exit_if_fatal(comm, "sync", r);
+      if (r != FERRY_OK) {
+        need_topology = true;
+        continue;
+      }
+      step = agreed;
+      need_sync = false;
+    }
+    uint32_t pending = 0;
+    ferry_result r = ferry_peers_pending(comm, &pending);
+    if (r != FERRY_OK || pending > 0) line("pending result=%d n=%u t=%.6f\n", static_cast<int>(r), pending, monotonic_s());
+    exit_if_fatal(comm, "peers_pending", r);
+    if (r != FERRY_OK || pending > 0) {
+      need_topology = true;
+      continue;
+    }
+
+    size_t ring_size = 0;
+    ferry_comm_ring(comm, nullptr, 0, &ring_size);
+    std::vector<uint64_t> ring(ring_size);
+    ferry_comm_ring(comm, ring.data(), ring.size(), &ring_size);
+    const long long epoch = attr(comm, FERRY_ATTR_EPOCH);
+    std::vector<double> started(concurrent);
+    for (uint32_t k = 0; k < concurrent; ++k) {
+      ferry::chaos::fill_peer_input(send[k].data(), count, op_seed(seed, step, k), id);
+      desc.tag = step * concurrent + k;
+      started[k] = monotonic_s();
+      results[k] = ferry_allreduce_async(comm, send[k].data(), recv[k].data(), count, &desc, &ops[k]);
+      if (results[k] != FERRY_OK) ops[k] = nullptr;
+    }
+    bool all_ok = true;
+    for (uint32_t k = 0; k < concurrent; ++k) {
+      if (ops[k] != nullptr) results[k] = ferry_op_wait(ops[k], nullptr);
+      const double finished = monotonic_s();
+      std::string hash = "-";
+      double error = 0;
+      if (results[k] == FERRY_OK) {
+        hash = ferry::chaos::result_hash(recv[k].data(), count * sizeof(float));
+        if (quant != FERRY_QUANT_NONE) {
+          const std::vector<float> expected = ferry::chaos::reference_sum(count, op_seed(seed, step, k), ring);
+          for (size_t i = 0; i < count; ++i)
+            error = std::max(error, std::fabs(static_cast<double>(recv[k][i]) - static_cast<double>(expected[i])));
+          if (std::isnan(error)) error = 1e30;
+        }
+      }
+      line("op step=%llu k=%u epoch=%lld ring=%s result=%d hash=%s err=%.6g t0=%.6f t1=%.6f\n",
+           static_cast<unsigned long long>(step), k, epoch, ring_text(ring).c_str(), static_cast<int>(results[k]),
+           hash.c_str(), error, started[k], finished);
+      all_ok &= results[k] == FERRY_OK;
+    }
+    for (uint32_t k = 0; k < concurrent; ++k) exit_if_fatal(comm, "allreduce", results[k]);
+    if (all_ok) {
+      ++step;
+    } else {
+      need_topology = true;
+    }
+  }
+  ferry_comm_destroy(comm);
+  return 0;
+}

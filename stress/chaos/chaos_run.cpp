@@ -1,0 +1,494 @@
+#include "chaos_run.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <set>
+#include <stdexcept>
+
+#include "chaos_data.h"
+#include "chaos_proxy.h"
+#include "child_process.h"  // tools/common
+#include "invariants.h"
+#include "peer_lines.h"
+
+namespace ferry::chaos {
+
+using tooling::Child;
+using tooling::ChildSet;
+using tooling::Clock;
+
+namespace {
+
+constexpr double kTick = 0.1;                 // seconds between looks at the children and the schedule
+constexpr double kRssEvery = 5;
+constexpr double kConvergeLimit = 120;        // quiescence: seconds for the membership to settle
+constexpr double kDetectWindow = 30;          // a failure this long after a fault is not its detection
+constexpr double kFaultSpan = 5;              // how long slow/latency shaping lasts
+constexpr std::uint64_t kSlowBytesPerSecond = 2 << 20;
+constexpr int kExitRemoved = 4;               // ferry-chaos-peer: master lost or kicked
+
+double now_s() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
+
+std::uint16_t free_loopback_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+    throw std::runtime_error("cannot find a free loopback port");
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::uint64_t rss_kib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10);
+  return 0;
+}
+
+std::string find_binary(const ChaosArgs& args, const std::string& name, const std::string& build_subdir) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> dirs;
+  if (!args.bin_dir.empty()) {
+    dirs.push_back(args.bin_dir);
+  } else {
+    const fs::path here = fs::read_symlink("/proc/self/exe").parent_path();
+    dirs = {here, here / ".." / ".." / "tools" / build_subdir};
+  }
+  for (const fs::path& dir : dirs) {
+    const fs::path candidate = (dir / name).lexically_normal();
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
+  }
+  throw std::runtime_error("cannot find " + name + " (build it, or pass --bin-dir)");
+}
+
+struct Peer {
+  Child* child = nullptr;
+  std::uint16_t route = 0;
+  std::uint64_t id = 0;  // the master's id, once joined
+  std::size_t consumed = 0;
+  double last_line_t = 0;
+  bool killed = false;   // by us: its end is expected
+  bool stopped = false;
+  double stop_until = 0;
+  bool kill_after_stop = false;
+  bool ended = false;
+  bool silent_reported = false;
+  std::vector<std::uint64_t> rss;
+  // The last success: for the convergence check.
+  double last_ok_t0 = 0;
+  std::uint64_t last_ok_epoch = 0;
+  std::vector<std::uint64_t> last_ok_ring;
+};
+
+struct Injection {
+  std::string kind;
+  std::uint64_t target_id = 0;
+  double t = 0;
+  bool detected = false;
+  double latency_s = 0;  // to the first failure it caused on another member of its ring
+};
+
+class ChaosRun {
+ public:
+  explicit ChaosRun(const ChaosArgs& args)
+      : args_(args), rng_(args.seed), proxy_(args.seed), children_(args.verbose),
+        checker_(CheckerConfig{args.quant, args.op_deadline_s(),
+                               [this](std::uint64_t step, std::uint32_t k, const std::vector<std::uint64_t>& ring) {
+                                 const auto expected =
+                                     reference_sum(count(), op_seed(args_.seed, step, k), ring);
+                                 return result_hash(expected.data(), expected.size() * sizeof(float));
+                               }}) {
+    master_bin_ = find_binary(args, "ferry-master", "master");
+    peer_bin_ = find_binary(args, "ferry-chaos-peer", "../stress/chaos");
+  }
+
+  ChaosSummary run();
+
+ private:
+  std::size_t count() const { return args_.size_bytes / sizeof(float); }
+  void start_master();
+  Peer& spawn_peer();
+  void pump(double seconds);
+  void read_lines(Peer& p);
+  void on_op(Peer& p, OpReport report);
+  void on_ended(Peer& p);
+  std::vector<Peer*> live(bool joined_only);
+  void kill_one();
+  void inject_fault();
+  void resume_stopped(bool heal);
+  void sample_rss();
+  bool converged();
+  void check_silence(double now);
+  void check_memory();
+  void stop_everything();
+
+  const ChaosArgs& args_;
+  std::mt19937_64 rng_;
+  ChaosProxy proxy_;
+  ChildSet children_;
+  InvariantChecker checker_;
+  std::string master_bin_, peer_bin_, master_address_;
+  Child* master_ = nullptr;
+  std::vector<std::uint64_t> master_rss_;
+  std::vector<std::unique_ptr<Peer>> peers_;
+  std::vector<Injection> injections_;
+  ChaosSummary s_;
+  double last_ok_t_ = 0;
+  bool quiescing_ = false;
+  double quiesce_start_ = 0;
+};
+
+void ChaosRun::start_master() {
+  master_ = &children_.spawn("ferry-master", {master_bin_, "--listen", "127.0.0.1:0", "--log-level", "warn",
+                                              "--peer-timeout-ms", std::to_string(args_.heartbeat_ms)});
+  children_.pump_until([&] { return !master_->running() || master_->out().find('\n') != std::string::npos; },
+                       Clock::now() + std::chrono::seconds(15));
+  const std::string line = master_->out().substr(0, master_->out().find('\n'));
+  if (line.rfind("ferry-master listening on ", 0) != 0)
+    throw std::runtime_error("ferry-master did not start: " + master_->describe_exit() + ": " + master_->err_tail(5));
+  master_address_ = "127.0.0.1:" + line.substr(line.rfind(':') + 1);
+}
+
+Peer& ChaosRun::spawn_peer() {
+  auto p = std::make_unique<Peer>();
+  const std::uint16_t real_port = free_loopback_port();
+  p->route = proxy_.add_route(real_port);
+  const std::string name = "peer " + std::to_string(peers_.size());
+  p->child = &children_.spawn(
+      name, {peer_bin_, "--master", master_address_, "--seed", std::to_string(args_.seed), "--count",
+             std::to_string(count()), "--quant", quant_name(args_.quant), "--concurrent",
+             std::to_string(args_.concurrent), "--connections", std::to_string(args_.connections), "--advertise-port",
+             std::to_string(p->route), "--p2p-port", std::to_string(real_port), "--timeout-ms",
+             std::to_string(args_.timeout_ms), "--progress-ms", std::to_string(args_.progress_ms), "--heartbeat-ms",
+             std::to_string(args_.heartbeat_ms), "--max-seconds", std::to_string(args_.duration_s + 600)});
+  p->last_line_t = now_s();
+  peers_.push_back(std::move(p));
+  return *peers_.back();
+}
+
+std::vector<Peer*> ChaosRun::live(bool joined_only) {
+  std::vector<Peer*> out;
+  for (auto& p : peers_)
+    if (!p->ended && !p->killed && p->child->running() && (!joined_only || p->id != 0)) out.push_back(p.get());
+  return out;
+}
+
+void ChaosRun::pump(double seconds) {
+  children_.pump_until([] { return false; },
+                       Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds)));
+  for (auto& p : peers_) {
+    read_lines(*p);
+    if (!p->ended && !p->child->running()) on_ended(*p);
+  }
+  if (!master_->running()) throw std::runtime_error("ferry-master ended: " + master_->describe_exit());
+}
+
+void ChaosRun::read_lines(Peer& p) {
+  const std::string& out = p.child->out();
+  for (std::size_t nl; (nl = out.find('\n', p.consumed)) != std::string::npos; p.consumed = nl + 1) {
+    const std::string_view text(out.data() + p.consumed, nl - p.consumed);
+    p.last_line_t = now_s();
+    auto line = parse_peer_line(text);
+    if (!line) {
+      checker_.violation(p.child->name() + " printed a malformed line: " + std::string(text));
+      continue;
+    }
+    if (line->kind == "joined") {
+      p.id = static_cast<std::uint64_t>(line->number("id"));
+    } else if (line->kind == "op") {
+      auto report = op_report(*line);
+      if (!report) {
+        checker_.violation(p.child->name() + " printed a malformed op line: " + std::string(text));
+        continue;
+      }
+      on_op(p, std::move(*report));
+    }
+  }
+}
+
+void ChaosRun::on_op(Peer& p, OpReport r) {
+  r.peer = p.child->name();
+  r.peer_id = p.id;
+  if (r.result == FERRY_OK) {
+    ++s_.ops_ok;
+    s_.max_step = std::max(s_.max_step, r.step);
+    if (!quiescing_ && last_ok_t_ > 0) s_.longest_progress_gap_s = std::max(s_.longest_progress_gap_s, r.t1 - last_ok_t_);
+    last_ok_t_ = std::max(last_ok_t_, r.t1);
+    p.last_ok_t0 = r.t0;
+    p.last_ok_epoch = r.epoch;
+    p.last_ok_ring = r.ring;
+  } else {
+    ++s_.ops_failed;
+    ++s_.failed_by_error[ferry_strerror(static_cast<ferry_result>(r.result))];
+    // The first failure of a member of the op's ring after a fault on another member is its detection.
+    for (Injection& inj : injections_) {
+      if (inj.detected || inj.target_id == p.id || r.t1 < inj.t || r.t1 - inj.t > kDetectWindow) continue;
+      if (std::find(r.ring.begin(), r.ring.end(), inj.target_id) == r.ring.end()) continue;
+      inj.detected = true;
+      inj.latency_s = r.t1 - inj.t;
+    }
+  }
+  checker_.add(r);
+}
+
+void ChaosRun::on_ended(Peer& p) {
+  p.ended = true;
+  proxy_.remove_route(p.route);
+  if (p.killed) return;
+  if (p.child->exit_code() == std::optional<int>(kExitRemoved)) {
+    ++s_.removed;
+    return;
+  }
+  checker_.violation(p.child->name() + " (id " + std::to_string(p.id) + ") ended by itself: " +
+                     p.child->describe_exit() + "; stderr: " + p.child->err_tail(3));
+}
+
+void ChaosRun::kill_one() {
+  auto candidates = live(true);
+  std::erase_if(candidates, [](Peer* p) { return p->stopped; });
+  if (live(false).size() <= 2 || candidates.empty()) return;
+  Peer& victim = *candidates[rng_() % candidates.size()];
+  victim.killed = true;
+  injections_.push_back({"kill", victim.id, now_s()});
+  ::kill(victim.child->pid(), SIGKILL);
+  ++s_.kills;
+}
+
+void ChaosRun::inject_fault() {
+  auto candidates = live(true);
+  std::erase_if(candidates, [](Peer* p) { return p->stopped; });
+  if (candidates.empty() || args_.faults.empty()) return;
+  const FaultKind kind = args_.faults[rng_() % args_.faults.size()];
+  Peer& target = *candidates[rng_() % candidates.size()];
+  const double t = now_s();
+  const auto until = Clock::now() + std::chrono::seconds(static_cast<int>(kFaultSpan));
+  std::size_t hit = 1;  // reset and blackhole can only be detected when they cut a live connection
+  switch (kind) {
+    case FaultKind::reset: hit = proxy_.reset(target.route); break;
+    case FaultKind::blackhole: hit = proxy_.blackhole(target.route); break;
+    case FaultKind::slow: proxy_.shape(target.route, RouteShaping{{}, kSlowBytesPerSecond}, until); break;
+    case FaultKind::latency:
+      proxy_.shape(target.route, RouteShaping{std::chrono::milliseconds(20 + rng_() % 130), 0}, until);
+      break;
+    case FaultKind::corrupt: proxy_.corrupt_next(target.route); break;
+    case FaultKind::stop: {
+      // Shorter or longer than the heartbeat deadline, then resumed or killed.
+      if (live(false).size() <= 2) return;
+      target.stopped = true;
+      target.stop_until = t + 0.5 + std::uniform_real_distribution<double>(0, 2.0 * args_.heartbeat_ms / 1000.0)(rng_);
+      target.kill_after_stop = rng_() % 2 == 0;
+      ::kill(target.child->pid(), SIGSTOP);
+      break;
+    }
+  }
+  ++s_.faults[fault_name(kind)];
+  // Shaping only slows a run down; the other faults must be detected.
+  if (kind != FaultKind::slow && kind != FaultKind::latency && hit > 0) injections_.push_back({fault_name(kind), target.id, t});
+}
+
+void ChaosRun::resume_stopped(bool all) {
+  const double t = now_s();
+  for (auto& p : peers_) {
+    if (!p->stopped || (!all && t < p->stop_until)) continue;
+    p->stopped = false;
+    if (p->kill_after_stop) {
+      p->killed = true;
+      ::kill(p->child->pid(), SIGKILL);
+    }
+    ::kill(p->child->pid(), SIGCONT);
+    p->last_line_t = t;  // its silence while stopped is ours
+  }
+}
+
+void ChaosRun::sample_rss() {
+  if (master_->running()) master_rss_.push_back(rss_kib(master_->pid()));
+  for (Peer* p : live(false))
+    if (!p->stopped) p->rss.push_back(rss_kib(p->child->pid()));
+}
+
+void ChaosRun::check_silence(double now) {
+  // A running peer says something at least once per op deadline (each call reports its outcome).
+  const double limit = args_.op_deadline_s() + args_.timeout_ms / 1000.0 + 10;
+  for (Peer* p : live(false)) {
+    if (p->stopped || p->silent_reported || now - p->last_line_t < limit) continue;
+    p->silent_reported = true;
+    checker_.violation(p->child->name() + " (id " + std::to_string(p->id) + ") said nothing for " +
+                       std::to_string(static_cast<int>(now - p->last_line_t)) + " s: hung");
+  }
+}
+
+bool ChaosRun::converged() {
+  // Every live peer has succeeded since quiescence began, all in the same ring, which holds exactly them.
+  auto peers = live(false);
+  if (peers.empty()) return false;
+  std::set<std::uint64_t> ids;
+  for (Peer* p : peers) {
+    if (p->id == 0 || p->last_ok_t0 < quiesce_start_) return false;
+    ids.insert(p->id);
+  }
+  for (Peer* p : peers) {
+    if (p->last_ok_epoch != peers[0]->last_ok_epoch) return false;
+    if (std::set<std::uint64_t>(p->last_ok_ring.begin(), p->last_ok_ring.end()) != ids) return false;
+  }
+  return true;
+}
+
+// Memory: the last quarter of the samples may not exceed twice the first quarter's peak plus 64 MiB.
+void check_growth(InvariantChecker& checker, const std::string& who, const std::vector<std::uint64_t>& rss) {
+  if (rss.size() < 8) return;
+  const std::size_t quarter = rss.size() / 4;
+  const std::uint64_t early = *std::max_element(rss.begin() + 1, rss.begin() + 1 + quarter);
+  const std::uint64_t late = *std::max_element(rss.end() - quarter, rss.end());
+  if (late > 2 * early + 64 * 1024)
+    checker.violation(who + ": RSS grew from " + std::to_string(early / 1024) + " MiB to " +
+                      std::to_string(late / 1024) + " MiB");
+}
+
+void ChaosRun::check_memory() {
+  check_growth(checker_, "ferry-master", master_rss_);
+  for (auto& p : peers_) check_growth(checker_, p->child->name(), p->rss);
+  if (!master_rss_.empty()) {
+    s_.master_rss_start_kib = master_rss_.front();
+    s_.master_rss_end_kib = master_rss_.back();
+  }
+}
+
+void ChaosRun::stop_everything() {
+  for (Peer* p : live(false)) {
+    p->killed = true;
+    ::kill(p->child->pid(), SIGTERM);
+    ::kill(p->child->pid(), SIGCONT);
+  }
+  children_.pump_until([&] { return live(false).empty() || std::none_of(peers_.begin(), peers_.end(), [](auto& p) {
+                                      return p->child->running();
+                                    }); },
+                       Clock::now() + std::chrono::seconds(5));
+  for (auto& p : peers_) read_lines(*p);
+  children_.stop(*master_, std::chrono::seconds(3));
+  children_.kill_all();
+}
+
+ChaosSummary ChaosRun::run() {
+  const double started = now_s();
+  start_master();
+  for (int i = 0; i < args_.peers; ++i) spawn_peer();
+  const double end = started + args_.duration_s;
+  double next_kill = args_.kill_every_s > 0 ? started + args_.kill_every_s : INFINITY;
+  double next_join = args_.join_every_s > 0 ? started + args_.join_every_s : INFINITY;
+  double next_fault = args_.fault_every_s > 0 && !args_.faults.empty() ? started + args_.fault_every_s : INFINITY;
+  double next_rss = started + kRssEvery;
+  try {
+    while (now_s() < end) {
+      pump(kTick);
+      const double t = now_s();
+      resume_stopped(false);
+      if (t >= next_kill) {
+        kill_one();
+        next_kill += args_.kill_every_s;
+      }
+      if (t >= next_join) {
+        if (static_cast<int>(live(false).size()) < args_.max_peers) {
+          spawn_peer();
+          ++s_.joins;
+        }
+        next_join += args_.join_every_s;
+      }
+      if (t >= next_fault) {
+        inject_fault();
+        next_fault += args_.fault_every_s;
+      }
+      if (t >= next_rss) {
+        sample_rss();
+        next_rss += kRssEvery;
+        check_silence(t);
+        checker_.settle(t - args_.op_deadline_s() - 10);
+      }
+    }
+    // Quiescence: no more faults; everyone stopped resumes (or dies as planned).
+    quiescing_ = true;
+    proxy_.heal_all();
+    resume_stopped(true);
+    quiesce_start_ = now_s();
+    while (now_s() - quiesce_start_ < kConvergeLimit && !(s_.converged = converged())) {
+      pump(kTick);
+      if (now_s() >= next_rss) {
+        sample_rss();
+        next_rss += kRssEvery;
+        check_silence(now_s());
+      }
+    }
+    s_.convergence_s = now_s() - quiesce_start_;
+    if (!s_.converged) {
+      std::string state;
+      for (Peer* p : live(false))
+        state += " " + p->child->name() + "(id " + std::to_string(p->id) + ", epoch " +
+                 std::to_string(p->last_ok_epoch) + ", ring size " + std::to_string(p->last_ok_ring.size()) + ")";
+      checker_.violation("membership did not converge to the " + std::to_string(live(false).size()) +
+                         " live peers within " + std::to_string(static_cast<int>(kConvergeLimit)) + " s:" + state);
+    }
+    if (s_.ops_ok == 0) checker_.violation("no all-reduce ever succeeded");
+    if (s_.longest_progress_gap_s > 2 * args_.op_deadline_s())
+      checker_.violation("no all-reduce succeeded for " + std::to_string(static_cast<int>(s_.longest_progress_gap_s)) +
+                         " s");
+  } catch (const std::runtime_error& e) {
+    checker_.violation(e.what());
+  }
+  check_memory();
+  stop_everything();
+  checker_.settle_all();
+
+  std::map<std::string, std::vector<double>> by_kind;
+  for (const Injection& inj : injections_)
+    if (inj.detected) by_kind[inj.kind].push_back(inj.latency_s);
+  s_.detect_latency_s = percentiles(by_kind["kill"]);
+  for (auto& [kind, samples] : by_kind) s_.detect_latency_by_fault[kind] = percentiles(samples);
+  const ProxyStats ps = proxy_.stats();
+  s_.proxy_connections = ps.connections;
+  s_.proxy_bytes = ps.bytes;
+  s_.proxy_corrupted = ps.corrupted;
+  s_.unique_ops_checked = checker_.ops_checked();
+  s_.references_checked = checker_.references_checked();
+  s_.violations = checker_.violations();
+  s_.violation_count = checker_.violation_count();
+  s_.wall_s = now_s() - started;
+  return s_;
+}
+
+}  // namespace
+
+Percentiles percentiles(std::vector<double> samples) {
+  Percentiles p;
+  p.samples = samples.size();
+  if (samples.empty()) return p;
+  std::sort(samples.begin(), samples.end());
+  auto at = [&](double q) {
+    const std::size_t i = static_cast<std::size_t>(std::ceil(q * static_cast<double>(samples.size()))) - 1;
+    return samples[std::min(i, samples.size() - 1)];
+  };
+  p.p50 = at(0.50);
+  p.p99 = at(0.99);
+  p.max = samples.back();
+  return p;
+}
+
+ChaosSummary run_chaos(const ChaosArgs& args) {
+  ChaosRun run(args);
+  return run.run();
+}
+
+}  // namespace ferry::chaos

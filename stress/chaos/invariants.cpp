@@ -1,0 +1,111 @@
+#include "invariants.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "chaos_data.h"
+
+namespace ferry::chaos {
+
+namespace {
+
+constexpr std::size_t kMaxKept = 200;
+
+std::string op_name(std::uint64_t epoch, std::uint64_t step, std::uint32_t k) {
+  return "op (epoch " + std::to_string(epoch) + ", step " + std::to_string(step) + ", k " + std::to_string(k) + ")";
+}
+
+std::string ring_text(const std::vector<std::uint64_t>& ring) {
+  std::string out;
+  for (std::uint64_t id : ring) {
+    out += out.empty() ? "[" : ",";
+    out += std::to_string(id);
+  }
+  return out.empty() ? "[]" : out + "]";
+}
+
+bool removed_from_run(int result) { return result == FERRY_ERR_MASTER_LOST || result == FERRY_ERR_KICKED; }
+
+}  // namespace
+
+InvariantChecker::InvariantChecker(CheckerConfig config) : config_(std::move(config)) {}
+
+void InvariantChecker::violation(std::string what) {
+  if (violations_.size() < kMaxKept) violations_.push_back(std::move(what));
+  ++violation_count_;
+}
+
+void InvariantChecker::add(const OpReport& r) {
+  const std::string name = op_name(r.epoch, r.step, r.k);
+  if (r.t1 - r.t0 > config_.op_deadline_s) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%.1f s (deadline %.0f s)", r.t1 - r.t0, config_.op_deadline_s);
+    violation(name + " on " + r.peer + " took " + text);
+  }
+  if (r.result == FERRY_OK) {
+    if (std::find(r.ring.begin(), r.ring.end(), r.peer_id) == r.ring.end())
+      violation(name + " on " + r.peer + ": succeeded in ring " + ring_text(r.ring) + " without its own id " +
+                std::to_string(r.peer_id));
+    const double bound = quant_error_bound(config_.quant, r.ring.size());
+    if (config_.quant != FERRY_QUANT_NONE && !(r.error <= bound)) {
+      char text[96];
+      std::snprintf(text, sizeof text, "error %.6g exceeds the %s bound %.6g", r.error, quant_name(config_.quant),
+                    bound);
+      violation(name + " on " + r.peer + ": " + text);
+    }
+  }
+  Op& op = open_[Key{r.epoch, r.step, r.k}];
+  op.reports.push_back(r);
+  op.last_t = std::max(op.last_t, r.t1);
+}
+
+void InvariantChecker::check(const Key& key, const Op& op) {
+  const auto [epoch, step, k] = key;
+  const std::string name = op_name(epoch, step, k);
+  const OpReport* first_ok = nullptr;
+  const OpReport* first_failed = nullptr;
+  for (const OpReport& r : op.reports) {
+    if (r.result != FERRY_OK) {
+      if (!removed_from_run(r.result) && first_failed == nullptr) first_failed = &r;
+      continue;
+    }
+    if (first_ok == nullptr) {
+      first_ok = &r;
+      continue;
+    }
+    if (r.hash != first_ok->hash)
+      violation(name + ": " + r.peer + " got hash " + r.hash + ", " + first_ok->peer + " got " + first_ok->hash);
+    if (r.ring != first_ok->ring)
+      violation(name + ": " + r.peer + " ran in ring " + ring_text(r.ring) + ", " + first_ok->peer + " in " +
+                ring_text(first_ok->ring));
+  }
+  if (first_ok != nullptr && first_failed != nullptr)
+    violation(name + ": succeeded on " + first_ok->peer + " but failed on " + first_failed->peer + " (" +
+              ferry_strerror(static_cast<ferry_result>(first_failed->result)) + ")");
+  if (first_ok != nullptr && config_.quant == FERRY_QUANT_NONE && config_.reference_hash) {
+    ++references_checked_;
+    const std::string expected = config_.reference_hash(step, k, first_ok->ring);
+    if (first_ok->hash != expected)
+      violation(name + " in ring " + ring_text(first_ok->ring) + ": result hash " + first_ok->hash +
+                " differs from the reference " + expected);
+  }
+  ++ops_checked_;
+}
+
+void InvariantChecker::settle(double t) {
+  for (auto it = open_.begin(); it != open_.end();) {
+    if (it->second.last_t < t) {
+      check(it->first, it->second);
+      it = open_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void InvariantChecker::settle_all() {
+  for (const auto& [key, op] : open_) check(key, op);
+  open_.clear();
+}
+
+}  // namespace ferry::chaos

@@ -1,0 +1,84 @@
+// The checks ferry-chaos makes on what the peers report, kept free of
+// processes and sockets so they can be unit-tested.
+//
+// One all-reduce is named by (epoch, step, k): the ring's epoch, the training
+// step and the op's index within the step. Across the peers reporting it:
+//   - every success carries the same result hash and the same ring, and the
+//     reporter is in that ring;
+//   - unquantized: the hash equals the reference reduction over the ring
+//     (recomputed from the inputs' recipe); quantized: each peer's max error
+//     against the reference is within chaos_data's bound;
+//   - it succeeded on all or failed on all: a success next to a failure is a
+//     violation, unless the failing peer was removed (master lost, kicked);
+//   - it finished within its deadline (t1 - t0).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "ferry/ferry.h"
+
+namespace ferry::chaos {
+
+struct OpReport {
+  std::string peer;  // the reporting process's name, for messages
+  std::uint64_t peer_id = 0;
+  std::uint64_t step = 0;
+  std::uint32_t k = 0;
+  std::uint64_t epoch = 0;
+  std::vector<std::uint64_t> ring;
+  int result = FERRY_OK;
+  std::string hash;
+  double error = 0;  // quantized: max |result - reference|
+  double t0 = 0, t1 = 0;
+};
+
+struct CheckerConfig {
+  ferry_quant quant = FERRY_QUANT_NONE;
+  double op_deadline_s = 60;
+  // The hash of the exact result of (step, k) over `ring`.
+  std::function<std::string(std::uint64_t step, std::uint32_t k, const std::vector<std::uint64_t>& ring)>
+      reference_hash;
+};
+
+class InvariantChecker {
+ public:
+  explicit InvariantChecker(CheckerConfig config);
+
+  // Checks what one report shows alone and files it with its op.
+  void add(const OpReport& report);
+  // Cross-peer checks of every op whose latest report ended before `t` (all its
+  // peers have reported by then); those ops are then forgotten.
+  void settle(double t);
+  void settle_all();
+  // A violation found elsewhere (crashes, hangs, memory, convergence).
+  void violation(std::string what);
+
+  const std::vector<std::string>& violations() const { return violations_; }
+  std::size_t violation_count() const { return violation_count_; }
+  std::size_t ops_checked() const { return ops_checked_; }
+  std::size_t references_checked() const { return references_checked_; }
+
+ private:
+  struct Op {
+    std::vector<OpReport> reports;
+    double last_t = 0;
+  };
+  using Key = std::tuple<std::uint64_t, std::uint64_t, std::uint32_t>;  // epoch, step, k
+
+  void check(const Key& key, const Op& op);
+
+  CheckerConfig config_;
+  std::map<Key, Op> open_;
+  std::vector<std::string> violations_;  // the first kMaxKept
+  std::size_t violation_count_ = 0;
+  std::size_t ops_checked_ = 0;
+  std::size_t references_checked_ = 0;
+};
+
+}  // namespace ferry::chaos

@@ -1,0 +1,146 @@
+// The invariant checker and the peers' line protocol, without processes.
+#include <catch2/catch.hpp>
+
+#include "chaos_data.h"
+#include "invariants.h"
+#include "peer_lines.h"
+
+using namespace ferry::chaos;
+
+namespace {
+
+OpReport ok(const std::string& peer, std::uint64_t id, const std::string& hash, std::vector<std::uint64_t> ring = {1, 2}) {
+  OpReport r;
+  r.peer = peer;
+  r.peer_id = id;
+  r.step = 7;
+  r.k = 1;
+  r.epoch = 3;
+  r.ring = std::move(ring);
+  r.hash = hash;
+  r.t0 = 10;
+  r.t1 = 11;
+  return r;
+}
+
+CheckerConfig config(ferry_quant quant = FERRY_QUANT_NONE) {
+  return CheckerConfig{quant, 30, [](std::uint64_t, std::uint32_t, const std::vector<std::uint64_t>&) {
+                         return std::string("good");
+                       }};
+}
+
+}  // namespace
+
+TEST_CASE("identical successes equal to the reference pass", "[chaos][invariants]") {
+  InvariantChecker c(config());
+  c.add(ok("a", 1, "good"));
+  c.add(ok("b", 2, "good"));
+  c.settle_all();
+  CHECK(c.violations().empty());
+  CHECK(c.ops_checked() == 1);
+  CHECK(c.references_checked() == 1);
+}
+
+TEST_CASE("differing bits, a wrong reference, a foreign ring and a split outcome are violations",
+          "[chaos][invariants]") {
+  SECTION("peers disagree") {
+    InvariantChecker c(config());
+    c.add(ok("a", 1, "good"));
+    c.add(ok("b", 2, "bad"));
+    c.settle_all();
+    REQUIRE(c.violation_count() == 1);
+    CHECK_THAT(c.violations()[0], Catch::Contains("got hash bad"));
+  }
+  SECTION("all agree on a wrong value") {
+    InvariantChecker c(config());
+    c.add(ok("a", 1, "bad"));
+    c.add(ok("b", 2, "bad"));
+    c.settle_all();
+    REQUIRE(c.violation_count() == 1);
+    CHECK_THAT(c.violations()[0], Catch::Contains("differs from the reference"));
+  }
+  SECTION("success outside its own ring") {
+    InvariantChecker c(config());
+    c.add(ok("a", 9, "good"));
+    CHECK(c.violation_count() == 1);
+  }
+  SECTION("success next to a retryable failure") {
+    InvariantChecker c(config());
+    c.add(ok("a", 1, "good"));
+    OpReport failed = ok("b", 2, "-");
+    failed.result = FERRY_ERR_PEER_LOST;
+    c.add(failed);
+    c.settle_all();
+    REQUIRE(c.violation_count() == 1);
+    CHECK_THAT(c.violations()[0], Catch::Contains("but failed on b"));
+  }
+  SECTION("a peer removed from the run may fail where others succeed") {
+    InvariantChecker c(config());
+    c.add(ok("a", 1, "good"));
+    OpReport kicked = ok("b", 2, "-");
+    kicked.result = FERRY_ERR_KICKED;
+    c.add(kicked);
+    c.settle_all();
+    CHECK(c.violation_count() == 0);
+  }
+  SECTION("over the deadline") {
+    InvariantChecker c(config());
+    OpReport slow = ok("a", 1, "good");
+    slow.t1 = slow.t0 + 31;
+    c.add(slow);
+    CHECK(c.violation_count() == 1);
+  }
+}
+
+TEST_CASE("quantized ops are held to the error bound, not the reference hash", "[chaos][invariants]") {
+  InvariantChecker c(config(FERRY_QUANT_U8));
+  OpReport a = ok("a", 1, "q"), b = ok("b", 2, "q");
+  a.error = quant_error_bound(FERRY_QUANT_U8, 2) / 2;
+  b.error = a.error;
+  c.add(a);
+  c.add(b);
+  c.settle_all();
+  CHECK(c.violation_count() == 0);
+  OpReport far = ok("c", 1, "q");
+  far.error = quant_error_bound(FERRY_QUANT_U8, 2) * 2;
+  c.add(far);
+  CHECK(c.violation_count() == 1);
+}
+
+TEST_CASE("settle checks only ops whose reports are all old enough", "[chaos][invariants]") {
+  InvariantChecker c(config());
+  c.add(ok("a", 1, "good"));
+  c.settle(5);
+  CHECK(c.ops_checked() == 0);
+  c.add(ok("b", 2, "bad"));
+  c.settle(12);
+  CHECK(c.ops_checked() == 1);
+  CHECK(c.violation_count() == 1);
+}
+
+TEST_CASE("op lines parse into reports, malformed ones are refused", "[chaos][lines]") {
+  auto line = parse_peer_line("op step=4 k=1 epoch=9 ring=3,5,8 result=0 hash=00ff err=0 t0=1.5 t1=2.25");
+  REQUIRE(line);
+  auto r = op_report(*line);
+  REQUIRE(r);
+  CHECK(r->step == 4);
+  CHECK(r->k == 1);
+  CHECK(r->epoch == 9);
+  CHECK(r->ring == std::vector<std::uint64_t>{3, 5, 8});
+  CHECK(r->hash == "00ff");
+  CHECK(r->t1 == 2.25);
+  CHECK_FALSE(op_report(*parse_peer_line("op step=x k=1 epoch=9 ring=- result=0 t0=1 t1=2")));
+  CHECK_FALSE(op_report(*parse_peer_line("op step=1 k=1 epoch=9 ring=1,a result=0 t0=1 t1=2")));
+  CHECK_FALSE(parse_peer_line("op =3"));
+}
+
+TEST_CASE("the reference sum is the exact sum of the peers' inputs", "[chaos][data]") {
+  const std::uint64_t seed = op_seed(1, 2, 0);
+  std::vector<float> a(1000), b(1000);
+  fill_peer_input(a.data(), a.size(), seed, 4);
+  fill_peer_input(b.data(), b.size(), seed, 9);
+  const auto sum = reference_sum(1000, seed, {4, 9});
+  for (std::size_t i = 0; i < a.size(); ++i) REQUIRE(sum[i] == a[i] + b[i]);
+  CHECK(op_seed(1, 2, 0) != op_seed(1, 2, 1));
+  CHECK(op_seed(1, 2, 0) != op_seed(2, 2, 0));
+}

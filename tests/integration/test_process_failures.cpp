@@ -1,0 +1,255 @@
+// Failures only real processes can show: a peer SIGKILLed or SIGSTOPped in the
+// middle of all-reduces, and the master process killed under running peers.
+// Each peer is a ferry-test-peer process (FERRY_TEST_PEER_BIN) reporting every
+// outcome with a CLOCK_MONOTONIC time stamp, so a failure's delay after the
+// signal is measured across processes. Deadlines here turn hangs into
+// failures; the bounds asserted are the ones ferry.h promises.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "child_process.h"  // tools/common
+#include "harness.h"
+
+using namespace ferry::test;
+using ferry::tooling::Child;
+using ferry::tooling::ChildSet;
+using ferry::tooling::Clock;
+
+namespace {
+
+double monotonic_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// One "op ..." or "next ..." line of ferry-test-peer.
+struct OpLine {
+  std::string kind;  // "op" or "next"
+  int round = -1;
+  int result = -1;
+  unsigned world = 0;
+  double value = 0;
+  int uniform = 0;
+  double t = 0;
+};
+
+std::vector<OpLine> op_lines(const std::string& out) {
+  std::vector<OpLine> lines;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream words(line);
+    OpLine op;
+    words >> op.kind;
+    if (op.kind != "op" && op.kind != "next") continue;
+    for (std::string word; words >> word;) {
+      const auto eq = word.find('=');
+      if (eq == std::string::npos) continue;
+      const std::string key = word.substr(0, eq), value = word.substr(eq + 1);
+      if (key == "round") op.round = std::stoi(value);
+      else if (key == "result") op.result = std::stoi(value);
+      else if (key == "world") op.world = static_cast<unsigned>(std::stoul(value));
+      else if (key == "value") op.value = std::stod(value);
+      else if (key == "uniform") op.uniform = std::stoi(value);
+      else if (key == "t") op.t = std::stod(value);
+    }
+    lines.push_back(op);
+  }
+  return lines;
+}
+
+// The first line at or after time t, if any.
+std::optional<OpLine> first_after(const Child& child, double t, const char* kind = "op") {
+  for (const OpLine& op : op_lines(child.out()))
+    if (op.kind == kind && op.t >= t) return op;
+  return std::nullopt;
+}
+
+// The first failed op line at or after t.
+std::optional<OpLine> first_failure_after(const Child& child, double t) {
+  for (const OpLine& op : op_lines(child.out()))
+    if (op.kind == "op" && op.t >= t && op.result != FERRY_OK) return op;
+  return std::nullopt;
+}
+
+size_t ok_ops(const Child& child) {
+  size_t n = 0;
+  for (const OpLine& op : op_lines(child.out())) n += op.kind == "op" && op.result == FERRY_OK;
+  return n;
+}
+
+std::string describe(const std::vector<Child*>& peers) {
+  std::string out;
+  for (const Child* p : peers)
+    out += "--- " + p->name() + " (" + p->describe_exit() + ")\nstdout:\n" + p->out() + "stderr:\n" + p->err_tail(20);
+  return out;
+}
+
+struct PeerFlags {
+  int peers = 3;
+  size_t floats = 1 << 22;  // 16 MiB: each op lasts long enough to be killed in
+  uint32_t heartbeat_ms = 2000;
+  uint32_t progress_ms = 5000;
+  uint32_t timeout_ms = 20000;
+  bool probe_after_fatal = false;
+};
+
+Child& spawn_peer(ChildSet& children, const std::string& name, const std::string& master, const PeerFlags& f) {
+  std::vector<std::string> argv = {FERRY_TEST_PEER_BIN, "--master", master, "--peers", std::to_string(f.peers),
+                                   "--rounds", "100000", "--floats", std::to_string(f.floats), "--heartbeat-ms",
+                                   std::to_string(f.heartbeat_ms), "--progress-ms", std::to_string(f.progress_ms),
+                                   "--timeout-ms", std::to_string(f.timeout_ms)};
+  if (f.probe_after_fatal) argv.emplace_back("--probe-after-fatal");
+  return children.spawn(name, argv);
+}
+
+std::vector<Child*> spawn_peers(ChildSet& children, const std::string& master, const PeerFlags& f) {
+  std::vector<Child*> peers;
+  for (int i = 0; i < f.peers; ++i) peers.push_back(&spawn_peer(children, "peer " + std::to_string(i), master, f));
+  return peers;
+}
+
+// Pumps until every peer has completed `ops` successful all-reduces in the full world.
+bool wait_for_ok_ops(ChildSet& children, const std::vector<Child*>& peers, size_t ops, std::chrono::seconds limit) {
+  return children.pump_until(
+      [&] {
+        return std::all_of(peers.begin(), peers.end(), [&](const Child* p) { return ok_ops(*p) >= ops; });
+      },
+      Clock::now() + limit);
+}
+
+void signal_peer(const Child& child, int signal_number) { REQUIRE(::kill(child.pid(), signal_number) == 0); }
+
+}  // namespace
+
+TEST_CASE("a peer SIGKILLed mid all-reduce: survivors fail with PEER_LOST within 2 s, then succeed without it",
+          "[process][failure]") {
+  EmbeddedMaster master;
+  ChildSet children(false);
+  PeerFlags flags;
+  std::vector<Child*> peers = spawn_peers(children, master.address(), flags);
+  INFO(describe(peers));
+  REQUIRE(wait_for_ok_ops(children, peers, 2, std::chrono::seconds(60)));
+
+  // The peers run all-reduces back to back, so the kill lands in one.
+  const double killed_at = monotonic_s();
+  signal_peer(*peers[2], SIGKILL);
+  std::vector<Child*> survivors{peers[0], peers[1]};
+  // Each survivor reports the failure, votes the peer out and completes an all-reduce of two.
+  auto recovered = [&](const Child* p) {
+    auto failure = first_failure_after(*p, killed_at);
+    if (!failure) return false;
+    auto next = first_after(*p, failure->t + 1e-9);
+    return next.has_value() && next->result == FERRY_OK;
+  };
+  const bool done = children.pump_until(
+      [&] { return std::all_of(survivors.begin(), survivors.end(), recovered); }, Clock::now() + std::chrono::seconds(60));
+  INFO(describe(peers));
+  REQUIRE(done);
+  for (const Child* p : survivors) {
+    const OpLine failure = *first_failure_after(*p, killed_at);
+    CHECK(failure.result == FERRY_ERR_PEER_LOST);
+    // Closed-socket detection, not a heartbeat deadline: well under heartbeat_ms + progress_ms.
+    CHECK(failure.t - killed_at <= 2.0);
+    const OpLine next = *first_after(*p, failure.t + 1e-9);
+    CHECK(next.result == FERRY_OK);
+    CHECK(next.world == 2);
+    CHECK(next.value == 2.0);  // ones summed over the smaller world
+    CHECK(next.uniform == 1);
+  }
+}
+
+TEST_CASE("a peer SIGSTOPped: survivors fail with PEER_LOST or TIMEOUT within its deadlines, never hang",
+          "[process][failure]") {
+  EmbeddedMaster master;
+  ChildSet children(false);
+  PeerFlags flags;
+  flags.heartbeat_ms = 1500;
+  flags.progress_ms = 2500;
+  std::vector<Child*> peers = spawn_peers(children, master.address(), flags);
+  INFO(describe(peers));
+  REQUIRE(wait_for_ok_ops(children, peers, 2, std::chrono::seconds(60)));
+
+  const double stopped_at = monotonic_s();
+  signal_peer(*peers[1], SIGSTOP);
+  std::vector<Child*> survivors{peers[0], peers[2]};
+  const bool failed = children.pump_until(
+      [&] {
+        return std::all_of(survivors.begin(), survivors.end(),
+                           [&](const Child* p) { return first_failure_after(*p, stopped_at).has_value(); });
+      },
+      Clock::now() + std::chrono::seconds(30));
+  // The stopped peer never comes back; the survivors go on in a world of two.
+  signal_peer(*peers[1], SIGKILL);
+  signal_peer(*peers[1], SIGCONT);
+  INFO(describe(peers));
+  REQUIRE(failed);
+  // The master drops the silent peer after heartbeat_ms; a transfer that stalls fails after progress_ms.
+  const double bound = std::max(flags.heartbeat_ms, flags.progress_ms) / 1000.0 + 1.5;
+  for (const Child* p : survivors) {
+    const OpLine failure = *first_failure_after(*p, stopped_at);
+    CHECK((failure.result == FERRY_ERR_PEER_LOST || failure.result == FERRY_ERR_TIMEOUT));
+    CHECK(failure.t - stopped_at <= bound);
+  }
+  const bool recovered = children.pump_until(
+      [&] {
+        return std::all_of(survivors.begin(), survivors.end(), [&](const Child* p) {
+          auto op = first_after(*p, first_failure_after(*p, stopped_at)->t + 1e-9);
+          return op && op->result == FERRY_OK;
+        });
+      },
+      Clock::now() + std::chrono::seconds(60));
+  REQUIRE(recovered);
+  for (const Child* p : survivors) {
+    const OpLine next = *first_after(*p, first_failure_after(*p, stopped_at)->t + 1e-9);
+    CHECK(next.world == 2);
+    CHECK(next.value == 2.0);
+  }
+}
+
+TEST_CASE("the master process killed: every peer's pending and next calls fail with MASTER_LOST",
+          "[process][failure]") {
+  ChildSet children(false);
+  Child& master = children.spawn("ferry-master", {FERRY_MASTER_BIN, "--listen", "127.0.0.1:0", "--log-level", "warn"});
+  REQUIRE(children.pump_until([&] { return !master.running() || master.out().find('\n') != std::string::npos; },
+                              Clock::now() + std::chrono::seconds(15)));
+  const std::string line = master.out().substr(0, master.out().find('\n'));
+  REQUIRE(line.rfind("ferry-master listening on ", 0) == 0);
+  const std::string address = "127.0.0.1:" + line.substr(line.rfind(':') + 1);
+
+  PeerFlags flags;
+  flags.peers = 2;
+  flags.heartbeat_ms = 2000;
+  flags.probe_after_fatal = true;
+  std::vector<Child*> peers = spawn_peers(children, address, flags);
+  INFO(describe(peers));
+  REQUIRE(wait_for_ok_ops(children, peers, 2, std::chrono::seconds(60)));
+
+  const double killed_at = monotonic_s();
+  REQUIRE(::kill(master.pid(), SIGKILL) == 0);
+  const bool ended = children.pump_until(
+      [&] { return std::none_of(peers.begin(), peers.end(), [](const Child* p) { return p->running(); }); },
+      Clock::now() + std::chrono::seconds(30));
+  INFO(describe(peers));
+  REQUIRE(ended);
+  // A closed master socket is seen at once; a silent one after heartbeat_ms. Either way, within this.
+  const double bound = flags.heartbeat_ms / 1000.0 + 1.5;
+  for (const Child* p : peers) {
+    CHECK(p->exit_code() == std::optional<int>(3));
+    const auto failure = first_failure_after(*p, killed_at);
+    REQUIRE(failure.has_value());
+    CHECK(failure->result == FERRY_ERR_MASTER_LOST);
+    CHECK(failure->t - killed_at <= bound);
+    const auto next = first_after(*p, killed_at, "next");
+    REQUIRE(next.has_value());
+    CHECK(next->result == FERRY_ERR_MASTER_LOST);
+    CHECK(next->t - failure->t <= 1.0);  // the next call fails at once, it does not wait out a deadline
+  }
+}
