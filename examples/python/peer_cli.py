@@ -43,6 +43,8 @@ def parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--pace", type=float, default=0.0,
                    help="spend at least this many seconds per outer step (sleeping the rest): emulates slower "
                         "compute, so that joins and kills land mid-run in demos and tests")
+    p.add_argument("--join-when-exists", metavar="PATH",
+                   help="connect only once PATH exists (a demo or test starts a late joiner ahead, warm)")
     p.add_argument("--result", help="write a JSON summary here at the end")
     p.add_argument("--quiet", action="store_true", help="print only the final line")
     return p
@@ -72,6 +74,8 @@ class Peer:
     def communicator(self) -> ferry.Communicator:
         if not self.args.master:
             sys.exit(f"{self.args.name}: --master HOST:PORT is required")
+        while self.args.join_when_exists and not os.path.exists(self.args.join_when_exists):
+            time.sleep(0.05)
         return ferry.Communicator(self.args.master, listen_host=self.args.listen_host, timeout_ms=self.args.timeout_ms,
                                   heartbeat_timeout_ms=self.args.heartbeat_timeout_ms)
 
