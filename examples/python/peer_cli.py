@@ -29,7 +29,9 @@ def parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--inner-lr", type=float, default=1e-3)
     p.add_argument("--weight-decay", type=float, default=0.01, help="AdamW's")
     p.add_argument("--outer-lr", type=float, default=0.7)
-    p.add_argument("--outer-momentum", type=float, default=0.9, help="Nesterov momentum of the outer SGD")
+    p.add_argument("--outer-momentum", type=float, default=0.5,
+                   help="Nesterov momentum of the outer SGD (DiLoCo's usual 0.9 suits hundreds of outer steps; "
+                        "on digits' 24 it overshoots: held-out loss 1.26 against 0.10 at 0.5, measured)")
     p.add_argument("--quant", choices=["u8", "i8", "u4", "f16", "bf16"],
                    help="wire quantization of the pseudo-gradient all-reduce (default: full f32)")
     p.add_argument("--min-peers", type=int, default=1, help="wait for this many peers before the first step")
