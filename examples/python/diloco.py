@@ -49,7 +49,7 @@ def elastic_loop(peer: Peer, group: ElasticGroup, steps: int, zeros: Callable[[]
         step, resume = int(progress[0]), ("reduce" if progress[1] == REDUCE else "boundary")
     while step < steps:
         min_peers = args.min_peers if step == 0 else 1
-        if resume is None:
+        if resume is None and step % report_every == 0:  # admissions once per reported (outer) step
             group.boundary(step, min_peers)
         elif resume == "boundary":
             group.grow(min_peers)

@@ -81,9 +81,11 @@ class Peer:
         return ferry.Communicator(self.args.master, listen_host=self.args.listen_host, timeout_ms=self.args.timeout_ms,
                                   heartbeat_timeout_ms=self.args.heartbeat_timeout_ms)
 
-    def log(self, message: str) -> None:
-        if not self.args.quiet:
-            print(f"[{self.args.name}] {message}", flush=True)
+    def log(self, message: str, always: bool = False) -> None:
+        if always or not self.args.quiet:
+            # One write per line: peers sharing a terminal or pipe never split each other's lines.
+            sys.stdout.write(f"[{self.args.name}] {message}\n")
+            sys.stdout.flush()
 
     def report(self, step: int, train_loss: float, model: Optional[torch.nn.Module], world: int,
                bytes_sent: int) -> None:
@@ -105,8 +107,8 @@ class Peer:
         summary = dict(name=self.args.name, eval_loss=loss, eval_acc=acc, weights_hash=weights_hash,
                        bytes_sent=bytes_sent, wall_s=time.monotonic() - self.started,
                        s_per_step=sum(steady) / max(1, len(steady)), **extra)
-        print(f"[{self.args.name}] final | held-out loss {loss:.4f} acc {acc:.3f} | sent {bytes_sent / 1e3:.1f} kB | "
-              f"weights {weights_hash}", flush=True)
+        self.log(f"final | held-out loss {loss:.4f} acc {acc:.3f} | sent {bytes_sent / 1e3:.1f} kB | "
+                 f"weights {weights_hash}", always=True)
         if self.args.result:
             with open(self.args.result, "w") as f:
                 json.dump(summary, f)
