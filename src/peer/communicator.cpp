@@ -231,6 +231,7 @@ std::shared_ptr<CollectiveOp> Communicator::find_op(uint64_t epoch, uint32_t seq
 // --- the master session ------------------------------------------------------------------------
 
 void Communicator::on_master_message(wire::Message message) {
+  heard_from_master_.store(true);
   std::visit(
       [this](auto& m) {
         using M = std::decay_t<decltype(m)>;
@@ -306,6 +307,14 @@ void Communicator::on_master_closed(const Status& why) {
     master_closed_ = true;
     cv_.notify_all();
   }
+  // The master speaks first on every connection. Silence then a hang-up is a
+  // connection that never worked: typically a master that requires TLS meeting
+  // a plain peer (it gives up on the handshake and closes).
+  if (!heard_from_master_.load())
+    return die(Status::failure(Errc::connect, "the master closed the connection before its first message (" +
+                                                  why.message +
+                                                  "): does it require TLS (tls_* parameters) and this peer not, "
+                                                  "or is it not a ferry master?"));
   die(Status::failure(Errc::master_lost, "lost the master: " + why.message));
 }
 

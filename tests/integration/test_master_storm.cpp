@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "core/hash.h"
+#include "forged_frame.h"
 #include "harness.h"
 #include "wire/frame.h"
 #include "wire/messages.h"
@@ -176,16 +177,6 @@ struct StormInput {
   std::vector<std::vector<uint8_t>> frames;    // ... split into frames; frames[0] is its hello
 };
 
-std::vector<uint8_t> frame_header(uint32_t magic, uint16_t version, uint16_t type, uint32_t length) {
-  std::vector<uint8_t> out;
-  wire::ByteWriter w(out);
-  w(magic);
-  w(version);
-  w(type);
-  w(length);
-  return out;
-}
-
 std::vector<wire::Message> forbidden_messages() {
   wire::CollectiveBegin begin{};
   begin.kind = 1;
@@ -258,7 +249,7 @@ void attack_once(const StormInput& in, std::mt19937_64& rng, Tally& tally) {
     case Attack::random_payload: {
       static constexpr uint16_t kTypes[] = {1, 2, 3, 4, 5, 6, 7, 8, 64, 65, 66, 67, 68, 69, 70, 71, 72, 96, 128, 129, 130, 131, 999};
       uint32_t length = static_cast<uint32_t>(rng() % 512);
-      bytes = frame_header(wire::kFrameMagic, wire::kProtocolVersion, kTypes[rng() % std::size(kTypes)], length);
+      bytes = forged_frame_header(wire::kFrameMagic, wire::kProtocolVersion, kTypes[rng() % std::size(kTypes)], length);
       auto payload = random_bytes(length);
       bytes.insert(bytes.end(), payload.begin(), payload.end());
       break;
@@ -266,14 +257,14 @@ void attack_once(const StormInput& in, std::mt19937_64& rng, Tally& tally) {
     case Attack::truncated_close:
     case Attack::truncated_stall: {
       uint32_t length = 16 + static_cast<uint32_t>(rng() % 1000);
-      bytes = frame_header(wire::kFrameMagic, wire::kProtocolVersion, 1, length);
+      bytes = forged_frame_header(wire::kFrameMagic, wire::kProtocolVersion, 1, length);
       auto payload = random_bytes(rng() % length);
       bytes.insert(bytes.end(), payload.begin(), payload.end());
       half_close = kind == Attack::truncated_close;
       break;
     }
     case Attack::oversized:
-      bytes = frame_header(wire::kFrameMagic, wire::kProtocolVersion, 1,
+      bytes = forged_frame_header(wire::kFrameMagic, wire::kProtocolVersion, 1,
                            wire::kMaxControlPayload + 1 + static_cast<uint32_t>(rng() % (1u << 30)));
       half_close = false;  // rejected on the header alone
       break;

@@ -8,13 +8,10 @@
 // Certificates: a throwaway CA, two leaves it signed, and a second CA with a
 // leaf of its own, made with the openssl CLI in a temporary directory.
 //
-// The body needs ferry_peer and ferry_master (hence ferry_net) on the test's
-// link line (FERRY_NET_LINKED comes with ferry_net); without them this file
-// compiles to nothing. The last case runs a whole ferry run over TLS through
-// the C++ communicator: the C API has no TLS fields yet.
+// Built into ferry_net_integration_tests, which links the static layers
+// (net, master, peer); the whole-run cases over the C API are in
+// test_tls_runs.cpp.
 #include <catch2/catch.hpp>
-
-#ifdef FERRY_NET_LINKED
 
 #include <time.h>
 #include <unistd.h>
@@ -591,5 +588,3 @@ TEST_CASE("tls: single-stream loopback throughput, TLS vs TCP", "[.][tls-bench]"
                                                           << ")");
   }
 }
-
-#endif  // FERRY_NET_LINKED
