@@ -212,7 +212,7 @@ void Communicator::send_end(uint64_t epoch, uint32_t seq, const Status& status) 
     std::lock_guard lock(mu_);
     master = master_;
   }
-  if (master) master->send(wire::CollectiveEnd{epoch, seq, static_cast<uint32_t>(status.code), status.message});
+  if (master) master->send(wire::CollectiveEnd{epoch, seq, static_cast<uint32_t>(status.code), wire::bounded_reason(status.message)});
 }
 
 void Communicator::op_finished(uint32_t seq) {
@@ -413,7 +413,7 @@ void Communicator::on_links_ready(const std::shared_ptr<LinkSetup>& setup, LinkS
     master = master_;
   }
   wire::TopologyReady ready{setup->epoch(), static_cast<uint32_t>(outcome.status.code), outcome.unreachable_peer,
-                            outcome.status.message};
+                            wire::bounded_reason(outcome.status.message)};
   if (!outcome.status.ok()) log().warn("links for epoch {} failed: {}", setup->epoch(), outcome.status.message);
   master->send(ready);
 }
@@ -525,7 +525,7 @@ std::shared_ptr<SharedStateSync> Communicator::sync_shared_state(SyncSpec spec) 
   } catch (const Error& e) {
     // The number is taken: end it at once so every peer's numbering stays aligned.
     master->send(wire::SyncBegin{epoch, seq, 0, 0, {}});
-    master->send(wire::CollectiveEnd{epoch, seq, static_cast<uint32_t>(e.code()), e.what()});
+    master->send(wire::CollectiveEnd{epoch, seq, static_cast<uint32_t>(e.code()), wire::bounded_reason(e.what())});
     throw;
   }
   wire::SyncBegin begin = op->begin_message();
