@@ -63,6 +63,16 @@ struct Fixture {
     return epoch;
   }
 
+  // A ring of conns 1 and 2 votes conn 3 in; returns its id and the proposal's epoch (not yet ready).
+  std::pair<PeerId, uint64_t> ring_of_two_proposing_a_third() {
+    ring_of(2);
+    PeerId newcomer = join(3);
+    state.on_message(1, TopologyVote{});
+    state.on_message(2, TopologyVote{});
+    step();
+    return {newcomer, sent<Topology>()[0].second.epoch};
+  }
+
   // Forms a committed ring of conns 1..n in group 0.
   void ring_of(ConnId n) {
     join(1);
@@ -263,12 +273,7 @@ TEST_CASE("master: a member lost during a proposal is dropped and the ring propo
 
 TEST_CASE("master: the peer named unreachable is kicked and the ring proposed without it", "[master]") {
   Fixture f;
-  f.ring_of(2);
-  PeerId newcomer = f.join(3);
-  f.state.on_message(1, TopologyVote{});
-  f.state.on_message(2, TopologyVote{});
-  f.step();
-  uint64_t epoch = f.sent<Topology>()[0].second.epoch;
+  auto [newcomer, epoch] = f.ring_of_two_proposing_a_third();
   f.state.on_message(2, TopologyReady{epoch, static_cast<uint32_t>(Errc::connect), newcomer, "refused"});
   f.step();
   CHECK(f.closed(3));
@@ -291,12 +296,7 @@ TEST_CASE("master: reasons that quote a peer's longest reason still decode at th
   };
   const std::string longest(kMaxReasonLength, 'r');
   Fixture f;
-  f.ring_of(2);
-  PeerId newcomer = f.join(3);
-  f.state.on_message(1, TopologyVote{});
-  f.state.on_message(2, TopologyVote{});
-  f.step();
-  uint64_t epoch = f.sent<Topology>()[0].second.epoch;
+  auto [newcomer, epoch] = f.ring_of_two_proposing_a_third();
   f.state.on_message(2, TopologyReady{epoch, static_cast<uint32_t>(Errc::connect), newcomer, longest});
   f.step();
   REQUIRE(f.closed(3));
