@@ -6,6 +6,7 @@
 #include <set>
 
 #include "capi/api_guard.h"
+#include "capi/tls_params.h"
 #include "core/dtype.h"
 #include "core/quant.h"
 #include "core/run_secret.h"
@@ -71,6 +72,7 @@ ferry::peer::CommConfig to_config(const ferry_comm_params& p) {
   c.max_chunk_bytes = p.max_chunk_bytes;
   if (auto secret = ferry::load_run_secret(p.secret_file))
     c.secret = std::make_shared<const ferry::RunSecret>(std::move(*secret));
+  c.transport = ferry::capi::tls_transport_from(p.tls_cert_file, p.tls_key_file, p.tls_ca_file, /*ca_required=*/true);
   if (p.congestion_control) {
     c.p2p_tuning.congestion_control = p.congestion_control;
     if (auto st = ferry::net::check_congestion_control(c.p2p_tuning.congestion_control); !st.ok())

@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "capi/api_guard.h"
+#include "capi/tls_params.h"
 #include "core/run_secret.h"
 #include "master/master_server.h"
 #include "net/endpoint.h"
@@ -43,6 +44,8 @@ ferry_result ferry_master_create_with(const ferry_master_params* params, ferry_m
     options.listen_port = endpoint->port;
     options.limits.default_heartbeat_timeout_ms = p.peer_timeout_ms;
     options.secret = ferry::load_run_secret(p.secret_file);
+    options.transport = ferry::capi::tls_transport_from(p.tls_cert_file, p.tls_key_file, p.tls_ca_file,
+                                                        /*ca_required=*/false);
     auto master = std::make_unique<ferry_master>();
     master->server = std::make_unique<ferry::master::MasterServer>(options);
     *out = master.release();

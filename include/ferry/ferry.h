@@ -165,6 +165,20 @@ typedef struct ferry_master_params {
      proves it back. NULL: $FERRY_SECRET_FILE if set, else no authentication.
      Borrowed during ferry_master_create_with only. */
   const char* secret_file;
+  /* TLS (added in 0.1; see "Security" in the README). With tls_cert_file and
+     tls_key_file set, every connection to the master is TLS 1.3 and this
+     certificate (PEM, leaf first; unencrypted PEM key) is what peers verify
+     against their tls_ca_file. tls_ca_file (PEM) set: peers must present a
+     certificate that CA signed (mutual TLS); NULL: the master asks for no
+     certificate and membership rests on the run secret. All NULL (default):
+     plain TCP. A plain peer meeting a TLS master, or a TLS peer meeting a
+     plain one, fails ferry_connect with FERRY_ERR_CONNECT (a plain peer
+     within about 10 s, the master's handshake deadline). Files are read and
+     checked in ferry_master_create_with (FERRY_ERR_INVALID_ARGUMENT names the
+     file and the reason). Borrowed during ferry_master_create_with only. */
+  const char* tls_cert_file;
+  const char* tls_key_file;
+  const char* tls_ca_file;
 } ferry_master_params;
 
 FERRY_API void ferry_master_params_init(ferry_master_params* params);
@@ -250,6 +264,23 @@ typedef struct ferry_comm_params {
      $FERRY_SECRET_FILE if set, else none. With a secret, this peer refuses
      a master or peer that cannot prove the same secret (FERRY_ERR_AUTH). */
   const char* secret_file;
+  /* TLS (added in 0.1): all three set, or all NULL (default: plain TCP).
+     With them, the master connection and every p2p connection of this peer is
+     TLS 1.3: this peer presents tls_cert_file (PEM, leaf first; its key
+     tls_key_file, unencrypted PEM) and accepts only a master and peers whose
+     certificate tls_ca_file (PEM) signed, in both directions (mutual TLS on
+     p2p links). Host names are not checked: the CA is the trust anchor.
+     The certificate must carry serverAuth and clientAuth (a peer both dials
+     and accepts); tools/gen-test-certs makes such a set for trying it out.
+     Errors: FERRY_ERR_INVALID_ARGUMENT at ferry_comm_create (only some of the
+     three set, a file unreadable or malformed, key and certificate do not
+     match, the certificate does not verify against the CA); at
+     ferry_connect, FERRY_ERR_AUTH (a certificate was refused, either way)
+     and FERRY_ERR_CONNECT (the master speaks plain TCP, or is a TLS master
+     while this peer is plain). Copied by ferry_comm_create. */
+  const char* tls_cert_file;
+  const char* tls_key_file;
+  const char* tls_ca_file;
 } ferry_comm_params;
 
 FERRY_API void ferry_comm_params_init(ferry_comm_params* params);

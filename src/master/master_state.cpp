@@ -260,7 +260,7 @@ void MasterState::begin_collective(Peer& peer, const wire::CollectiveBegin& m, c
   if (peer.phase != Phase::accepted)
     return kick(peer.conn, Errc::protocol, "collective from a peer that is not accepted");
   auto refuse = [&](Errc code, const std::string& why) {
-    send(peer.id, wire::CollectiveResult{m.epoch, m.seq, static_cast<uint32_t>(code), why});
+    send(peer.id, wire::CollectiveResult{m.epoch, m.seq, static_cast<uint32_t>(code), wire::bounded_reason(why)});
   };
   if (m.epoch != group.epoch || group.broken || group.proposal)
     return refuse(Errc::peer_lost, "the ring changed (a peer was lost or is joining); call update_topology");
@@ -345,7 +345,7 @@ void MasterState::abort_collective(Group& group, uint32_t seq, Errc code, const 
   auto it = group.collectives.find(seq);
   if (it == group.collectives.end() || it->second.verdict) return;
   Collective& c = it->second;
-  c.verdict = wire::CollectiveResult{group.epoch, seq, static_cast<uint32_t>(code), reason};
+  c.verdict = wire::CollectiveResult{group.epoch, seq, static_cast<uint32_t>(code), wire::bounded_reason(reason)};
   log().info("phase: group {} epoch {} collective {} aborted: {}", group.id, group.epoch, seq, reason);
   for (const auto& [id, begin] : c.begins) send(id, *c.verdict);
   // Members still to begin hear the verdict when they do; a broken ring answers them anyway.
@@ -367,7 +367,7 @@ void MasterState::kick(ConnId conn, Errc code, const std::string& reason) {
   if (it == connections_.end()) return;
   std::string who = it->second.peer ? peer_name(*it->second.peer) : "connection from " + it->second.remote_host;
   log().warn("kick: {}: {}", who, reason);
-  effects_.closes.push_back({conn, wire::Kick{static_cast<uint32_t>(code), reason}, reason});
+  effects_.closes.push_back({conn, wire::Kick{static_cast<uint32_t>(code), wire::bounded_reason(reason)}, reason});
   on_disconnected(conn, "kicked: " + reason);
 }
 

@@ -80,7 +80,8 @@ bool is_certificate_refusal(int reason) {
 std::shared_ptr<asio::ssl::context> make_tls_context(const TlsConfig& config) {
   require_readable("cert_file", config.cert_file);
   require_readable("key_file", config.key_file);
-  require_readable("ca_file", config.ca_file);
+  const bool verify_peer = !config.ca_file.empty();
+  if (verify_peer) require_readable("ca_file", config.ca_file);
   if (config.handshake_timeout.count() <= 0) refuse("handshake_timeout must be positive");
 
   auto context = std::make_shared<asio::ssl::context>(asio::ssl::context::tls);
@@ -92,7 +93,7 @@ std::shared_ptr<asio::ssl::context> make_tls_context(const TlsConfig& config) {
   SSL_CTX_set_options(ctx, SSL_OP_CIPHER_SERVER_PREFERENCE);
   SSL_CTX_set_num_tickets(ctx, 0);
   SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
-  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+  SSL_CTX_set_verify(ctx, verify_peer ? SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT : SSL_VERIFY_NONE, nullptr);
   // An encrypted key would make OpenSSL prompt on the terminal: refuse it instead.
   SSL_CTX_set_default_passwd_cb(ctx, [](char*, int, int, void*) { return 0; });
 
@@ -106,6 +107,7 @@ std::shared_ptr<asio::ssl::context> make_tls_context(const TlsConfig& config) {
   if (SSL_CTX_check_private_key(ctx) != 1)
     refuse("key_file '" + config.key_file + "' does not match cert_file '" + config.cert_file + "': " +
            openssl_reason());
+  if (!verify_peer) return context;
   if (SSL_CTX_load_verify_locations(ctx, config.ca_file.c_str(), nullptr) != 1)
     refuse("cannot load ca_file '" + config.ca_file + "': " + openssl_reason());
   check_own_certificate(ctx, config);
@@ -120,7 +122,8 @@ Status tls_handshake_failure(const std::error_code& ec, SSL* ssl, const std::str
   if (ec.category() == asio::error::get_ssl_category() &&
       is_certificate_refusal(ERR_GET_REASON(static_cast<unsigned long>(ec.value()))))
     return Status::failure(Errc::auth, "TLS " + during + ": certificate refused: " + ec.message());
-  return Status::failure(Errc::connect, "TLS " + during + " failed: " + ec.message());
+  return Status::failure(Errc::connect, "TLS " + during + " failed: " + ec.message() +
+                                            " (is the other side plain TCP? a run uses TLS on every connection or on none)");
 }
 
 }  // namespace ferry::net

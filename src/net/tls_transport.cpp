@@ -87,10 +87,16 @@ class TlsHandshake : public std::enable_shared_from_this<TlsHandshake> {
 class TlsTransport final : public Transport {
  public:
   explicit TlsTransport(const TlsConfig& config)
-      : context_(make_tls_context(config)), timeout_(config.handshake_timeout) {}
+      : context_(make_tls_context(config)), timeout_(config.handshake_timeout), can_dial_(!config.ca_file.empty()) {}
 
   std::string name() const override { return "tls"; }
   void open_client(asio::ip::tcp::socket socket, StreamReady ready) override {
+    if (!can_dial_) {  // a dialer that verifies nobody would talk to anyone
+      auto executor = socket.get_executor();
+      return asio::post(executor, [ready = std::move(ready)] {
+        ready(Status::failure(Errc::invalid_usage, "TLS: a transport without ca_file only accepts"), nullptr);
+      });
+    }
     open(std::move(socket), false, std::move(ready));
   }
   void open_server(asio::ip::tcp::socket socket, StreamReady ready) override {
@@ -107,6 +113,7 @@ class TlsTransport final : public Transport {
 
   std::shared_ptr<asio::ssl::context> context_;
   std::chrono::milliseconds timeout_;
+  bool can_dial_;
 };
 
 }  // namespace

@@ -2,8 +2,10 @@
 //
 // Trust model. One run, one CA: every peer and the master hold a certificate
 // signed by it and verify the other side's certificate against it, in both
-// directions (a connection is fully verified or refused; there is no
-// anonymous or one-way mode). Host names are not verified: ferry's peers are
+// directions (a connection is fully verified or refused). One exception: a
+// master may be given no CA (ca_file empty), and then does not ask peers for
+// certificates; peers still verify the master, and membership is left to the
+// run secret. A peer always needs the CA (it dials and accepts other peers). Host names are not verified: ferry's peers are
 // dialed by the address the master hands out, often behind NAT or a proxy,
 // so a name in the certificate would prove nothing the CA does not; who a
 // peer is comes from the run secret (core/run_secret.h) and the master's
@@ -37,7 +39,9 @@ namespace ferry::net {
 struct TlsConfig {
   std::string cert_file;  // PEM: this side's certificate (chain), leaf first
   std::string key_file;   // PEM: its private key (unencrypted)
-  std::string ca_file;    // PEM: the run's CA; the other side must present a certificate it signed
+  // PEM: the run's CA; the other side must present a certificate it signed.
+  // Empty: acceptor only (a master), which then asks for no certificate.
+  std::string ca_file;
   // Deadline of a handshake (TCP connected -> verified in both directions).
   std::chrono::milliseconds handshake_timeout{10'000};
 };

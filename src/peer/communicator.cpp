@@ -212,7 +212,7 @@ void Communicator::send_end(uint64_t epoch, uint32_t seq, const Status& status) 
     std::lock_guard lock(mu_);
     master = master_;
   }
-  if (master) master->send(wire::CollectiveEnd{epoch, seq, static_cast<uint32_t>(status.code), status.message});
+  if (master) master->send(wire::CollectiveEnd{epoch, seq, static_cast<uint32_t>(status.code), wire::bounded_reason(status.message)});
 }
 
 void Communicator::op_finished(uint32_t seq) {
@@ -231,6 +231,7 @@ std::shared_ptr<CollectiveOp> Communicator::find_op(uint64_t epoch, uint32_t seq
 // --- the master session ------------------------------------------------------------------------
 
 void Communicator::on_master_message(wire::Message message) {
+  heard_from_master_.store(true);
   std::visit(
       [this](auto& m) {
         using M = std::decay_t<decltype(m)>;
@@ -306,6 +307,14 @@ void Communicator::on_master_closed(const Status& why) {
     master_closed_ = true;
     cv_.notify_all();
   }
+  // The master speaks first on every connection. Silence then a hang-up is a
+  // connection that never worked: typically a master that requires TLS meeting
+  // a plain peer (it gives up on the handshake and closes).
+  if (!heard_from_master_.load())
+    return die(Status::failure(Errc::connect, "the master closed the connection before its first message (" +
+                                                  why.message +
+                                                  "): does it require TLS (tls_* parameters) and this peer not, "
+                                                  "or is it not a ferry master?"));
   die(Status::failure(Errc::master_lost, "lost the master: " + why.message));
 }
 
@@ -404,7 +413,7 @@ void Communicator::on_links_ready(const std::shared_ptr<LinkSetup>& setup, LinkS
     master = master_;
   }
   wire::TopologyReady ready{setup->epoch(), static_cast<uint32_t>(outcome.status.code), outcome.unreachable_peer,
-                            outcome.status.message};
+                            wire::bounded_reason(outcome.status.message)};
   if (!outcome.status.ok()) log().warn("links for epoch {} failed: {}", setup->epoch(), outcome.status.message);
   master->send(ready);
 }
@@ -516,7 +525,7 @@ std::shared_ptr<SharedStateSync> Communicator::sync_shared_state(SyncSpec spec) 
   } catch (const Error& e) {
     // The number is taken: end it at once so every peer's numbering stays aligned.
     master->send(wire::SyncBegin{epoch, seq, 0, 0, {}});
-    master->send(wire::CollectiveEnd{epoch, seq, static_cast<uint32_t>(e.code()), e.what()});
+    master->send(wire::CollectiveEnd{epoch, seq, static_cast<uint32_t>(e.code()), wire::bounded_reason(e.what())});
     throw;
   }
   wire::SyncBegin begin = op->begin_message();

@@ -13,6 +13,7 @@
 //    AllreduceOp, LinkSetup or RingLinks: they call back into us.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -152,6 +153,8 @@ class Communicator final : private OpHost {
   };
   std::vector<ParkedLink> parked_links_;  // hellos for a ring we have not heard of yet
   bool master_closed_ = false;
+  // Set by the master connection's first message (its challenge): a close before it means the connection never worked.
+  std::atomic<bool> heard_from_master_{false};
 };
 
 }  // namespace ferry::peer

@@ -35,6 +35,14 @@ MessageType message_type(const Message& message) {
   return std::visit([](const auto& m) { return std::decay_t<decltype(m)>::kType; }, message);
 }
 
+std::string bounded_reason(std::string text) {
+  if (text.size() <= kMaxReasonLength) return text;
+  size_t cut = kMaxReasonLength - 3;
+  while (cut > 0 && (static_cast<uint8_t>(text[cut]) & 0xC0) == 0x80) --cut;  // a continuation byte
+  text.resize(cut);
+  return text + "...";
+}
+
 const char* message_type_name(uint16_t type) {
   switch (static_cast<MessageType>(type)) {
     case MessageType::hello: return "hello";

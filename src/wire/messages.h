@@ -54,6 +54,12 @@ enum class MessageType : uint16_t {
 inline constexpr size_t kMaxHostLength = 255;
 inline constexpr size_t kMaxReasonLength = 1024;
 inline constexpr size_t kMaxRingMembers = 65536;
+
+// `text` cut to what a reason field may carry (kMaxReasonLength bytes, never
+// in the middle of a UTF-8 character, "..." marking the cut). Reasons often
+// quote another side's reason: without the cut, a receiver would refuse the
+// whole message as malformed.
+std::string bounded_reason(std::string text);
 inline constexpr uint32_t kMaxConnectionsPerLink = 64;
 inline constexpr size_t kMaxSharedTensors = 8192;
 inline constexpr size_t kMaxTensorName = 255;

@@ -1,8 +1,66 @@
 #include "harness.h"
 
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
 #include <thread>
 
 namespace ferry::test {
+namespace {
+
+std::atomic<Wire> g_wire{Wire::plain};
+
+class TestCerts {
+ public:
+  TestCerts() {
+    namespace fs = std::filesystem;
+    dir_ = (fs::temp_directory_path() / ("ferry-test-certs-" + std::to_string(::getpid()))).string();
+    fs::remove_all(dir_);
+    make(dir_, "master peer");
+    make(dir_ + "/rogue", "rogue");
+    fs::rename(dir_ + "/rogue/ca.pem", dir_ + "/rogue-ca.pem");
+    for (const char* f : {"rogue.pem", "rogue.key"}) fs::rename(dir_ + "/rogue/" + f, dir_ + "/" + f);
+    // A stranger that trusts our CA as well as its own.
+    std::ofstream both(dir_ + "/both-ca.pem");
+    both << std::ifstream(dir_ + "/ca.pem").rdbuf() << std::ifstream(dir_ + "/rogue-ca.pem").rdbuf();
+  }
+  ~TestCerts() {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+  const std::string& path(const std::string& file) {
+    std::lock_guard lock(mu_);
+    auto [it, fresh] = paths_.try_emplace(file, dir_ + "/" + file);
+    if (fresh && !std::filesystem::exists(it->second)) throw std::runtime_error("no test certificate file " + file);
+    return it->second;
+  }
+
+ private:
+  static void make(const std::string& dir, const std::string& names) {
+    std::string command = "sh '" FERRY_SOURCE_DIR "/tools/gen-test-certs' '" + dir + "' " + names + " >/dev/null";
+    if (std::system(command.c_str()) != 0) throw std::runtime_error("failed: " + command);
+  }
+  std::string dir_;
+  std::mutex mu_;
+  std::map<std::string, std::string> paths_;
+};
+
+}  // namespace
+
+const char* wire_name(Wire wire) { return wire == Wire::tls ? "tls" : "plain"; }
+Wire current_wire() { return g_wire.load(); }
+WireScope::WireScope(Wire wire) : before_(g_wire.exchange(wire)) {}
+WireScope::~WireScope() { g_wire.store(before_); }
+
+const std::string& cert_path(const std::string& file) {
+  static TestCerts certs;
+  return certs.path(file);
+}
 
 void must(ferry_result r, const char* what) {
   if (r != FERRY_OK)
@@ -10,7 +68,15 @@ void must(ferry_result r, const char* what) {
 }
 
 EmbeddedMaster::EmbeddedMaster() {
-  must(ferry_master_create("127.0.0.1:0", &master_), "ferry_master_create");
+  ferry_master_params params;
+  ferry_master_params_init(&params);
+  params.listen_address = "127.0.0.1:0";
+  if (current_wire() == Wire::tls) {
+    params.tls_cert_file = cert_path("master.pem").c_str();
+    params.tls_key_file = cert_path("master.key").c_str();
+    params.tls_ca_file = cert_path("ca.pem").c_str();
+  }
+  must(ferry_master_create_with(&params, &master_), "ferry_master_create_with");
   must(ferry_master_port(master_, &port_), "ferry_master_port");
   must(ferry_master_run(master_), "ferry_master_run");
 }
@@ -33,6 +99,11 @@ ferry_comm* create_peer(const std::string& master, const PeerSettings& s) {
   params.progress_timeout_ms = s.progress_timeout_ms;
   params.heartbeat_timeout_ms = s.heartbeat_timeout_ms;
   params.max_chunk_bytes = s.max_chunk_bytes;
+  if (current_wire() == Wire::tls) {
+    params.tls_cert_file = cert_path(s.tls_cert).c_str();
+    params.tls_key_file = cert_path(s.tls_key).c_str();
+    params.tls_ca_file = cert_path(s.tls_ca).c_str();
+  }
   ferry_comm* comm = nullptr;
   must(ferry_comm_create(&params, &comm), "ferry_comm_create");
   return comm;

@@ -23,9 +23,32 @@ struct CallFailed : std::runtime_error {
 // Throws CallFailed unless r == FERRY_OK.
 void must(ferry_result r, const char* what);
 
+// What a run's connections speak. Tests that must hold for both take
+//   const Wire wire = GENERATE(Wire::plain, Wire::tls); WireScope scope(wire);
+// and the masters and peers the harness makes in that scope use it.
+enum class Wire { plain, tls };
+const char* wire_name(Wire wire);
+Wire current_wire();
+class WireScope {
+ public:
+  explicit WireScope(Wire wire);
+  ~WireScope();
+  WireScope(const WireScope&) = delete;
+  WireScope& operator=(const WireScope&) = delete;
+
+ private:
+  Wire before_;
+};
+
+// Throwaway certificates, made once per process (tools/gen-test-certs, in a
+// temporary directory removed at exit): "ca" signed "master" and "peer";
+// "rogue-ca" signed "rogue"; "both-ca.pem" holds both CAs.
+// cert_path("peer.pem"), cert_path("peer.key"), ...
+const std::string& cert_path(const std::string& file);
+
 class EmbeddedMaster {
  public:
-  EmbeddedMaster();
+  EmbeddedMaster();  // speaks current_wire(): TLS with master.pem, peers verified against ca.pem
   ~EmbeddedMaster();
   EmbeddedMaster(const EmbeddedMaster&) = delete;
   EmbeddedMaster& operator=(const EmbeddedMaster&) = delete;
@@ -46,8 +69,11 @@ struct PeerSettings {
   uint32_t progress_timeout_ms = 10000;
   uint32_t heartbeat_timeout_ms = 5000;
   uint32_t max_chunk_bytes = 1 << 20;
+  // TLS files for a peer made while current_wire() is Wire::tls.
+  std::string tls_cert = "peer.pem", tls_key = "peer.key", tls_ca = "ca.pem";
 };
 
+// A peer of current_wire() (TLS: settings' certificate files, by cert_path name).
 ferry_comm* create_peer(const std::string& master, const PeerSettings& settings = {});
 int64_t attribute(ferry_comm* comm, ferry_attribute attribute);
 // ferry_connect, then ferry_update_topology until the group has `target` peers.

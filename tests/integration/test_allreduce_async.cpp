@@ -27,10 +27,12 @@ ferry_allreduce_desc sum_desc(uint64_t tag) {
 }  // namespace
 
 TEST_CASE("async: many concurrent tagged all-reduces of random sizes, waited in random order",
-          "[allreduce][async]") {
+          "[allreduce][async][tls]") {
+  const Wire wire = GENERATE(Wire::plain, Wire::tls);
   const size_t peers = GENERATE(2, 3, 4);
   const size_t ops = 12;
-  CAPTURE(peers);
+  CAPTURE(wire_name(wire), peers);
+  WireScope scope(wire);
   EmbeddedMaster master;
   std::mt19937 shared_rng(1234);  // the sizes all peers agree on
   std::vector<size_t> sizes(ops);

@@ -55,10 +55,13 @@ std::vector<uint8_t> normal_input(ferry_dtype t, size_t count, size_t rank, uint
 }  // namespace
 
 TEST_CASE("quant: every float dtype x op x codec x connection count is bit-identical on 2..5 peers",
-          "[allreduce][quant]") {
+          "[allreduce][quant][tls]") {
+  const Wire wire = GENERATE(Wire::plain, Wire::tls);
   const size_t peers = GENERATE(2, 3, 5);
   const uint32_t connections = GENERATE(1u, 3u);
-  CAPTURE(peers, connections);
+  CAPTURE(wire_name(wire), peers, connections);
+  if (wire == Wire::tls && peers != 3) return;  // TLS: one world size is enough
+  WireScope scope(wire);
   struct Case {
     ferry_dtype dtype;
     ferry_reduce_op op;

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <thread>
 
+#include "forged_frame.h"
 #include "harness.h"
 #include "wire/frame.h"
 #include "wire/messages.h"
@@ -61,16 +62,6 @@ class RawClient {
   bool connected_ = false;
 };
 
-std::vector<uint8_t> header(uint32_t magic, uint16_t version, uint16_t type, uint32_t length) {
-  std::vector<uint8_t> out;
-  wire::ByteWriter w(out);
-  w(magic);
-  w(version);
-  w(type);
-  w(length);
-  return out;
-}
-
 std::vector<uint8_t> concat(std::vector<uint8_t> a, const std::vector<uint8_t>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
@@ -103,11 +94,11 @@ std::vector<Garbage> garbage_cases() {
   hello_trailing[8] = static_cast<uint8_t>(hello_trailing[8] + 1);  // length covers the extra byte
   return {
       {"random bytes", noise, false, false},
-      {"wrong magic", header(0xDEADBEEF, 1, 1, 0), false, false},
-      {"wrong version", header(wire::kFrameMagic, 99, 1, 0), false, false},
-      {"unknown type", concat(header(wire::kFrameMagic, 1, 999, 4), {1, 2, 3, 4}), false, false},
-      {"oversized length", header(wire::kFrameMagic, 1, 1, 100u << 20), false, false},
-      {"truncated frame", concat(header(wire::kFrameMagic, 1, 1, 100), {1, 2, 3}), true, false},
+      {"wrong magic", forged_frame_header(0xDEADBEEF, 1, 1, 0), false, false},
+      {"wrong version", forged_frame_header(wire::kFrameMagic, 99, 1, 0), false, false},
+      {"unknown type", concat(forged_frame_header(wire::kFrameMagic, 1, 999, 4), {1, 2, 3, 4}), false, false},
+      {"oversized length", forged_frame_header(wire::kFrameMagic, 1, 1, 100u << 20), false, false},
+      {"truncated frame", concat(forged_frame_header(wire::kFrameMagic, 1, 1, 100), {1, 2, 3}), true, false},
       {"hello with trailing bytes", hello_trailing, false, false},
       {"vote before hello", wire::encode_message(wire::TopologyVote{}), false, true},
       {"hello with zero connections", wire::encode_message(hello_bad), false, true},

@@ -75,7 +75,10 @@ SyncResult must_sync(ferry_comm* comm, State& state, ferry_sync_strategy strateg
 
 }  // namespace
 
-TEST_CASE("shared state: a newcomer receives the exact bytes of 256 MiB of tensors", "[shared_state]") {
+TEST_CASE("shared state: a newcomer receives the exact bytes of 256 MiB of tensors", "[shared_state][tls]") {
+  const Wire wire = GENERATE(Wire::plain, Wire::tls);
+  CAPTURE(wire_name(wire));
+  WireScope scope(wire);
   EmbeddedMaster master;
   std::vector<State> states(3);
   std::vector<SyncResult> results(3);

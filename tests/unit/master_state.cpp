@@ -5,6 +5,7 @@
 
 #include "core/log.h"
 #include "master/master_state.h"
+#include "wire/frame.h"
 
 using namespace ferry;
 using namespace ferry::master;
@@ -60,6 +61,16 @@ struct Fixture {
     step();
     REQUIRE(sent<TopologyDone>().size() == proposals.size());
     return epoch;
+  }
+
+  // A ring of conns 1 and 2 votes conn 3 in; returns its id and the proposal's epoch (not yet ready).
+  std::pair<PeerId, uint64_t> ring_of_two_proposing_a_third() {
+    ring_of(2);
+    PeerId newcomer = join(3);
+    state.on_message(1, TopologyVote{});
+    state.on_message(2, TopologyVote{});
+    step();
+    return {newcomer, sent<Topology>()[0].second.epoch};
   }
 
   // Forms a committed ring of conns 1..n in group 0.
@@ -262,12 +273,7 @@ TEST_CASE("master: a member lost during a proposal is dropped and the ring propo
 
 TEST_CASE("master: the peer named unreachable is kicked and the ring proposed without it", "[master]") {
   Fixture f;
-  f.ring_of(2);
-  PeerId newcomer = f.join(3);
-  f.state.on_message(1, TopologyVote{});
-  f.state.on_message(2, TopologyVote{});
-  f.step();
-  uint64_t epoch = f.sent<Topology>()[0].second.epoch;
+  auto [newcomer, epoch] = f.ring_of_two_proposing_a_third();
   f.state.on_message(2, TopologyReady{epoch, static_cast<uint32_t>(Errc::connect), newcomer, "refused"});
   f.step();
   CHECK(f.closed(3));
@@ -278,6 +284,44 @@ TEST_CASE("master: the peer named unreachable is kicked and the ring proposed wi
   f.state.on_message(1, TopologyReady{again[0].second.epoch, 6, 999, "lies"});
   f.step();
   CHECK(f.closed(1));
+}
+
+// Found by fuzz_master_state: a peer's reason of the longest legal length,
+// quoted in the master's kick, made a kick no peer could decode.
+TEST_CASE("master: reasons that quote a peer's longest reason still decode at the peers", "[master][fuzz]") {
+  auto decodes = [](const Message& m) {
+    auto frame = encode_message(m);
+    std::vector<uint8_t> payload(frame.begin() + kFrameHeaderBytes, frame.end());
+    return decode_message(static_cast<uint16_t>(message_type(m)), payload).status.ok();
+  };
+  const std::string longest(kMaxReasonLength, 'r');
+  Fixture f;
+  auto [newcomer, epoch] = f.ring_of_two_proposing_a_third();
+  f.state.on_message(2, TopologyReady{epoch, static_cast<uint32_t>(Errc::connect), newcomer, longest});
+  f.step();
+  REQUIRE(f.closed(3));
+  for (auto& c : f.last.closes) {
+    REQUIRE(c.last);
+    CHECK(decodes(*c.last));
+  }
+  f.all_ready();
+  uint64_t e = f.state.epoch(0);
+  f.state.on_message(1, begin(e, 0));
+  f.state.on_message(2, begin(e, 0));
+  f.step();
+  f.state.on_message(1, CollectiveEnd{e, 0, static_cast<uint32_t>(Errc::timeout), longest});
+  f.state.on_message(2, CollectiveEnd{e, 0, 0, ""});
+  f.step();
+  auto results = f.sent<CollectiveResult>();
+  REQUIRE(results.size() == 2);
+  for (auto& [conn, r] : results) CHECK(decodes(r));
+  // A cut keeps UTF-8 whole.
+  std::string accents;
+  while (accents.size() < 2 * kMaxReasonLength) accents += "\xc3\xa9";
+  std::string cut = bounded_reason(accents);
+  CHECK(cut.size() <= kMaxReasonLength);
+  CHECK(cut.substr(cut.size() - 3) == "...");
+  CHECK((cut.size() - 3) % 2 == 0);
 }
 
 TEST_CASE("master: protocol violations get the sender kicked, with a reason", "[master]") {

@@ -55,6 +55,9 @@ void check_consistency(const BenchArgs& args) {
   if (!args.baseline.empty() && args.baseline != "gloo") {
     throw ArgsError("--baseline: only 'gloo' is known");
   }
+  if (args.tls && args.tls_dir.empty() && !args.master.empty()) {
+    throw ArgsError("--tls with --master: pass --tls-dir with the certificates that master trusts");
+  }
   if (args.baseline == "gloo" && args.op != ReduceKind::sum) {
     throw ArgsError("--baseline gloo measures sum only; drop --op or the baseline");
   }
@@ -114,6 +117,13 @@ std::optional<BenchArgs> parse_bench_args(int argc, char** argv) {
       ->check(CLI::Range(4096u, 64u << 20));
   app.add_option("--secret-file", args.secret_file,
                  "Run secret for the master this starts and the peers (default: $FERRY_SECRET_FILE)");
+  app.add_flag("--tls", args.tls,
+               "TLS 1.3 on every connection of ferry's run (master and p2p links), with the certificates of "
+               "--tls-dir, or throwaway ones made by tools/gen-test-certs");
+  app.add_option("--tls-dir", args.tls_dir,
+                 "Directory holding ca.pem, master.pem, master.key, peer.pem, peer.key (as `tools/gen-test-certs "
+                 "DIR master peer` writes them); implies --tls")
+      ->check(CLI::ExistingDirectory);
   app.add_option("--bin-dir", args.bin_dir, "Directory holding ferry-master and ferry-gloo-bench (default: the build tree)");
   app.add_option("--timeout-s", args.timeout_s, "Deadline of each implementation's run (default: from the sizes)")
       ->check(CLI::Range(1.0, 86400.0));
@@ -137,6 +147,7 @@ std::optional<BenchArgs> parse_bench_args(int argc, char** argv) {
   args.dtype = kElemTypes.at(CLI::detail::to_lower(dtype_text));
   args.op = kReduceKinds.at(CLI::detail::to_lower(op_text));
   args.role = kRoles.at(role_text);
+  if (!args.tls_dir.empty()) args.tls = true;
   // The peers would take it from the environment anyway; the master must get it too.
   if (const char* env = std::getenv("FERRY_SECRET_FILE"); args.secret_file.empty() && env != nullptr) {
     args.secret_file = env;
@@ -164,6 +175,7 @@ std::vector<std::string> peer_forwarded_args(const BenchArgs& args) {
   if (args.io_threads != 0) out.insert(out.end(), {"--io-threads", std::to_string(args.io_threads)});
   if (args.chunk_bytes != 0) out.insert(out.end(), {"--chunk-bytes", std::to_string(args.chunk_bytes)});
   if (!args.secret_file.empty()) out.insert(out.end(), {"--secret-file", args.secret_file});
+  if (!args.tls_dir.empty()) out.insert(out.end(), {"--tls-dir", args.tls_dir});
   if (args.fault_peer >= 0) out.insert(out.end(), {"--fault-peer", std::to_string(args.fault_peer)});
   return out;
 }

@@ -19,6 +19,7 @@
 #include "placement.h"
 #include "report_json.h"
 #include "report_table.h"
+#include "throwaway_certs.h"
 
 namespace {
 
@@ -35,6 +36,7 @@ std::string title(const std::string& impl, const BenchArgs& args, const Launcher
   text += ": " + std::to_string(args.peers) + " peers, " + launcher.describe() + ", " + std::to_string(args.iters) +
           " iters after " + std::to_string(args.warmup) + " warmup";
   if (impl == "ferry" && !args.congestion_control.empty()) text += ", cc " + args.congestion_control;
+  if (impl == "ferry" && args.tls) text += ", TLS 1.3";
   return text;
 }
 
@@ -45,8 +47,14 @@ bool all_good(const std::vector<RunSummary>& runs) {
   return true;
 }
 
-int run_orchestrator(const BenchArgs& args) {
+int run_orchestrator(const BenchArgs& given) {
   ferry::tooling::install_child_cleanup_on_signals();
+  BenchArgs args = given;
+  std::optional<ThrowawayCerts> certs;
+  if (args.tls && args.tls_dir.empty()) {
+    certs.emplace();
+    args.tls_dir = certs->dir();
+  }
   const bool with_gloo = args.baseline == "gloo";
   const Binaries binaries = find_binaries(args.bin_dir, args.master.empty(), with_gloo);
   const auto launcher = args.wan.empty() ? make_local_launcher() : make_wan_launcher(args.wan, args.peers);

@@ -108,6 +108,10 @@ std::string start_master(const BenchArgs& args, ChildSet& children, const Launch
   std::vector<std::string> argv = where.argv_prefix;
   argv.insert(argv.end(), {binaries.master, "--listen", where.host + ":0", "--log-level", "warn"});
   if (!args.secret_file.empty()) argv.insert(argv.end(), {"--secret-file", args.secret_file});
+  if (!args.tls_dir.empty()) {
+    argv.insert(argv.end(), {"--tls-cert", args.tls_dir + "/master.pem", "--tls-key", args.tls_dir + "/master.key",
+                             "--tls-ca", args.tls_dir + "/ca.pem"});
+  }
   master = &children.spawn("ferry-master", argv);
   Child& m = *master;
   children.pump_until([&] { return !m.running() || m.out().find('\n') != std::string::npos; },

@@ -120,6 +120,13 @@ class PeerBench {
     if (args_.chunk_bytes != 0) params.max_chunk_bytes = args_.chunk_bytes;
     if (!args_.congestion_control.empty()) params.congestion_control = args_.congestion_control.c_str();
     if (!args_.secret_file.empty()) params.secret_file = args_.secret_file.c_str();
+    const std::string cert = args_.tls_dir + "/peer.pem", key = args_.tls_dir + "/peer.key",
+                      ca = args_.tls_dir + "/ca.pem";
+    if (!args_.tls_dir.empty()) {
+      params.tls_cert_file = cert.c_str();
+      params.tls_key_file = key.c_str();
+      params.tls_ca_file = ca.c_str();
+    }
     must(ferry_comm_create(&params, &comm_), "ferry_comm_create");
     must(ferry_connect(comm_), "ferry_connect to " + args_.master);
     // Accepted peers admit newcomers together, until the ring has everyone.

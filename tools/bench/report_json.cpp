@@ -95,6 +95,7 @@ void write_args(JsonWriter& json, const BenchArgs& args, const std::string& plac
   optional_string(json, "master", args.master);
   optional_string(json, "cc", args.congestion_control);
   optional_string(json, "secret_file", args.secret_file);
+  json.key("tls").value(args.tls);
   optional_number(json, "io_threads", args.io_threads);
   optional_number(json, "chunk_bytes", args.chunk_bytes);
   json.key("timeout_s").value(run_deadline_s(args));

@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "core/run_secret.h"
 #include "master/master_server.h"
+#include "net/tls_transport.h"
 #include "net/endpoint.h"
 
 namespace {
@@ -37,6 +38,19 @@ int main(int argc, char** argv) {
   app.add_option("--secret-file", secret_file,
                  "file holding the run secret every peer must prove (default: $FERRY_SECRET_FILE; never the secret "
                  "itself on a command line)");
+  std::string tls_cert, tls_key, tls_ca;
+  auto* cert_option = app.add_option("--tls-cert", tls_cert,
+                                     "PEM certificate (chain, leaf first): every connection is then TLS 1.3")
+                          ->check(CLI::ExistingFile);
+  auto* key_option = app.add_option("--tls-key", tls_key, "PEM private key of --tls-cert (unencrypted)")
+                         ->check(CLI::ExistingFile);
+  app.add_option("--tls-ca", tls_ca,
+                 "PEM CA: peers must present a certificate it signed (mutual TLS); without it the master asks "
+                 "peers for no certificate and membership rests on --secret-file")
+      ->check(CLI::ExistingFile)
+      ->needs(cert_option);
+  cert_option->needs(key_option);
+  key_option->needs(cert_option);
   CLI11_PARSE(app, argc, argv);
 
   if (!ferry::set_log_level(log_level)) {
@@ -63,6 +77,13 @@ int main(int argc, char** argv) {
     options.listen_port = endpoint->port;
     options.limits.default_heartbeat_timeout_ms = peer_timeout_ms;
     options.secret = ferry::load_run_secret(secret_file.c_str());
+    if (!tls_cert.empty()) {
+      ferry::net::TlsConfig tls;
+      tls.cert_file = tls_cert;
+      tls.key_file = tls_key;
+      tls.ca_file = tls_ca;
+      options.transport = ferry::net::make_tls_transport(tls);
+    }
     if (!options.secret && !is_loopback(endpoint->host))
       ferry::log().warn("listening on {} without a run secret: anyone who can reach this port can join the run, "
                         "read its tensors and feed it garbage; pass --secret-file", listen);

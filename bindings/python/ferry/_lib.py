@@ -75,6 +75,9 @@ class MasterParams(ctypes.Structure):
         ("listen_address", ctypes.c_char_p),
         ("peer_timeout_ms", ctypes.c_uint32),
         ("secret_file", ctypes.c_char_p),
+        ("tls_cert_file", ctypes.c_char_p),
+        ("tls_key_file", ctypes.c_char_p),
+        ("tls_ca_file", ctypes.c_char_p),
     ]
 
 
@@ -96,6 +99,9 @@ class CommParams(ctypes.Structure):
         ("max_chunk_bytes", ctypes.c_uint32),
         ("congestion_control", ctypes.c_char_p),
         ("secret_file", ctypes.c_char_p),
+        ("tls_cert_file", ctypes.c_char_p),
+        ("tls_key_file", ctypes.c_char_p),
+        ("tls_ca_file", ctypes.c_char_p),
     ]
 
 

@@ -70,6 +70,11 @@ class Communicator:
         secret_file: path of the run secret (see Master); proves this peer to the master
             and to other peers and checks theirs (AuthError on connect when they differ).
             None: ``$FERRY_SECRET_FILE`` if set, else no authentication.
+        tls_cert_file / tls_key_file / tls_ca_file: all three (PEM) for TLS 1.3 on the
+            master connection and every p2p link, the master and other peers verified
+            against the CA (mutual TLS); all None (default) for plain TCP. Partial or bad
+            files raise InvalidArgumentError; on connect, a refused certificate is
+            AuthError, a plain/TLS mismatch with the master ConnectError.
 
     Raises InvalidArgumentError for bad values, ConnectError when no p2p port can be bound.
     """
@@ -90,6 +95,9 @@ class Communicator:
         max_chunk_bytes: Optional[int] = None,
         congestion_control: Optional[str] = None,
         secret_file: Optional[str] = None,
+        tls_cert_file: Optional[str] = None,
+        tls_key_file: Optional[str] = None,
+        tls_ca_file: Optional[str] = None,
     ) -> None:
         self._ptr: Optional[_lib.CommPtr] = None
         self._closed = False
@@ -102,7 +110,8 @@ class Communicator:
         lib = _lib.lib()
         params, strings = comm_params(master, peer_group, connections, listen_host, port_range, advertised_host,
                                       advertised_port, timeout_ms, progress_timeout_ms, heartbeat_timeout_ms,
-                                      io_threads, max_chunk_bytes, congestion_control, secret_file)
+                                      io_threads, max_chunk_bytes, congestion_control, secret_file,
+                                      tls_cert_file, tls_key_file, tls_ca_file)
         ptr = _lib.CommPtr()
         _lib.check(lib.ferry_comm_create(ctypes.byref(params), ctypes.byref(ptr)), "ferry_comm_create")
         del strings  # copied by ferry_comm_create

@@ -38,15 +38,22 @@ class Master:
             prove it holds the same secret (HMAC challenge-response; the secret
             never crosses the wire). None: ``$FERRY_SECRET_FILE`` if set, else no
             authentication. An unreadable or short file raises InvalidArgumentError.
+        tls_cert_file / tls_key_file: PEM certificate (leaf first) and its unencrypted
+            key: every connection to the master is then TLS 1.3. None (default): plain TCP.
+        tls_ca_file: PEM CA; peers must present a certificate it signed (mutual TLS).
+            None: the master asks peers for no certificate (membership rests on the
+            secret). Unreadable, malformed or mismatched files raise InvalidArgumentError.
     """
 
     def __init__(self, listen: str = "0.0.0.0:48148", peer_timeout_ms: Optional[int] = None,
-                 secret_file: Optional[str] = None) -> None:
+                 secret_file: Optional[str] = None, tls_cert_file: Optional[str] = None,
+                 tls_key_file: Optional[str] = None, tls_ca_file: Optional[str] = None) -> None:
         self._ptr: Optional[_lib.MasterPtr] = None
         self._lock = threading.Lock()
         self._running = False
         lib = _lib.lib()
-        params, strings = master_params(listen, peer_timeout_ms, secret_file)
+        params, strings = master_params(listen, peer_timeout_ms, secret_file, tls_cert_file, tls_key_file,
+                                        tls_ca_file)
         ptr = _lib.MasterPtr()
         _lib.check(lib.ferry_master_create_with(ctypes.byref(params), ctypes.byref(ptr)),
                    f"ferry_master_create({listen!r})")

@@ -45,8 +45,15 @@ class _Strings:
         return raw
 
 
-def master_params(listen: Any, peer_timeout_ms: Optional[int],
-                  secret_file: Any) -> Tuple[_lib.MasterParams, _Strings]:
+def _tls(params: Any, strings: _Strings, cert: Any, key: Any, ca: Any) -> None:
+    """Sets the tls_* fields that are given (the library checks which combinations it accepts)."""
+    for field, value in (("tls_cert_file", cert), ("tls_key_file", key), ("tls_ca_file", ca)):
+        if value is not None:
+            setattr(params, field, strings.path(field, value))
+
+
+def master_params(listen: Any, peer_timeout_ms: Optional[int], secret_file: Any, tls_cert_file: Any = None,
+                  tls_key_file: Any = None, tls_ca_file: Any = None) -> Tuple[_lib.MasterParams, _Strings]:
     """A ferry_master_params; keep the second value alive until ferry_master_create_with returns."""
     strings = _Strings()
     params = _lib.defaults(_lib.MasterParams, "ferry_master_params_init")
@@ -55,6 +62,7 @@ def master_params(listen: Any, peer_timeout_ms: Optional[int],
         params.peer_timeout_ms = uint("peer_timeout_ms", peer_timeout_ms, 32)
     if secret_file is not None:
         params.secret_file = strings.path("secret_file", secret_file)
+    _tls(params, strings, tls_cert_file, tls_key_file, tls_ca_file)
     return params, strings
 
 
@@ -62,7 +70,8 @@ def comm_params(master: Any, peer_group: int, connections: int, listen_host: Any
                 port_range: Optional[Tuple[int, int]], advertised_host: Optional[str],
                 advertised_port: Optional[int], timeout_ms: Optional[int], progress_timeout_ms: Optional[int],
                 heartbeat_timeout_ms: Optional[int], io_threads: Optional[int], max_chunk_bytes: Optional[int],
-                congestion_control: Optional[str], secret_file: Any) -> Tuple[_lib.CommParams, _Strings]:
+                congestion_control: Optional[str], secret_file: Any, tls_cert_file: Any = None,
+                tls_key_file: Any = None, tls_ca_file: Any = None) -> Tuple[_lib.CommParams, _Strings]:
     """A ferry_comm_params from Communicator's arguments; keep the second value alive until
     ferry_comm_create returns (it copies the strings)."""
     strings = _Strings()
@@ -91,4 +100,5 @@ def comm_params(master: Any, peer_group: int, connections: int, listen_host: Any
         params.congestion_control = strings.text("congestion_control", congestion_control)
     if secret_file is not None:
         params.secret_file = strings.path("secret_file", secret_file)
+    _tls(params, strings, tls_cert_file, tls_key_file, tls_ca_file)
     return params, strings
