@@ -157,6 +157,9 @@ void SharedStateSync::plan(const wire::SyncPlan& plan) {
   if (holders.empty()) return fail_local(Status::failure(Errc::protocol, "shared-state plan without holder addresses"));
   size_t per_holder = std::max<size_t>(1, std::min<size_t>(spec_.connections, kMaxFetchThreads / holders.size()));
   fetchers_running_ = per_holder * holders.size();
+  // Few chunks: smaller batches, so that every connection gets some (8 chunks
+  // over 4 connections in batches of 4 would leave two idle).
+  batch_chunks_ = std::clamp<size_t>(queue_->size() / (per_holder * holders.size()), 1, kRequestsInFlight);
   for (size_t k = 0; k < per_holder; ++k)
     for (const auto* address : holders) {
       wire::PeerAddress a = *address;
@@ -176,7 +179,7 @@ void SharedStateSync::fetch_loop(uint64_t holder, const wire::PeerAddress& addre
     track(stream);
     progressed();
     while (st.ok()) {
-      batch = queue_->take(holder, kRequestsInFlight);
+      batch = queue_->take(holder, batch_chunks_);
       if (batch.empty()) break;
       st = fetch_batch(*stream, batch, scratch);
       if (st.ok()) batch.clear();

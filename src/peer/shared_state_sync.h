@@ -106,6 +106,7 @@ class SharedStateSync final : public CollectiveOp, public std::enable_shared_fro
   std::vector<bool> changed_;                                // by caller's index; written before local done
   std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0};
   std::atomic<size_t> fetchers_running_{0};
+  size_t batch_chunks_ = 1;  // chunks requested at once per connection; set by plan() before any fetcher starts
 };
 
 }  // namespace ferry::peer
