@@ -12,13 +12,13 @@ namespace {
 
 size_t block_count(size_t size) { return std::max<size_t>(1, (size + kContentHashBlock - 1) / kContentHashBlock); }
 
-uint64_t combine(const std::vector<uint64_t>& block_hashes, size_t size) {
-  std::vector<uint64_t> words(block_hashes);
+}  // namespace
+
+uint64_t content_hash_from_blocks(std::span<const uint64_t> block_hashes, size_t size) {
+  std::vector<uint64_t> words(block_hashes.begin(), block_hashes.end());
   words.push_back(static_cast<uint64_t>(size));
   return hash_bytes(words.data(), words.size() * sizeof(uint64_t));
 }
-
-}  // namespace
 
 uint64_t content_hash(const void* data, size_t size) {
   std::pair<const void*, size_t> one{data, size};
@@ -28,7 +28,7 @@ uint64_t content_hash(const void* data, size_t size) {
 }
 
 void content_hash_many(std::span<const std::pair<const void*, size_t>> buffers, std::span<uint64_t> out,
-                       unsigned threads) {
+                       unsigned threads, std::vector<std::vector<uint64_t>>* block_hashes_out) {
   // Work items: every block of every buffer, claimed from one counter.
   struct Block {
     size_t buffer, index;
@@ -54,7 +54,8 @@ void content_hash_many(std::span<const std::pair<const void*, size_t>> buffers, 
   for (size_t t = 0; t < helpers; ++t) pool.emplace_back(work);
   work();
   for (auto& t : pool) t.join();
-  for (size_t b = 0; b < buffers.size(); ++b) out[b] = combine(block_hashes[b], buffers[b].second);
+  for (size_t b = 0; b < buffers.size(); ++b) out[b] = content_hash_from_blocks(block_hashes[b], buffers[b].second);
+  if (block_hashes_out) *block_hashes_out = std::move(block_hashes);
 }
 
 }  // namespace ferry

@@ -33,6 +33,7 @@ class FetchQueue {
   std::vector<size_t> take(uint64_t holder, size_t max);
   void close();
   const FetchChunk& chunk(size_t id) const { return chunks_[id]; }
+  size_t size() const { return chunks_.size(); }
   void done(size_t id);
   // `holder` failed: it is dropped, and these chunks (its unfinished ones) go back.
   void holder_failed(uint64_t holder, const std::vector<size_t>& unfinished);

@@ -17,7 +17,12 @@ namespace {
 
 // Large enough to keep a connection busy between requests, small enough that a
 // failed holder costs little to refetch and work spreads over every holder.
+// One chunk is one block of the content hash, so a chunk's checksum is that
+// block's hash: holders serve the hashes they computed for the election, and a
+// fetcher verifies a whole tensor from its verified chunks' hashes, with no
+// second pass over the bytes.
 constexpr uint32_t kFetchChunkBytes = 4u << 20;
+static_assert(kFetchChunkBytes == kContentHashBlock);
 constexpr size_t kRequestsInFlight = 4;  // per connection
 constexpr size_t kMaxFetchThreads = 16;
 
@@ -63,9 +68,14 @@ SharedStateSync::SharedStateSync(OpHost& host, uint64_t epoch, uint32_t seq, uin
       hashed.push_back(c);
     }
   std::vector<uint64_t> digests(buffers.size());
-  content_hash_many(buffers, digests);
+  std::vector<std::vector<uint64_t>> blocks;
+  content_hash_many(buffers, digests, 0, &blocks);
   hashes_.assign(order_.size(), 0);
-  for (size_t k = 0; k < hashed.size(); ++k) hashes_[hashed[k]] = digests[k];
+  own_blocks_.resize(order_.size());
+  for (size_t k = 0; k < hashed.size(); ++k) {
+    hashes_[hashed[k]] = digests[k];
+    own_blocks_[hashed[k]] = std::move(blocks[k]);
+  }
 }
 
 SharedStateSync::~SharedStateSync() {
@@ -89,6 +99,15 @@ uint8_t* SharedStateSync::tensor_bytes(uint32_t canonical) const {
 size_t SharedStateSync::tensor_size(uint32_t canonical) const {
   const auto& t = spec_.tensors[order_[canonical]];
   return t.count * dtype_size(t.dtype);
+}
+
+uint64_t SharedStateSync::chunk_checksum(uint32_t canonical, uint64_t offset, uint32_t length) const {
+  const auto& blocks = own_blocks_[canonical];
+  const uint64_t block = offset / kContentHashBlock;
+  if (offset % kContentHashBlock == 0 && block < blocks.size() &&
+      length == std::min<uint64_t>(kContentHashBlock, tensor_size(canonical) - offset))
+    return blocks[block];
+  return hash_bytes(tensor_bytes(canonical) + offset, length);
 }
 
 wire::SyncBegin SharedStateSync::begin_message() const {
@@ -119,6 +138,9 @@ void SharedStateSync::plan(const wire::SyncPlan& plan) {
       if (size == 0) break;
     }
   }
+  fetched_blocks_.resize(order_.size());
+  for (const auto& f : plan.fetches)
+    fetched_blocks_[f.tensor].resize(std::max<size_t>(1, (tensor_size(f.tensor) + kContentHashBlock - 1) / kContentHashBlock));
   std::vector<Fetcher> early;
   {
     std::lock_guard lock(mu_);
@@ -135,6 +157,9 @@ void SharedStateSync::plan(const wire::SyncPlan& plan) {
   if (holders.empty()) return fail_local(Status::failure(Errc::protocol, "shared-state plan without holder addresses"));
   size_t per_holder = std::max<size_t>(1, std::min<size_t>(spec_.connections, kMaxFetchThreads / holders.size()));
   fetchers_running_ = per_holder * holders.size();
+  // Few chunks: smaller batches, so that every connection gets some (8 chunks
+  // over 4 connections in batches of 4 would leave two idle).
+  batch_chunks_ = std::clamp<size_t>(queue_->size() / (per_holder * holders.size()), 1, kRequestsInFlight);
   for (size_t k = 0; k < per_holder; ++k)
     for (const auto* address : holders) {
       wire::PeerAddress a = *address;
@@ -154,7 +179,7 @@ void SharedStateSync::fetch_loop(uint64_t holder, const wire::PeerAddress& addre
     track(stream);
     progressed();
     while (st.ok()) {
-      batch = queue_->take(holder, kRequestsInFlight);
+      batch = queue_->take(holder, batch_chunks_);
       if (batch.empty()) break;
       st = fetch_batch(*stream, batch, scratch);
       if (st.ok()) batch.clear();
@@ -205,7 +230,9 @@ Status SharedStateSync::fetch_batch(net::Stream& stream, const std::vector<size_
       size_t n = ZSTD_decompressDCtx(zstd().decompress, dst, r.raw_length, scratch.data(), scratch.size());
       if (ZSTD_isError(n) || n != r.raw_length) return Status::failure(Errc::protocol, "corrupt zstd frame in a fetch");
     }
-    if (hash_bytes(dst, r.raw_length) != r.checksum) return Status::failure(Errc::protocol, "a fetched chunk failed its checksum");
+    const uint64_t checksum = hash_bytes(dst, r.raw_length);
+    if (checksum != r.checksum) return Status::failure(Errc::protocol, "a fetched chunk failed its checksum");
+    fetched_blocks_[c.tensor][c.offset / kContentHashBlock] = checksum;  // this chunk's own slot
     bytes_received_ += wire::kFetchResponseBytes + r.wire_length;
     queue_->done(id);
     progressed();
@@ -216,19 +243,12 @@ Status SharedStateSync::fetch_batch(net::Stream& stream, const std::vector<size_
 void SharedStateSync::fetched_all() {
   if (!queue_->complete()) return;  // a failure is being reported instead
   // Count a tensor only when all of it hashes to the winner: never a torn tensor reported as synced.
-  std::vector<std::pair<const void*, size_t>> buffers;
-  std::vector<const wire::SyncFetch*> fetches;
+  // Every block was hashed as it landed (fetch_batch); chunks never overlap, so those hashes still hold.
   for (const auto& f : plan_->fetches) {
-    buffers.emplace_back(tensor_bytes(f.tensor), tensor_size(f.tensor));
-    fetches.push_back(&f);
-  }
-  std::vector<uint64_t> digests(buffers.size());
-  content_hash_many(buffers, digests);
-  for (size_t k = 0; k < fetches.size(); ++k) {
-    if (digests[k] != fetches[k]->hash)
-      return fail_local(Status::failure(Errc::protocol, "fetched tensor '" + spec_.tensors[order_[fetches[k]->tensor]].name +
+    if (content_hash_from_blocks(fetched_blocks_[f.tensor], tensor_size(f.tensor)) != f.hash)
+      return fail_local(Status::failure(Errc::protocol, "fetched tensor '" + spec_.tensors[order_[f.tensor]].name +
                                                             "' does not hash to the elected content"));
-    changed_[order_[fetches[k]->tensor]] = true;
+    changed_[order_[f.tensor]] = true;
   }
   mark_local_done();
 }
@@ -286,7 +306,7 @@ void SharedStateSync::serve_loop(const std::shared_ptr<net::Stream>& stream) {
       break;
     }
     const uint8_t* data = tensor_bytes(req.tensor) + req.offset;
-    wire::FetchResponse resp{req.tensor, req.offset, req.length, req.length, 0, hash_bytes(data, req.length)};
+    wire::FetchResponse resp{req.tensor, req.offset, req.length, req.length, 0, chunk_checksum(req.tensor, req.offset, req.length)};
     const uint8_t* payload = data;
     if (req.compression > 0 && req.length > 0) {
       compressed.resize(ZSTD_compressBound(req.length));

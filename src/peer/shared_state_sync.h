@@ -83,12 +83,18 @@ class SharedStateSync final : public CollectiveOp, public std::enable_shared_fro
   void track(const std::shared_ptr<net::Stream>& stream);
   uint8_t* tensor_bytes(uint32_t canonical) const;
   size_t tensor_size(uint32_t canonical) const;
+  // The chunk's XXH3-64: the election's block hash when it is a whole block, else hashed now.
+  uint64_t chunk_checksum(uint32_t canonical, uint64_t offset, uint32_t length) const;
 
   const uint64_t self_id_;
   SyncSpec spec_;
   const FetchDialer dialer_;
   std::vector<size_t> order_;      // canonical (name order) -> index into spec_.tensors
   std::vector<uint64_t> hashes_;   // by canonical index; 0 for tensors that may differ
+  std::vector<std::vector<uint64_t>> own_blocks_;  // by canonical index: block hashes of our bytes at the call
+  // By canonical index, for the tensors we fetch: each block's hash, verified as
+  // it landed. Sized by plan() before any fetcher starts; each chunk writes its own slot.
+  std::vector<std::vector<uint64_t>> fetched_blocks_;
 
   std::mutex mu_;
   std::optional<wire::SyncPlan> plan_;                       // guarded by mu_
@@ -100,6 +106,7 @@ class SharedStateSync final : public CollectiveOp, public std::enable_shared_fro
   std::vector<bool> changed_;                                // by caller's index; written before local done
   std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0};
   std::atomic<size_t> fetchers_running_{0};
+  size_t batch_chunks_ = 1;  // chunks requested at once per connection; set by plan() before any fetcher starts
 };
 
 }  // namespace ferry::peer

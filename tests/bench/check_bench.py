@@ -3,6 +3,10 @@
 
   check_bench.py json FILE -- COMMAND...        COMMAND must exit 0 and write FILE: a complete
                                                 JSON record, every run bit-identical and correct.
+  check_bench.py sync FILE -- COMMAND...        --workload sync: COMMAND must exit 0 and write FILE with
+                                                every key, a correct ferry-sync run per size (every byte
+                                                fetched, compressed when asked) and, with --baseline tcp,
+                                                correct tcp runs and their ratios.
   check_bench.py fails RC PATTERN -- COMMAND... COMMAND must exit RC, with PATTERN in its stderr.
 """
 import json
@@ -38,6 +42,20 @@ def is_a(value, kinds):
     return isinstance(value, kinds)
 
 
+def wrong_types(run_, where, keys):
+    missing = [f"{where}: missing '{key}'" for key in keys if key not in run_]
+    return missing + [f"{where}: '{key}' is {run_[key]!r}" for key, kinds in keys.items()
+                      if key in run_ and not is_a(run_[key], kinds)]
+
+
+def missing_keys(record, top_keys, args_keys):
+    missing = [f"top level: missing '{key}'" for key in top_keys if key not in record]
+    if missing:
+        return missing
+    missing += [f"args: missing '{key}'" for key in args_keys if key not in record["args"]]
+    return missing + [f"machine: missing '{key}'" for key in MACHINE_KEYS if key not in record["machine"]]
+
+
 def check_record(record):
     problems = []
 
@@ -45,17 +63,10 @@ def check_record(record):
         if not condition:
             problems.append(message)
 
-    for key in ("runs", "machine", "args"):
-        expect(key in record, f"top level: missing '{key}'")
+    problems += missing_keys(record, ("runs", "machine", "args"), ARGS_KEYS)
     if problems:
         return problems
     args, runs = record["args"], record["runs"]
-    for key in ARGS_KEYS:
-        expect(key in args, f"args: missing '{key}'")
-    for key in MACHINE_KEYS:
-        expect(key in record["machine"], f"machine: missing '{key}'")
-    if problems:
-        return problems
 
     peers, sizes, iters = args["peers"], sorted(args["sizes"]), args["iters"]
     for impl in ("ferry", "gloo"):
@@ -63,12 +74,9 @@ def check_record(record):
         expect(got == sizes, f"{impl}: runs for sizes {got}, expected {sizes}")
     for i, run_ in enumerate(runs):
         where = f"runs[{i}] ({run_.get('impl')}, {run_.get('bytes')} B)"
-        for key, kinds in RUN_KEYS.items():
-            if key not in run_:
-                problems.append(f"{where}: missing '{key}'")
-            elif not is_a(run_[key], kinds):
-                problems.append(f"{where}: '{key}' is {run_[key]!r}")
-        if any(p.startswith(where) for p in problems):
+        wrong = wrong_types(run_, where, RUN_KEYS)
+        if wrong:
+            problems += wrong
             continue
         expect(run_["impl"] in ("ferry", "gloo"), f"{where}: impl {run_['impl']!r}")
         expect(run_["bit_identical"] is True, f"{where}: not bit-identical across peers")
@@ -96,21 +104,83 @@ def check_record(record):
     return problems
 
 
+SYNC_RUN_KEYS = {
+    "impl": str, "bytes": int, "holders": int, "tensors": int, "compression": int, "connections": int,
+    "total_connections": int, "iters": int, "time_s_median": float, "time_s_min": float,
+    "throughput_GBps": float, "throughput_Mbps": float, "wire_bytes_received": (float, type(None)),
+    "compression_ratio": (float, type(None)), "sync_duration_s_median": (float, type(None)),
+    "newcomer_cpu_s_per_GB": (float, type(None)), "holder_cpu_s_per_GB": (float, type(None)),
+    "correct": bool, "content_hash": str, "times_s": list,
+}
+SYNC_ARGS_KEYS = ["workload", "holders", "compression", "state_file", "tensors", "sizes", "iters", "baseline"]
+
+
+def check_sync_record(record):
+    problems = []
+
+    def expect(condition, message):
+        if not condition:
+            problems.append(message)
+
+    problems += missing_keys(record, ("workload", "runs", "ratios", "machine", "args"), SYNC_ARGS_KEYS)
+    if problems:
+        return problems
+    args, runs = record["args"], record["runs"]
+    sizes, iters = sorted(args["sizes"]), args["iters"]
+    got = sorted(r.get("bytes") for r in runs if r.get("impl") == "ferry-sync")
+    expect(got == sizes, f"ferry-sync: runs for sizes {got}, expected {sizes}")
+    tcp_runs = [r for r in runs if r.get("impl") == "tcp"]
+    if args["baseline"] == "tcp":
+        expect(len(tcp_runs) >= len(sizes), f"tcp: {len(tcp_runs)} runs for {len(sizes)} sizes")
+        expect(len(record["ratios"]) == len(tcp_runs), f"ratios: {len(record['ratios'])} for {len(tcp_runs)} tcp runs")
+    for i, run_ in enumerate(runs):
+        where = f"runs[{i}] ({run_.get('impl')}, {run_.get('bytes')} B)"
+        wrong = wrong_types(run_, where, SYNC_RUN_KEYS)
+        if wrong:
+            problems += wrong
+            continue
+        expect(run_["correct"] is True, f"{where}: not correct")
+        expect(len(run_["content_hash"]) == 16, f"{where}: content_hash {run_['content_hash']!r}")
+        expect(len(run_["times_s"]) == iters and all(t > 0 for t in run_["times_s"]), f"{where}: times_s")
+        expect(0 < run_["time_s_min"] <= run_["time_s_median"], f"{where}: min/median times")
+        throughput = run_["bytes"] / run_["time_s_median"] / 1e9
+        expect(abs(run_["throughput_GBps"] - throughput) <= 1e-6 * max(1.0, throughput), f"{where}: throughput")
+        if run_["impl"] == "ferry-sync":
+            expect(run_["holders"] == args["holders"] and run_["compression"] == args["compression"],
+                   f"{where}: holders/compression")
+            wire = run_["wire_bytes_received"]
+            if args["compression"] == 0:
+                # Every byte once, plus a small header per chunk.
+                expect(wire is not None and run_["bytes"] <= wire <= run_["bytes"] * 1.01 + 4096,
+                       f"{where}: received {wire} wire bytes for {run_['bytes']}")
+            else:
+                expect(wire is not None and 0 < wire < run_["bytes"],
+                       f"{where}: received {wire} wire bytes, compressed, for {run_['bytes']}")
+            expect(run_["compression_ratio"] is not None and abs(run_["compression_ratio"] * wire - run_["bytes"]) < 1,
+                   f"{where}: compression_ratio")
+        else:
+            expect(run_["impl"] == "tcp" and run_["wire_bytes_received"] is None, f"{where}: impl")
+    hashes = {r["bytes"]: r["content_hash"] for r in runs if r.get("impl") == "ferry-sync"}
+    for run_ in tcp_runs:
+        expect(run_.get("content_hash") == hashes.get(run_.get("bytes")), "tcp: not the holders' content")
+    return problems
+
+
 def main(argv):
     if "--" not in argv:
         sys.exit(__doc__)
     split = argv.index("--")
     mode, params, command = argv[1], argv[2:split], argv[split + 1:]
     done = run(command)
-    if mode == "json":
+    if mode in ("json", "sync"):
         if done.returncode != 0:
             sys.exit(f"FAIL: ferry-bench exited {done.returncode}")
         with open(params[0]) as f:
             record = json.load(f)
-        problems = check_record(record)
+        problems = (check_record if mode == "json" else check_sync_record)(record)
         if problems:
             sys.exit("FAIL:\n  " + "\n  ".join(problems))
-        print(f"OK: {len(record['runs'])} runs, every key there, bit-identical and correct")
+        print(f"OK: {len(record['runs'])} runs, every key there, every result correct")
     elif mode == "fails":
         want_rc, pattern = int(params[0]), params[1]
         if done.returncode != want_rc:

@@ -2,9 +2,11 @@
 // output is pinned against the algorithm's published values.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
+#include "core/content_hash.h"
 #include "core/hash.h"
 
 using namespace ferry;
@@ -21,5 +23,25 @@ TEST_CASE("hash_bytes is XXH3-64 with seed", "[core][hash]") {
     const uint64_t before = hash_bytes(data.data(), data.size(), 7);
     data[size / 2] ^= 1;
     CHECK(hash_bytes(data.data(), data.size(), 7) != before);
+  }
+}
+
+TEST_CASE("content_hash_from_blocks rebuilds the content hash from block hashes", "[core][hash]") {
+  // Shared-state fetches verify tensors this way, chunk by chunk (one chunk = one block).
+  for (const size_t size : {size_t{0}, size_t{1000}, kContentHashBlock, 2 * kContentHashBlock + 12345}) {
+    std::vector<unsigned char> data(size);
+    for (size_t i = 0; i < size; ++i) data[i] = static_cast<unsigned char>(i * 131 + i / 7);
+    const std::pair<const void*, size_t> buffer{data.data(), size};
+    uint64_t whole = 0;
+    std::vector<std::vector<uint64_t>> blocks;
+    content_hash_many({&buffer, 1}, {&whole, 1}, 2, &blocks);
+    CHECK(whole == content_hash(data.data(), size));
+    REQUIRE(blocks.size() == 1);
+    REQUIRE(blocks[0].size() == std::max<size_t>(1, (size + kContentHashBlock - 1) / kContentHashBlock));
+    std::vector<uint64_t> rehashed;
+    for (size_t begin = 0; begin < size || rehashed.empty(); begin += kContentHashBlock)
+      rehashed.push_back(hash_bytes(data.data() + begin, std::min(kContentHashBlock, size - begin)));
+    CHECK(rehashed == blocks[0]);
+    CHECK(content_hash_from_blocks(rehashed, size) == whole);
   }
 }

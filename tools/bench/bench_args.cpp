@@ -9,6 +9,8 @@
 #include <limits>
 #include <map>
 
+#include "sync_content.h"
+
 namespace ferry::bench {
 
 std::size_t parse_byte_size(std::string_view text) {
@@ -41,7 +43,10 @@ constexpr const char* kDescription =
 const std::map<std::string, ElemType> kElemTypes{{"f32", ElemType::f32}, {"f64", ElemType::f64}, {"i32", ElemType::i32}};
 const std::map<std::string, ReduceKind> kReduceKinds{
     {"sum", ReduceKind::sum}, {"min", ReduceKind::min}, {"max", ReduceKind::max}};
-const std::map<std::string, Role> kRoles{{"orchestrator", Role::orchestrator}, {"peer", Role::peer}};
+const std::map<std::string, Role> kRoles{{"orchestrator", Role::orchestrator},
+                                         {"peer", Role::peer},
+                                         {"tcp-source", Role::tcp_source},
+                                         {"tcp-sink", Role::tcp_sink}};
 
 void check_consistency(const BenchArgs& args) {
   const std::size_t element = elem_type_size(args.dtype);
@@ -52,14 +57,22 @@ void check_consistency(const BenchArgs& args) {
     }
   }
   if (args.quant != "none" && args.dtype == ElemType::i32) throw ArgsError("--quant applies to f32 and f64 data");
-  if (!args.baseline.empty() && args.baseline != "gloo") {
-    throw ArgsError("--baseline: only 'gloo' is known");
+  if (!args.baseline.empty() && args.baseline != "gloo" && args.baseline != "tcp") {
+    throw ArgsError("--baseline: 'gloo' (all-reduce) or 'tcp' (sync) are known");
   }
   if (args.tls && args.tls_dir.empty() && !args.master.empty()) {
     throw ArgsError("--tls with --master: pass --tls-dir with the certificates that master trusts");
   }
+  if (args.workload == "sync" ? args.baseline == "gloo" : args.baseline == "tcp") {
+    throw ArgsError("--baseline " + args.baseline + " does not apply to --workload " + args.workload +
+                    " (all-reduce: gloo; sync: tcp)");
+  }
+  if (args.workload == "sync" && args.quant != "none") throw ArgsError("--quant applies to the all-reduce workload");
   if (args.baseline == "gloo" && args.op != ReduceKind::sum) {
     throw ArgsError("--baseline gloo measures sum only; drop --op or the baseline");
+  }
+  if (args.role == Role::tcp_sink && args.tcp_source.empty()) {
+    throw ArgsError("--role tcp-sink needs --tcp-source (ferry-bench starts it itself)");
   }
   if (args.role == Role::peer) {
     if (args.master.empty() || args.peer_index < 0 || args.bind_host.empty()) {
@@ -128,12 +141,32 @@ std::optional<BenchArgs> parse_bench_args(int argc, char** argv) {
   app.add_option("--timeout-s", args.timeout_s, "Deadline of each implementation's run (default: from the sizes)")
       ->check(CLI::Range(1.0, 86400.0));
   app.add_flag("--verbose", args.verbose, "Show the child processes' logs as they come");
+  app.add_option("--workload", args.workload,
+                 "What to measure: allreduce, or sync (a newcomer's ferry_sync_shared_state from --holders peers; "
+                 "--sizes is then the state's bytes, default 64M or the --state-file's size)")
+      ->check(CLI::IsMember({"allreduce", "sync"}))
+      ->capture_default_str();
+  app.add_option("--holders", args.holders, "sync: peers holding identical state (the newcomer is one more)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 63));
+  app.add_option("--compression", args.compression,
+                 "sync: zstd level the newcomer asks holders for (ferry_shared_state.compression_level; 0: raw)")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 22u));
+  app.add_option("--state-file", args.state_file,
+                 "sync: raw bytes to use as the state's content (the first --sizes bytes; default: generated "
+                 "weights-like f32)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tensors", args.tensors, "sync: tensors the state is split into")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 4096u));
 
   // The peer role: ferry-bench re-executed by its orchestrator. Hidden from --help.
   app.add_option("--role", role_text)->group("")->check(CLI::IsMember(kRoles));
   app.add_option("--peer-index", args.peer_index)->group("");
   app.add_option("--bind-host", args.bind_host)->group("");
   app.add_option("--fault-peer", args.fault_peer)->group("");
+  app.add_option("--tcp-source", args.tcp_source)->group("");
 
   try {
     app.parse(argc, argv);
@@ -142,6 +175,23 @@ std::optional<BenchArgs> parse_bench_args(int argc, char** argv) {
     return std::nullopt;
   } catch (const CLI::ParseError& e) {
     throw ArgsError(e.what());
+  }
+  if (args.workload == "sync") {
+    // Its own children get the whole forwarded command line; refuse only what a user typed.
+    for (const char* option : {"--peers", "--op", "--concurrent", "--gloo-algorithm", "--quant"}) {
+      if (role_text == "orchestrator" && app.count(option) > 0) {
+        throw ArgsError(std::string(option) + " does not apply to --workload sync" +
+                        (std::string(option) == "--peers" ? " (the world is --holders plus the newcomer)" : ""));
+      }
+    }
+    args.peers = args.holders + 1;
+    if (app.count("--sizes") == 0) {
+      try {
+        sizes_text = args.state_file.empty() ? "64M" : std::to_string(state_file_bytes(args.state_file));
+      } catch (const std::runtime_error& e) {
+        throw ArgsError(e.what());
+      }
+    }
   }
   args.sizes = parse_byte_sizes(sizes_text);
   args.dtype = kElemTypes.at(CLI::detail::to_lower(dtype_text));
@@ -176,12 +226,29 @@ std::vector<std::string> peer_forwarded_args(const BenchArgs& args) {
   if (args.chunk_bytes != 0) out.insert(out.end(), {"--chunk-bytes", std::to_string(args.chunk_bytes)});
   if (!args.secret_file.empty()) out.insert(out.end(), {"--secret-file", args.secret_file});
   if (!args.tls_dir.empty()) out.insert(out.end(), {"--tls-dir", args.tls_dir});
+  if (args.workload == "sync") {
+    out.insert(out.end(), {"--workload", "sync", "--holders", std::to_string(args.holders), "--compression",
+                           std::to_string(args.compression), "--tensors", std::to_string(args.tensors)});
+    if (!args.state_file.empty()) out.insert(out.end(), {"--state-file", args.state_file});
+  }
   if (args.fault_peer >= 0) out.insert(out.end(), {"--fault-peer", std::to_string(args.fault_peer)});
   return out;
 }
 
 double run_deadline_s(const BenchArgs& args) {
   if (args.timeout_s > 0) return args.timeout_s;
+  if (args.workload == "sync") {
+    // A newcomer's syncs, or one baseline's transfers: no worse than 20 MB/s on
+    // loopback, 1 MB/s on an emulated WAN (one lossy cubic stream gets ~2), plus
+    // filling every process's state.
+    const double rate = args.wan.empty() ? 20e6 : 1e6;
+    double seconds = 60 + 2.0 * args.peers;
+    for (const std::size_t bytes : args.sizes) {
+      seconds += (args.iters + args.warmup) * static_cast<double>(bytes) / rate +
+                 static_cast<double>(bytes) * args.peers / 50e6;
+    }
+    return seconds;
+  }
   // Assume no worse than 20 MB/s of busbw (loopback gives ~1 GB/s on 2 cores), plus
   // the start-up, the input fill and the exact-sum check per size.
   double seconds = 60 + 2.0 * args.peers;

@@ -25,7 +25,9 @@ class ArgsError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class Role { orchestrator, peer };
+// peer: a ferry peer (all-reduce or sync workload); tcp_source / tcp_sink: the
+// two ends of the sync workload's raw TCP baseline (tcp_baseline.h).
+enum class Role { orchestrator, peer, tcp_source, tcp_sink };
 // The dtypes whose sums of the bench's small-integer inputs are exact, which
 // the Gloo baseline also runs; ops whose results are exact in any order.
 using tooling::ElemType;
@@ -37,6 +39,7 @@ using tooling::format_byte_size;
 
 struct BenchArgs {
   Role role = Role::orchestrator;
+  std::string workload = "allreduce";  // "allreduce" or "sync" (ferry_sync_shared_state; sync_orchestrator.h)
   int peers = 3;
   std::vector<std::size_t> sizes;  // bytes per operation, in run order
   ElemType dtype = ElemType::f32;
@@ -61,10 +64,17 @@ struct BenchArgs {
   double timeout_s = 0;           // 0 derives one from the work (run_deadline_s)
   bool verbose = false;           // forward children's stderr live
 
+  // Sync workload only. --peers is then holders + 1 (the newcomer).
+  int holders = 2;                // peers holding the state; the newcomer fetches from them
+  std::uint32_t compression = 0;  // ferry_shared_state.compression_level the newcomer asks for
+  std::string state_file;         // raw bytes for the tensors' content; "" generates weights-like f32
+  std::uint32_t tensors = 1;      // the state is split into this many tensors of (nearly) equal size
+
   // Peer role only (hidden options).
   int peer_index = -1;
   std::string bind_host;          // address the p2p listener binds
   int fault_peer = -1;            // test hook: this peer index dies before its first timed iteration
+  std::string tcp_source;         // tcp_sink role: HOST:PORT of the tcp_source
 
   std::vector<std::string> argv;  // the command line as given, for the JSON record
 };
@@ -78,6 +88,9 @@ std::optional<BenchArgs> parse_bench_args(int argc, char** argv);
 
 // The options a peer process needs to replay this run (without --role etc.).
 std::vector<std::string> peer_forwarded_args(const BenchArgs& args);
+
+// The sync workload's newcomer is the peer after the holders.
+inline bool is_sync_newcomer(const BenchArgs& args) { return args.peer_index == args.holders; }
 
 // The wall-clock budget of one implementation's run, in seconds: --timeout-s, or
 // a generous estimate from the bytes to move (slow machines must not fail it).

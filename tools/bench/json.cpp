@@ -1,8 +1,10 @@
 #include "json.h"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace ferry::bench {
 
@@ -288,6 +290,63 @@ class Parser {
 
 std::optional<JsonValue> parse_json(std::string_view text, std::string* error) {
   return Parser(text).parse_document(error);
+}
+
+// --- report lines ------------------------------------------------------------------
+
+const JsonValue& json_field(const JsonValue& object, std::string_view name, JsonValue::Kind kind) {
+  const JsonValue* found = object.find(name);
+  if (found == nullptr || found->kind != kind) throw JsonFieldError("missing or mistyped \"" + std::string(name) + "\"");
+  return *found;
+}
+
+double json_number(const JsonValue& object, std::string_view name) {
+  return json_field(object, name, JsonValue::Kind::number).number;
+}
+
+std::vector<double> json_numbers(const JsonValue& object, std::string_view name) {
+  std::vector<double> out;
+  for (const JsonValue& item : json_field(object, name, JsonValue::Kind::array).items) {
+    if (item.kind != JsonValue::Kind::number) throw JsonFieldError("\"" + std::string(name) + "\" holds a non-number");
+    out.push_back(item.number);
+  }
+  return out;
+}
+
+std::vector<std::string> json_strings(const JsonValue& object, std::string_view name) {
+  std::vector<std::string> out;
+  for (const JsonValue& item : json_field(object, name, JsonValue::Kind::array).items) {
+    if (item.kind != JsonValue::Kind::string) throw JsonFieldError("\"" + std::string(name) + "\" holds a non-string");
+    out.push_back(item.string);
+  }
+  return out;
+}
+
+void for_each_json_line(const std::string& out, const std::string& who,
+                        const std::function<void(const JsonValue&)>& each) {
+  std::size_t start = 0;
+  while (start < out.size()) {
+    std::size_t end = out.find('\n', start);
+    if (end == std::string::npos) end = out.size();
+    const std::string_view line(out.data() + start, end - start);
+    start = end + 1;
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    std::string error;
+    const std::optional<JsonValue> parsed = parse_json(line, &error);
+    try {
+      if (!parsed) throw JsonFieldError("not JSON (" + error + ")");
+      each(*parsed);
+    } catch (const JsonFieldError& e) {
+      throw std::runtime_error(who + " printed a malformed report: " + e.what() + ": " + std::string(line));
+    }
+  }
+}
+
+void write_text_file(const std::string& path, const std::string& text, const std::string& what) {
+  std::FILE* file = std::fopen(path.c_str(), "w");
+  if (file == nullptr) throw std::runtime_error("cannot write " + what + " " + path + ": " + std::strerror(errno));
+  const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size() && std::fputc('\n', file) != EOF;
+  if (std::fclose(file) != 0 || !written) throw std::runtime_error("cannot write " + what + " " + path + ": " + std::strerror(errno));
 }
 
 }  // namespace ferry::bench

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,5 +65,27 @@ struct JsonValue {
 // Parses one complete JSON text (surrounding whitespace allowed). On failure
 // returns std::nullopt and, if given, sets *error to where and why.
 std::optional<JsonValue> parse_json(std::string_view text, std::string* error = nullptr);
+
+// --- reading the children's report lines ---
+
+// A member missing or of the wrong kind; what() names it.
+class JsonFieldError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+const JsonValue& json_field(const JsonValue& object, std::string_view name, JsonValue::Kind kind);
+double json_number(const JsonValue& object, std::string_view name);
+std::vector<double> json_numbers(const JsonValue& object, std::string_view name);
+std::vector<std::string> json_strings(const JsonValue& object, std::string_view name);
+
+// Calls `each` with every non-blank line of `out` (a child's stdout), parsed.
+// Throws std::runtime_error naming `who` and the line when a line is not JSON
+// or `each` throws JsonFieldError.
+void for_each_json_line(const std::string& out, const std::string& who,
+                        const std::function<void(const JsonValue&)>& each);
+
+// Writes `text` and a newline to `path`; throws std::runtime_error naming `what` on failure.
+void write_text_file(const std::string& path, const std::string& text, const std::string& what);
 
 }  // namespace ferry::bench

@@ -2,7 +2,9 @@
 //
 // Roles: without --role it is the orchestrator (starts a master, N peers and,
 // with --baseline gloo, N Gloo ranks; prints the tables; writes --json). With
-// the hidden --role peer it is one of those peers (peer_role.h).
+// the hidden --role peer it is one of those peers (peer_role.h, or
+// sync_peer_role.h for --workload sync); --role tcp-source / tcp-sink are the
+// ends of the sync workload's TCP baseline (tcp_baseline.h).
 #include <cstdio>
 #include <exception>
 #include <optional>
@@ -20,6 +22,9 @@
 #include "report_json.h"
 #include "report_table.h"
 #include "throwaway_certs.h"
+#include "sync_orchestrator.h"
+#include "sync_peer_role.h"
+#include "tcp_baseline.h"
 
 namespace {
 
@@ -47,6 +52,35 @@ bool all_good(const std::vector<RunSummary>& runs) {
   return true;
 }
 
+int run_sync_orchestrator(const BenchArgs& args) {
+  const Binaries binaries = find_binaries(args.bin_dir, args.master.empty(), false);
+  const auto launcher = args.wan.empty() ? make_local_launcher() : make_wan_launcher(args.wan, args.peers);
+  std::fprintf(stderr, "ferry-bench: shared-state sync, %d holders + 1 newcomer, %zu sizes, deadline %.0f s per run\n",
+               args.holders, args.sizes.size(), run_deadline_s(args));
+  std::vector<SyncSummary> runs = run_sync(args, *launcher, binaries);
+  if (args.baseline == "tcp") {
+    std::fprintf(stderr, "ferry-bench: raw TCP baseline, host 0 -> host %d\n", args.holders);
+    std::vector<std::string> hashes;
+    for (const SyncSummary& run : runs) hashes.push_back(run.content_hash);
+    const std::vector<SyncSummary> tcp = run_tcp_baseline(args, *launcher, binaries, hashes);
+    runs.insert(runs.end(), tcp.begin(), tcp.end());
+  }
+  std::string title = "ferry shared-state sync: " + std::to_string(args.holders) + " holders -> 1 newcomer, " +
+                      std::to_string(args.tensors) + " tensors, " + launcher->describe() + ", " +
+                      std::to_string(args.iters) + " iters after " + std::to_string(args.warmup) + " warmup, content " +
+                      (args.state_file.empty() ? "generated weights-like f32" : args.state_file);
+  if (!args.congestion_control.empty()) title += ", cc " + args.congestion_control;
+  print_sync_table(stdout, title, runs);
+  if (!args.json_path.empty()) write_sync_json(args.json_path, args, launcher->describe(), runs);
+  for (const SyncSummary& run : runs) {
+    if (!run.correct) {
+      std::fprintf(stderr, "ferry-bench: the synced bytes were wrong (see the WRONG lines)\n");
+      return kExitWrongResult;
+    }
+  }
+  return kExitOk;
+}
+
 int run_orchestrator(const BenchArgs& given) {
   ferry::tooling::install_child_cleanup_on_signals();
   BenchArgs args = given;
@@ -55,6 +89,7 @@ int run_orchestrator(const BenchArgs& given) {
     certs.emplace();
     args.tls_dir = certs->dir();
   }
+  if (args.workload == "sync") return run_sync_orchestrator(args);
   const bool with_gloo = args.baseline == "gloo";
   const Binaries binaries = find_binaries(args.bin_dir, args.master.empty(), with_gloo);
   const auto launcher = args.wan.empty() ? make_local_launcher() : make_wan_launcher(args.wan, args.peers);
@@ -91,7 +126,9 @@ int main(int argc, char** argv) {
     return kExitBadArgs;
   }
   if (!args) return kExitOk;  // --help
-  if (args->role == Role::peer) return run_peer(*args);
+  if (args->role == Role::peer) return args->workload == "sync" ? run_sync_peer(*args) : run_peer(*args);
+  if (args->role == Role::tcp_source) return run_tcp_source(*args);
+  if (args->role == Role::tcp_sink) return run_tcp_sink(*args);
   try {
     return run_orchestrator(*args);
   } catch (const std::exception& e) {

@@ -50,8 +50,8 @@ std::string last_line(const Child& child) {
 
 std::size_t lines_in(const std::string& text) { return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')); }
 
-// Watches `workers` (and `master`, which must outlive them) until every worker
-// ended well. Throws RunFailed on a failure or at the deadline.
+}  // namespace
+
 void watch(ChildSet& children, const std::vector<Child*>& workers, Child* master, Clock::time_point deadline,
            double deadline_s, const std::string& label, std::size_t sizes) {
   auto failed = [&](const Child* child) { return !child->running() && !ended_well(child); };
@@ -101,7 +101,26 @@ void watch(ChildSet& children, const std::vector<Child*>& workers, Child* master
   throw RunFailed(message);
 }
 
-// Starts ferry-master on port 0 and returns the address peers dial.
+std::string start_listener(ChildSet& children, const std::string& name, const std::vector<std::string>& argv,
+                           const Placement& where, Child*& child) {
+  child = &children.spawn(name, argv);
+  Child& c = *child;
+  children.pump_until([&] { return !c.running() || c.out().find('\n') != std::string::npos; },
+                      Clock::now() + kMasterStartup);
+  // "NAME listening on HOST:PORT"
+  const std::string line = c.out().substr(0, c.out().find('\n'));
+  const std::string prefix = name + " listening on ";
+  const std::size_t colon = line.rfind(':');
+  if (line.rfind(prefix, 0) != 0 || colon == std::string::npos || colon + 1 >= line.size()) {
+    const std::string state = c.running() ? "gave no port within " + std::to_string(kMasterStartup.count()) + " s"
+                                          : "ended with " + c.describe_exit();
+    children.kill_all();
+    throw RunFailed(name + " (" + argv.at(where.argv_prefix.size()) + " on " + where.where + ") " + state +
+                    "; its stderr:\n" + indented(c.err_tail(kTailLines)));
+  }
+  return where.host + ":" + line.substr(colon + 1);
+}
+
 std::string start_master(const BenchArgs& args, ChildSet& children, const Launcher& launcher, const Binaries& binaries,
                          Child*& master) {
   const Placement where = launcher.place(ProcessRole::master, 0);
@@ -112,23 +131,10 @@ std::string start_master(const BenchArgs& args, ChildSet& children, const Launch
     argv.insert(argv.end(), {"--tls-cert", args.tls_dir + "/master.pem", "--tls-key", args.tls_dir + "/master.key",
                              "--tls-ca", args.tls_dir + "/ca.pem"});
   }
-  master = &children.spawn("ferry-master", argv);
-  Child& m = *master;
-  children.pump_until([&] { return !m.running() || m.out().find('\n') != std::string::npos; },
-                      Clock::now() + kMasterStartup);
-  // "ferry-master listening on HOST:PORT"
-  const std::string line = m.out().substr(0, m.out().find('\n'));
-  const std::string prefix = "ferry-master listening on ";
-  const std::size_t colon = line.rfind(':');
-  if (line.rfind(prefix, 0) != 0 || colon == std::string::npos || colon + 1 >= line.size()) {
-    const std::string state = m.running() ? "gave no port within " + std::to_string(kMasterStartup.count()) + " s"
-                                          : "ended with " + m.describe_exit();
-    children.kill_all();
-    throw RunFailed("ferry-master (" + binaries.master + " on " + where.where + ") " + state + "; its stderr:\n" +
-                    indented(m.err_tail(kTailLines)));
-  }
-  return where.host + ":" + line.substr(colon + 1);
+  return start_listener(children, "ferry-master", argv, where, master);
 }
+
+namespace {
 
 std::string sizes_arg(const BenchArgs& args) {
   std::string out;
@@ -162,9 +168,13 @@ class StoreDir {
 
 }  // namespace
 
-std::vector<RunSummary> run_ferry(const BenchArgs& args, const Launcher& launcher, const Binaries& binaries) {
-  const double deadline_s = run_deadline_s(args);
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(deadline_s));
+Clock::time_point run_deadline(const BenchArgs& args) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(run_deadline_s(args)));
+}
+
+std::vector<std::string> run_ferry_peers(const BenchArgs& args, const Launcher& launcher, const Binaries& binaries,
+                                         const std::string& label, const std::function<std::string(int)>& name_of) {
+  const auto deadline = run_deadline(args);
   ChildSet children(args.verbose);
   Child* master = nullptr;
   std::string master_address = args.master;
@@ -178,19 +188,28 @@ std::vector<RunSummary> run_ferry(const BenchArgs& args, const Launcher& launche
                              where.host, "--master", master_address});
     const std::vector<std::string> forwarded = peer_forwarded_args(args);
     argv.insert(argv.end(), forwarded.begin(), forwarded.end());
-    peers.push_back(&children.spawn("peer " + std::to_string(i), argv));
+    peers.push_back(&children.spawn(name_of(i), argv));
   }
-  watch(children, peers, master, deadline, deadline_s, "ferry", args.sizes.size());
+  watch(children, peers, master, deadline, run_deadline_s(args), label, args.sizes.size());
   if (master != nullptr) children.stop(*master, kMasterStopGrace);
+  std::vector<std::string> outs;
+  for (const Child* peer : peers) outs.push_back(peer->out());
+  return outs;
+}
 
+std::vector<RunSummary> run_ferry(const BenchArgs& args, const Launcher& launcher, const Binaries& binaries) {
+  auto name_of = [](int i) { return "peer " + std::to_string(i); };
+  const std::vector<std::string> outs = run_ferry_peers(args, launcher, binaries, "ferry", name_of);
   std::vector<std::vector<RankReport>> per_peer;
-  for (const Child* peer : peers) per_peer.push_back(parse_ferry_reports(peer->out(), peer->name()));
+  for (std::size_t i = 0; i < outs.size(); ++i) {
+    per_peer.push_back(parse_ferry_reports(outs[i], name_of(static_cast<int>(i))));
+  }
   return summarize(args, {"ferry", "ring", args.connections, args.concurrent}, per_peer);
 }
 
 std::vector<RunSummary> run_gloo(const BenchArgs& args, const Launcher& launcher, const Binaries& binaries) {
   const double deadline_s = run_deadline_s(args);
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(deadline_s));
+  const auto deadline = run_deadline(args);
   const StoreDir store;
   ChildSet children(args.verbose);
   std::vector<Child*> ranks;

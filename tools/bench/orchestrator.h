@@ -8,12 +8,16 @@
 // killed and RunFailed names the culprit with the tail of its stderr.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "aggregate.h"
 #include "bench_args.h"
 #include "binaries.h"
+#include "child_process.h"  // tools/common
 #include "placement.h"
 
 namespace ferry::bench {
@@ -22,6 +26,33 @@ class RunFailed : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// Watches `workers` (and `master`, when not null, which must outlive them)
+// until every worker ended well (exit 0, or 3: a whole report of a wrong
+// result). Throws RunFailed on a failure or at the deadline; `label` names the
+// run and `sizes` the report lines each worker owes, for the messages.
+void watch(tooling::ChildSet& children, const std::vector<tooling::Child*>& workers, tooling::Child* master,
+           tooling::Clock::time_point deadline, double deadline_s, const std::string& label, std::size_t sizes);
+
+// Spawns argv (placed at `where`), which must print "NAME listening on
+// HOST:PORT" first on stdout, and returns where.host + ":" + PORT. Throws
+// RunFailed (with its stderr) when it gives no port in time.
+std::string start_listener(tooling::ChildSet& children, const std::string& name, const std::vector<std::string>& argv,
+                           const Placement& where, tooling::Child*& child);
+
+// Starts ferry-master on port 0 where the launcher places it and returns the
+// address peers dial. Throws RunFailed when it gives no port.
+std::string start_master(const BenchArgs& args, tooling::ChildSet& children, const Launcher& launcher,
+                         const Binaries& binaries, tooling::Child*& master);
+
+// The deadline run_deadline_s(args) from now.
+tooling::Clock::time_point run_deadline(const BenchArgs& args);
+
+// Starts ferry-master (unless --master) and args.peers peer processes (this
+// binary, --role peer; peer i on the launcher's host i, named name_of(i)),
+// watches them to the end, and returns each peer's stdout.
+std::vector<std::string> run_ferry_peers(const BenchArgs& args, const Launcher& launcher, const Binaries& binaries,
+                                         const std::string& label, const std::function<std::string(int)>& name_of);
 
 // ferry-master (unless --master) and N peers; one summary per size.
 std::vector<RunSummary> run_ferry(const BenchArgs& args, const Launcher& launcher, const Binaries& binaries);

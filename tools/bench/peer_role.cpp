@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "input_pattern.h"
+#include "peer_session.h"
 #include "rank_report.h"
 
 namespace ferry::bench {
@@ -40,30 +41,7 @@ ferry_quant quant_of(const std::string& name) {
 
 namespace {
 
-// Any tag outside 0..C-1 (the measured ops') names the barrier.
-constexpr std::uint64_t kBarrierTag = 0xBA221E5000000000ULL;
 constexpr int kExitFailed = 1;
-constexpr int kExitWrongResult = 3;
-
-class PeerFailure : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-void must(ferry_result result, const std::string& what) {
-  if (result != FERRY_OK) {
-    throw PeerFailure(what + ": " + ferry_strerror(result) + ": " + ferry_last_error());
-  }
-}
-
-ferry_dtype to_ferry(ElemType type) {
-  switch (type) {
-    case ElemType::f32: return FERRY_F32;
-    case ElemType::f64: return FERRY_F64;
-    case ElemType::i32: return FERRY_I32;
-  }
-  return FERRY_F32;
-}
 
 ferry_reduce_op to_ferry(ReduceKind op) {
   switch (op) {
@@ -74,69 +52,10 @@ ferry_reduce_op to_ferry(ReduceKind op) {
   return FERRY_OP_SUM;
 }
 
-double process_cpu_s() {
-  rusage usage{};
-  ::getrusage(RUSAGE_SELF, &usage);
-  return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
-         static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6;
-}
-
-// Page-aligned, so every element type (and any vector width) is aligned.
-struct FreeDeleter {
-  void operator()(std::byte* p) const { std::free(p); }
-};
-using Buffer = std::unique_ptr<std::byte[], FreeDeleter>;
-
-Buffer allocate(std::size_t bytes) {
-  constexpr std::size_t kAlign = 4096;
-  auto* p = static_cast<std::byte*>(std::aligned_alloc(kAlign, (bytes + kAlign - 1) / kAlign * kAlign));
-  if (p == nullptr) throw PeerFailure("out of memory allocating " + std::to_string(bytes) + " bytes");
-  return Buffer(p);
-}
-
-// Keeps the real stdout for the JSON lines and points fd 1 at stderr, so that
-// nothing else printed to stdout can corrupt the stream the orchestrator parses.
-std::FILE* claim_stdout_for_reports() {
-  std::fflush(stdout);
-  const int fd = ::dup(STDOUT_FILENO);
-  if (fd < 0 || ::dup2(STDERR_FILENO, STDOUT_FILENO) < 0) return nullptr;
-  return ::fdopen(fd, "w");
-}
-
 class PeerBench {
  public:
-  PeerBench(const BenchArgs& args, std::FILE* reports) : args_(args), reports_(reports) {}
-  ~PeerBench() { ferry_comm_destroy(comm_); }
-  PeerBench(const PeerBench&) = delete;
-  PeerBench& operator=(const PeerBench&) = delete;
-
-  void join() {
-    ferry_comm_params params;
-    ferry_comm_params_init(&params);
-    params.master_address = args_.master.c_str();
-    params.p2p_connections = args_.connections;
-    params.p2p_listen_host = args_.bind_host.c_str();
-    if (args_.io_threads != 0) params.io_threads = args_.io_threads;
-    if (args_.chunk_bytes != 0) params.max_chunk_bytes = args_.chunk_bytes;
-    if (!args_.congestion_control.empty()) params.congestion_control = args_.congestion_control.c_str();
-    if (!args_.secret_file.empty()) params.secret_file = args_.secret_file.c_str();
-    const std::string cert = args_.tls_dir + "/peer.pem", key = args_.tls_dir + "/peer.key",
-                      ca = args_.tls_dir + "/ca.pem";
-    if (!args_.tls_dir.empty()) {
-      params.tls_cert_file = cert.c_str();
-      params.tls_key_file = key.c_str();
-      params.tls_ca_file = ca.c_str();
-    }
-    must(ferry_comm_create(&params, &comm_), "ferry_comm_create");
-    must(ferry_connect(comm_), "ferry_connect to " + args_.master);
-    // Accepted peers admit newcomers together, until the ring has everyone.
-    while (attribute(FERRY_ATTR_GROUP_WORLD_SIZE) < args_.peers) {
-      must(ferry_update_topology(comm_), "ferry_update_topology");
-    }
-    world_ = static_cast<int>(attribute(FERRY_ATTR_GROUP_WORLD_SIZE));
-    rank_ = static_cast<int>(attribute(FERRY_ATTR_RANK));
-    log("joined: rank %d of %d", rank_, world_);
-  }
+  PeerBench(const BenchArgs& args, PeerSession& session, std::FILE* reports)
+      : args_(args), session_(session), reports_(reports) {}
 
   // Returns false when some result was wrong (the report says which size).
   bool run_all_sizes() {
@@ -151,31 +70,6 @@ class PeerBench {
   }
 
  private:
-  int64_t attribute(ferry_attribute which) const {
-    int64_t value = 0;
-    must(ferry_comm_get_attribute(comm_, which, &value), "ferry_comm_get_attribute");
-    return value;
-  }
-
-  // `this` is argument 1 for the format attribute.
-  __attribute__((format(printf, 2, 3))) void log(const char* format, ...) const {
-    std::va_list values;
-    va_start(values, format);
-    std::fprintf(stderr, "ferry-bench peer %d: ", args_.peer_index);
-    std::vfprintf(stderr, format, values);
-    std::fputc('\n', stderr);
-    va_end(values);
-  }
-
-  void barrier() {
-    std::int32_t token = 1;
-    ferry_allreduce_desc desc;
-    ferry_allreduce_desc_init(&desc);
-    desc.dtype = FERRY_I32;
-    desc.tag = kBarrierTag;
-    must(ferry_allreduce(comm_, &token, &token, 1, &desc, nullptr), "barrier all-reduce");
-  }
-
   // Issues every op, then waits every op that was issued (each must be waited
   // exactly once, failed or not). Returns the bytes sent, summed over the ops.
   std::uint64_t run_iteration(const std::vector<Buffer>& send, std::vector<Buffer>& recv, std::size_t count) {
@@ -184,11 +78,11 @@ class PeerBench {
     for (std::size_t k = 0; k < send.size(); ++k) {
       ferry_allreduce_desc desc;
       ferry_allreduce_desc_init(&desc);
-      desc.dtype = to_ferry(args_.dtype);
+      desc.dtype = ferry_dtype_of(args_.dtype);
       desc.op = to_ferry(args_.op);
       desc.tag = k;
       desc.quant = quant_of(args_.quant);
-      const ferry_result issued = ferry_allreduce_async(comm_, send[k].get(), recv[k].get(), count, &desc, &ops[k]);
+      const ferry_result issued = ferry_allreduce_async(session_.comm(), send[k].get(), recv[k].get(), count, &desc, &ops[k]);
       if (issued != FERRY_OK) {
         failure = "ferry_allreduce_async (tag " + std::to_string(k) + "): " + ferry_strerror(issued) + ": " +
                   ferry_last_error();
@@ -216,25 +110,25 @@ class PeerBench {
     std::vector<Buffer> send, recv;
     for (std::uint32_t k = 0; k < args_.concurrent; ++k) {
       send.push_back(allocate(bytes));
-      fill_input(args_.dtype, send.back().get(), count, op_seed(k), rank_);
+      fill_input(args_.dtype, send.back().get(), count, op_seed(k), session_.rank());
       recv.push_back(allocate(bytes));
       std::memset(recv.back().get(), 0, bytes);  // fault the pages in outside the timing
     }
 
     RankReport report;
     report.peer_index = args_.peer_index;
-    report.rank = rank_;
-    report.world = world_;
+    report.rank = session_.rank();
+    report.world = session_.world();
     report.bytes = bytes;
     double cpu_s = 0;
     for (int iteration = 0; iteration < args_.warmup + args_.iters; ++iteration) {
       const bool timed = iteration >= args_.warmup;
       if (first_size && iteration == args_.warmup && args_.fault_peer == args_.peer_index) {
-        log("--fault-peer: dying before the first timed iteration, as asked");
+        session_.log("--fault-peer: dying before the first timed iteration, as asked");
         std::fflush(stderr);
         std::_Exit(kExitFailed);
       }
-      barrier();
+      session_.barrier();
       const double cpu_before = process_cpu_s();
       const auto start = std::chrono::steady_clock::now();
       const std::uint64_t sent = run_iteration(send, recv, count);
@@ -254,42 +148,26 @@ class PeerBench {
       std::size_t first_bad = 0;
       // A lossy codec changes the values (by design): then only bit-identity across peers is checked.
       if (args_.quant == "none" &&
-          !matches_expected(args_.dtype, args_.op, recv[k].get(), count, op_seed(k), world_, &first_bad)) {
+          !matches_expected(args_.dtype, args_.op, recv[k].get(), count, op_seed(k), session_.world(), &first_bad)) {
         report.correct = false;
-        log("%zu bytes, tag %u: element %zu differs from the exact expected result", bytes, k, first_bad);
+        session_.log("%zu bytes, tag %u: element %zu differs from the exact expected result", bytes, k, first_bad);
       }
     }
-    log("%s done (%d iterations)", format_byte_size(bytes).c_str(), args_.iters);
+    session_.log("%s done (%d iterations)", format_byte_size(bytes).c_str(), args_.iters);
     return report;
   }
 
   const BenchArgs& args_;
+  PeerSession& session_;
   std::FILE* const reports_;
-  ferry_comm* comm_ = nullptr;
-  int world_ = 0;
-  int rank_ = 0;
 };
 
 }  // namespace
 
 int run_peer(const BenchArgs& args) {
-  std::FILE* reports = claim_stdout_for_reports();
-  if (reports == nullptr) {
-    std::perror("ferry-bench peer: cannot set up stdout");
-    return kExitFailed;
-  }
-  bool all_correct = false;
-  try {
-    PeerBench bench(args, reports);
-    bench.join();
-    all_correct = bench.run_all_sizes();
-  } catch (const PeerFailure& e) {
-    std::fprintf(stderr, "ferry-bench peer %d: %s\n", args.peer_index, e.what());
-    std::fclose(reports);
-    return kExitFailed;
-  }
-  std::fclose(reports);
-  return all_correct ? 0 : kExitWrongResult;
+  return run_peer_process(args, [&](PeerSession& session, std::FILE* reports) {
+    return PeerBench(args, session, reports).run_all_sizes();
+  });
 }
 
 }  // namespace ferry::bench

@@ -15,7 +15,8 @@
 
 namespace ferry::bench {
 
-enum class ProcessRole { master, ferry_peer, gloo_rank };
+// tcp_endpoint: either end of the sync workload's raw TCP baseline.
+enum class ProcessRole { master, ferry_peer, gloo_rank, tcp_endpoint };
 
 struct Placement {
   std::vector<std::string> argv_prefix;  // prepended to the program's argv

@@ -9,56 +9,29 @@ namespace ferry::bench {
 
 namespace {
 
-class MalformedReport : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-const JsonValue& member(const JsonValue& object, std::string_view name, JsonValue::Kind kind) {
-  const JsonValue* found = object.find(name);
-  if (found == nullptr || found->kind != kind) throw MalformedReport("missing or mistyped \"" + std::string(name) + "\"");
-  return *found;
-}
-
-double number(const JsonValue& object, std::string_view name) {
-  return member(object, name, JsonValue::Kind::number).number;
-}
-
-std::vector<double> numbers(const JsonValue& object, std::string_view name) {
-  std::vector<double> out;
-  for (const JsonValue& item : member(object, name, JsonValue::Kind::array).items) {
-    if (item.kind != JsonValue::Kind::number) throw MalformedReport("\"" + std::string(name) + "\" holds a non-number");
-    out.push_back(item.number);
-  }
-  return out;
-}
-
 RankReport parse_ferry(const JsonValue& line) {
   RankReport report;
-  report.peer_index = static_cast<int>(number(line, "peer_index"));
-  report.rank = static_cast<int>(number(line, "rank"));
-  report.world = static_cast<int>(number(line, "world"));
-  report.bytes = static_cast<std::size_t>(number(line, "bytes"));
-  report.times_s = numbers(line, "times_s");
-  for (const double sent : numbers(line, "bytes_sent")) report.bytes_sent.push_back(static_cast<std::uint64_t>(sent));
-  report.cpu_s = number(line, "cpu_s");
-  for (const JsonValue& item : member(line, "hashes", JsonValue::Kind::array).items) {
-    if (item.kind != JsonValue::Kind::string) throw MalformedReport("\"hashes\" holds a non-string");
-    report.hashes.push_back(item.string);
-  }
-  report.correct = member(line, "correct", JsonValue::Kind::boolean).boolean;
+  report.peer_index = static_cast<int>(json_number(line, "peer_index"));
+  report.rank = static_cast<int>(json_number(line, "rank"));
+  report.world = static_cast<int>(json_number(line, "world"));
+  report.bytes = static_cast<std::size_t>(json_number(line, "bytes"));
+  report.times_s = json_numbers(line, "times_s");
+  for (const double sent : json_numbers(line, "bytes_sent")) report.bytes_sent.push_back(static_cast<std::uint64_t>(sent));
+  report.cpu_s = json_number(line, "cpu_s");
+  report.hashes = json_strings(line, "hashes");
+  report.correct = json_field(line, "correct", JsonValue::Kind::boolean).boolean;
   return report;
 }
 
 RankReport parse_gloo(const JsonValue& line) {
   RankReport report;
-  report.rank = static_cast<int>(number(line, "rank"));
+  report.rank = static_cast<int>(json_number(line, "rank"));
   report.peer_index = report.rank;
-  report.world = static_cast<int>(number(line, "world"));
-  report.bytes = static_cast<std::size_t>(number(line, "bytes"));
-  report.times_s = numbers(line, "times_s");
-  report.hashes.push_back(member(line, "result_hash", JsonValue::Kind::string).string);
-  report.correct = member(line, "correct", JsonValue::Kind::boolean).boolean;
+  report.world = static_cast<int>(json_number(line, "world"));
+  report.bytes = static_cast<std::size_t>(json_number(line, "bytes"));
+  report.times_s = json_numbers(line, "times_s");
+  report.hashes.push_back(json_field(line, "result_hash", JsonValue::Kind::string).string);
+  report.correct = json_field(line, "correct", JsonValue::Kind::boolean).boolean;
   // Not printed by ferry-gloo-bench today; taken when a later one does.
   if (const JsonValue* cpu = line.find("cpu_s"); cpu != nullptr && cpu->kind == JsonValue::Kind::number) {
     report.cpu_s = cpu->number;
@@ -69,22 +42,7 @@ RankReport parse_gloo(const JsonValue& line) {
 std::vector<RankReport> parse_lines(const std::string& out, const std::string& who,
                                     const std::function<RankReport(const JsonValue&)>& parse_one) {
   std::vector<RankReport> reports;
-  std::size_t start = 0;
-  while (start < out.size()) {
-    std::size_t end = out.find('\n', start);
-    if (end == std::string::npos) end = out.size();
-    const std::string_view line(out.data() + start, end - start);
-    start = end + 1;
-    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-    std::string error;
-    const std::optional<JsonValue> parsed = parse_json(line, &error);
-    try {
-      if (!parsed) throw MalformedReport("not JSON (" + error + ")");
-      reports.push_back(parse_one(*parsed));
-    } catch (const MalformedReport& e) {
-      throw std::runtime_error(who + " printed a malformed report: " + e.what() + ": " + std::string(line));
-    }
-  }
+  for_each_json_line(out, who, [&](const JsonValue& line) { reports.push_back(parse_one(line)); });
   return reports;
 }
 

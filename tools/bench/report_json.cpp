@@ -32,6 +32,8 @@ std::string proc_field(const char* file, const std::string& key) {
   return "";
 }
 
+}  // namespace
+
 void write_machine(JsonWriter& json) {
   utsname names{};
   ::uname(&names);
@@ -60,6 +62,8 @@ void write_machine(JsonWriter& json) {
   json.end_object();
 }
 
+namespace {
+
 void optional_string(JsonWriter& json, const char* key, const std::string& value) {
   json.key(key);
   if (value.empty()) {
@@ -77,6 +81,8 @@ void optional_number(JsonWriter& json, const char* key, std::uint64_t value) {
     json.value(value);
   }
 }
+
+}  // namespace
 
 void write_args(JsonWriter& json, const BenchArgs& args, const std::string& placement) {
   json.key("args").begin_object();
@@ -99,12 +105,20 @@ void write_args(JsonWriter& json, const BenchArgs& args, const std::string& plac
   optional_number(json, "io_threads", args.io_threads);
   optional_number(json, "chunk_bytes", args.chunk_bytes);
   json.key("timeout_s").value(run_deadline_s(args));
+  json.key("workload").value(args.workload);
+  json.key("holders").value(args.holders);
+  json.key("compression").value(args.compression);
+  optional_string(json, "state_file", args.state_file);
+  json.key("tensors").value(args.tensors);
+  optional_string(json, "wan", args.wan);
   json.key("placement").value(placement);
   json.key("argv").begin_array();
   for (const std::string& arg : args.argv) json.value(arg);
   json.end_array();
   json.end_object();
 }
+
+namespace {
 
 void write_run(JsonWriter& json, const RunSummary& run, int iters) {
   json.begin_object();
@@ -171,17 +185,16 @@ void write_json_report(const std::string& path, const BenchArgs& args, const std
     }
   }
   json.end_array();
+  finish_json_report(json, path, args, placement);
+}
+
+void finish_json_report(JsonWriter& json, const std::string& path, const BenchArgs& args, const std::string& placement) {
   json.newline(2);
   write_machine(json);
   json.newline(2);
   write_args(json, args, placement);
   json.newline(0).end_object();
-
-  std::FILE* file = std::fopen(path.c_str(), "w");
-  if (file == nullptr) throw std::runtime_error("cannot write --json " + path + ": " + std::strerror(errno));
-  const std::string& text = json.str();
-  const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size() && std::fputc('\n', file) != EOF;
-  if (std::fclose(file) != 0 || !written) throw std::runtime_error("cannot write --json " + path + ": " + std::strerror(errno));
+  write_text_file(path, json.str(), "--json");
 }
 
 }  // namespace ferry::bench

@@ -11,7 +11,8 @@
 //                "loadavg", "ferry_version", "time_utc"},
 //    "args": {"peers", "sizes", "dtype", "op", "connections", "concurrent", "iters", "warmup",
 //             "baseline", "gloo_algorithm", "master", "cc", "secret_file", "io_threads", "chunk_bytes",
-//             "timeout_s", "placement", "argv"}}
+//             "timeout_s", "workload", "holders", "compression", "state_file", "tensors", "wan",
+//             "placement", "argv"}}
 #pragma once
 
 #include <string>
@@ -19,8 +20,17 @@
 
 #include "aggregate.h"
 #include "bench_args.h"
+#include "json.h"
 
 namespace ferry::bench {
+
+// The "machine" and "args" members, shared by every workload's record.
+void write_machine(JsonWriter& json);
+void write_args(JsonWriter& json, const BenchArgs& args, const std::string& placement);
+
+// Appends "machine" and "args", closes the top-level object `json` holds, and
+// writes it to `path`. Throws std::runtime_error when the file cannot be written.
+void finish_json_report(JsonWriter& json, const std::string& path, const BenchArgs& args, const std::string& placement);
 
 // Throws std::runtime_error when the file cannot be written.
 void write_json_report(const std::string& path, const BenchArgs& args, const std::string& placement,
