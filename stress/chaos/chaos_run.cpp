@@ -224,6 +224,12 @@ void ChaosRun::read_lines(Peer& p) {
 void ChaosRun::on_op(Peer& p, OpReport r) {
   r.peer = p.child->name();
   r.peer_id = p.id;
+  if (r.t1 - r.t0 > args_.op_deadline_s()) {
+    // The checker records the violation; the peer's own log says which wait ran long.
+    std::fprintf(stderr, "ferry-chaos: %s (id %llu) op step=%llu k=%u ended with %s after %.1f s; its stderr:\n%s\n",
+                 r.peer.c_str(), static_cast<unsigned long long>(p.id), static_cast<unsigned long long>(r.step), r.k,
+                 ferry_strerror(static_cast<ferry_result>(r.result)), r.t1 - r.t0, p.child->err_tail(20).c_str());
+  }
   if (r.result == FERRY_OK) {
     ++s_.ops_ok;
     s_.max_step = std::max(s_.max_step, r.step);

@@ -38,8 +38,9 @@ void InvariantChecker::violation(std::string what) {
 void InvariantChecker::add(const OpReport& r) {
   const std::string name = op_name(r.epoch, r.step, r.k);
   if (r.t1 - r.t0 > config_.op_deadline_s) {
-    char text[64];
-    std::snprintf(text, sizeof text, "%.1f s (deadline %.0f s)", r.t1 - r.t0, config_.op_deadline_s);
+    char text[96];
+    std::snprintf(text, sizeof text, "%.1f s (deadline %.0f s) and ended with result %d", r.t1 - r.t0,
+                  config_.op_deadline_s, r.result);
     violation(name + " on " + r.peer + " took " + text);
   }
   if (r.result == FERRY_OK) {
