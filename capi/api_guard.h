@@ -64,4 +64,15 @@ T read_versioned(const T* given, void (*init)(T*), const char* name) {
   return out;
 }
 
+// A C enum as the caller passed it. C may pass any int in an enum; in C++ a
+// load of a value outside the enum's range is undefined (UBSan flags it), so
+// the bytes are copied out instead of the enum being read.
+template <class E>
+int c_enum_value(const E& value) {
+  static_assert(sizeof(E) == sizeof(int), "ferry's C enums are int-sized");
+  int out;
+  std::memcpy(&out, &value, sizeof out);
+  return out;
+}
+
 }  // namespace ferry::capi

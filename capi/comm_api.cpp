@@ -25,6 +25,7 @@ struct ferry_op {
 
 using ferry::Errc;
 using ferry::Error;
+using ferry::capi::c_enum_value;
 using ferry::capi::guarded;
 using ferry::capi::require;
 
@@ -82,13 +83,13 @@ ferry::peer::CommConfig to_config(const ferry_comm_params& p) {
 }
 
 ferry::peer::AllreduceSpec to_spec(const ferry_allreduce_desc& d) {
-  if (!ferry::dtype_valid(static_cast<uint32_t>(d.dtype)))
-    throw Error(Errc::invalid_argument, "desc->dtype " + std::to_string(static_cast<int>(d.dtype)) + " is not a ferry_dtype");
-  if (!ferry::reduce_op_valid(static_cast<uint32_t>(d.op)))
-    throw Error(Errc::invalid_argument, "desc->op " + std::to_string(static_cast<int>(d.op)) + " is not a ferry_reduce_op");
+  if (!ferry::dtype_valid(static_cast<uint32_t>(c_enum_value(d.dtype))))
+    throw Error(Errc::invalid_argument, "desc->dtype " + std::to_string(c_enum_value(d.dtype)) + " is not a ferry_dtype");
+  if (!ferry::reduce_op_valid(static_cast<uint32_t>(c_enum_value(d.op))))
+    throw Error(Errc::invalid_argument, "desc->op " + std::to_string(c_enum_value(d.op)) + " is not a ferry_reduce_op");
   ferry::peer::AllreduceSpec spec{static_cast<ferry::DType>(d.dtype), static_cast<ferry::ReduceOp>(d.op), d.tag, {}};
-  if (!ferry::quant_valid(static_cast<uint32_t>(d.quant)))
-    throw Error(Errc::invalid_argument, "desc->quant " + std::to_string(static_cast<int>(d.quant)) + " is not a ferry_quant");
+  if (!ferry::quant_valid(static_cast<uint32_t>(c_enum_value(d.quant))))
+    throw Error(Errc::invalid_argument, "desc->quant " + std::to_string(c_enum_value(d.quant)) + " is not a ferry_quant");
   spec.quant.kind = static_cast<ferry::Quant>(d.quant);
   spec.quant.block = d.quant_block == 0 ? ferry::kDefaultQuantBlock : d.quant_block;
   if (spec.quant.kind == ferry::Quant::none) return spec;
@@ -185,7 +186,7 @@ ferry_result ferry_comm_get_attribute(const ferry_comm* comm, ferry_attribute at
     require(comm, "comm");
     require(value, "value");
     auto a = comm->impl->attributes();
-    switch (attribute) {
+    switch (c_enum_value(attribute)) {
       case FERRY_ATTR_GLOBAL_WORLD_SIZE: *value = a.global_world; return;
       case FERRY_ATTR_GROUP_WORLD_SIZE: *value = a.group_world; return;
       case FERRY_ATTR_NUM_GROUPS: *value = a.num_groups; return;
@@ -195,7 +196,7 @@ ferry_result ferry_comm_get_attribute(const ferry_comm* comm, ferry_attribute at
       case FERRY_ATTR_PEER_ID: *value = a.peer_id; return;
       case FERRY_ATTR_EPOCH: *value = a.epoch; return;
     }
-    throw Error(Errc::invalid_argument, "unknown attribute " + std::to_string(static_cast<int>(attribute)));
+    throw Error(Errc::invalid_argument, "unknown attribute " + std::to_string(c_enum_value(attribute)));
   });
 }
 
@@ -344,7 +345,7 @@ ferry_result ferry_sync_shared_state(ferry_comm* comm, ferry_shared_state* state
     require(comm, "comm");
     auto s = ferry::capi::read_versioned(state, ferry_shared_state_init, "state");
     if (info && info->struct_size < sizeof(uint32_t)) throw Error(Errc::invalid_argument, "info->struct_size is not set");
-    if (static_cast<int>(strategy) < FERRY_SYNC_ENFORCE_POPULAR || static_cast<int>(strategy) > FERRY_SYNC_SEND_ONLY)
+    if (c_enum_value(strategy) < FERRY_SYNC_ENFORCE_POPULAR || c_enum_value(strategy) > FERRY_SYNC_SEND_ONLY)
       throw Error(Errc::invalid_argument, "strategy is not a ferry_sync_strategy");
     if (s.count > 0) require(s.tensors, "state->tensors");
     if (s.compression_level > 19) throw Error(Errc::invalid_argument, "compression_level must be 0..19");
@@ -364,7 +365,7 @@ ferry_result ferry_sync_shared_state(ferry_comm* comm, ferry_shared_state* state
       std::string name = t.name;
       if (name.empty() || name.size() > 255) throw Error(Errc::invalid_argument, where + ".name must be 1..255 bytes");
       if (!names.insert(name).second) throw Error(Errc::invalid_argument, "two tensors are named '" + name + "'");
-      if (t.device != FERRY_DEVICE_CPU)
+      if (c_enum_value(t.device) != FERRY_DEVICE_CPU)
         throw Error(Errc::invalid_argument, where + " ('" + name + "') is not in host memory; this build syncs host memory only");
       auto dtype = to_spec(ferry_allreduce_desc{sizeof(ferry_allreduce_desc), t.dtype, FERRY_OP_SUM, 0, FERRY_QUANT_NONE, 0}).dtype;
       if (t.count > 0) require(t.data, (where + ".data").c_str());

@@ -25,7 +25,7 @@ const char* ferry_version(void) {
 uint32_t ferry_version_number(void) { return FERRY_VERSION_NUMBER; }
 
 const char* ferry_strerror(ferry_result result) {
-  int code = static_cast<int>(result);
+  int code = ferry::capi::c_enum_value(result);
   if (code < 0 || code > ferry::kErrcMax) return "unknown result code";
   return ferry::errc_name(static_cast<ferry::Errc>(code)).data();  // views of string literals: NUL-terminated
 }
@@ -33,11 +33,12 @@ const char* ferry_strerror(ferry_result result) {
 const char* ferry_last_error(void) { return ferry::capi::last_error.c_str(); }
 
 int ferry_result_is_retryable(ferry_result result) {
-  return result == FERRY_ERR_TIMEOUT || result == FERRY_ERR_PEER_LOST;
+  const int code = ferry::capi::c_enum_value(result);
+  return code == FERRY_ERR_TIMEOUT || code == FERRY_ERR_PEER_LOST;
 }
 
 size_t ferry_dtype_size(ferry_dtype dtype) {
-  if (!ferry::dtype_valid(static_cast<uint32_t>(dtype))) return 0;
+  if (!ferry::dtype_valid(static_cast<uint32_t>(ferry::capi::c_enum_value(dtype)))) return 0;
   return ferry::dtype_size(static_cast<ferry::DType>(dtype));
 }
 

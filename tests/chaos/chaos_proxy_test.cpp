@@ -165,6 +165,10 @@ TEST_CASE("reset ends both sides with a RST, blackhole keeps them open and silen
     CHECK(error == ECONNRESET);
   }
   SECTION("blackhole") {
+    // A byte through first: the relay is registered once it is moving bytes,
+    // which can be after the server's accept returns.
+    send_all(client, {1});
+    REQUIRE(receive(accepted, 1, 5s).size() == 1);
     CHECK(proxy.blackhole(route) == 1);
     send_all(client, pattern(1000));
     int error = -1;

@@ -126,6 +126,9 @@ class Loopback {
   ~Loopback() {
     listener_->stop();
     work_.reset();
+    // Let the handlers still queued (a failed handshake's aborted reads) run
+    // and release what they hold, then stop whatever is left.
+    for (int i = 0; i < 200 && !io_.stopped(); ++i) std::this_thread::sleep_for(10ms);
     io_.stop();
     for (auto& t : threads_) t.join();
   }
