@@ -96,10 +96,20 @@ void CollectiveOp::check_deadlines(Clock::time_point now) {
   // Counted from the later of our end and our last transfer: a holder still
   // serving shared state to slower peers is not waiting in vain.
   if (end_sent_ && !verdict_ && now - std::max(end_sent_at_, last_progress) > deadlines_.verdict) {
+    // Concluding here alone would break all-or-nothing: the master may still
+    // commit once slower members end. Ask it to abort and take its verdict
+    // (the abort, or a commit that won the race); only if it stays silent for
+    // another period (a dead master is caught sooner by heartbeats) conclude.
+    Status late = Status::failure(Errc::timeout, "no verdict from the master within " + ms(deadlines_.verdict) + " ms");
+    if (!abort_asked_at_) {
+      abort_asked_at_ = now;
+      lock.unlock();
+      host_.send_end(epoch_, seq_, late);
+      return;
+    }
+    if (now - *abort_asked_at_ <= deadlines_.verdict) return;
     lock.unlock();
-    return fail_local(Status::failure(Errc::timeout, "no verdict from the master within " + ms(deadlines_.verdict) +
-                                                         " ms"),
-                      true);
+    return fail_local(late, true);
   }
   if (phase_ == Phase::issued && !local_failure_ && now - issued_at_ > deadlines_.start) {
     lock.unlock();

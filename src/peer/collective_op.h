@@ -100,6 +100,9 @@ class CollectiveOp {
   Phase phase_ = Phase::issued;           // guarded by mu_
   bool end_sent_ = false;                 // guarded by mu_
   Clock::time_point end_sent_at_;         // guarded by mu_
+  // The verdict was late: we asked the master to abort (end(failure)) and wait
+  // for its verdict, which may still be a commit that won the race.
+  std::optional<Clock::time_point> abort_asked_at_;  // guarded by mu_
   std::optional<Status> local_failure_;   // guarded by mu_
   std::optional<Status> verdict_;         // guarded by mu_
   double duration_s_ = 0;                 // guarded by mu_
