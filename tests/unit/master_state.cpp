@@ -73,6 +73,19 @@ struct Fixture {
     return {newcomer, sent<Topology>()[0].second.epoch};
   }
 
+  // Conns 1..n begin collective `seq` alike (and so get the go).
+  void all_begin(uint64_t epoch, uint32_t seq, ConnId n) {
+    for (ConnId c = 1; c <= n; ++c) state.on_message(c, CollectiveBegin{epoch, seq, 1, 0, 10, 10, 0});
+    step();
+  }
+
+  // Every one of `n` members got the same verdict `code`.
+  void expect_verdicts(size_t n, Errc code) const {
+    auto results = sent<CollectiveResult>();
+    REQUIRE(results.size() == n);
+    for (auto& [conn, r] : results) CHECK(r.code == static_cast<uint32_t>(code));
+  }
+
   // Forms a committed ring of conns 1..n in group 0.
   void ring_of(ConnId n) {
     join(1);
@@ -213,15 +226,35 @@ TEST_CASE("master: a failed end aborts the collective for everyone", "[master]")
   Fixture f;
   f.ring_of(2);
   uint64_t e = f.state.epoch(0);
-  f.state.on_message(1, begin(e, 0));
-  f.state.on_message(2, begin(e, 0));
-  f.step();
+  f.all_begin(e, 0, 2);
   f.state.on_message(1, CollectiveEnd{e, 0, 0, ""});
   f.state.on_message(2, CollectiveEnd{e, 0, static_cast<uint32_t>(Errc::timeout), "no progress"});
   f.step();
-  auto results = f.sent<CollectiveResult>();
-  REQUIRE(results.size() == 2);
-  for (auto& [conn, r] : results) CHECK(r.code == static_cast<uint32_t>(Errc::timeout));
+  f.expect_verdicts(2, Errc::timeout);
+}
+
+// A member whose verdict is late sends end(failure) after its end(ok): the master
+// aborts for all if it has not committed, and ignores the ask once it has.
+TEST_CASE("master: a late member's abort after its own ok end wins only before the commit", "[master]") {
+  Fixture f;
+  f.ring_of(2);
+  uint64_t e = f.state.epoch(0);
+  f.all_begin(e, 0, 2);
+  f.all_begin(e, 1, 2);
+  f.state.on_message(1, CollectiveEnd{e, 0, 0, ""});
+  f.state.on_message(1, CollectiveEnd{e, 0, static_cast<uint32_t>(Errc::timeout), "no verdict"});
+  f.step();
+  f.expect_verdicts(2, Errc::timeout);
+  f.state.on_message(2, CollectiveEnd{e, 0, 0, ""});  // the slow member's end finds it decided
+  CHECK(f.step().sends.empty());
+
+  f.state.on_message(1, CollectiveEnd{e, 1, 0, ""});
+  f.state.on_message(2, CollectiveEnd{e, 1, 0, ""});
+  f.step();
+  f.expect_verdicts(2, Errc::ok);
+  f.state.on_message(1, CollectiveEnd{e, 1, static_cast<uint32_t>(Errc::timeout), "no verdict"});
+  CHECK(f.step().sends.empty());  // too late: every member already has the commit
+  CHECK_FALSE(f.closed(1));
 }
 
 TEST_CASE("master: losing a member aborts its collectives and breaks the ring until a new vote", "[master]") {
