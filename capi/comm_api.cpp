@@ -125,6 +125,9 @@ void fill_info(ferry_op_info* info, const ferry::peer::OpInfo& from) {
   full.bytes_sent = from.bytes_sent;
   full.bytes_received = from.bytes_received;
   full.duration_s = from.duration_s;
+  full.start_s = from.phases.start_s;
+  full.longest_stall_s = from.phases.longest_stall_s;
+  full.commit_s = from.phases.commit_s;
   // Write only as much as the caller's (possibly older) struct holds.
   size_t n = std::min<size_t>(info->struct_size, sizeof full);
   std::memcpy(static_cast<void*>(info), &full, n);

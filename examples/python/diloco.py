@@ -29,7 +29,7 @@ from typing import Callable, List, Sequence
 
 import torch
 
-from digits_task import content_hash, train_step
+from task import content_hash, train_step
 from elastic import REDUCE, ElasticGroup
 from outer import OuterOptimizer, split_flat
 from peer_cli import Peer, parser

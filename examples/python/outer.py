@@ -7,7 +7,7 @@ from typing import Dict, List, Sequence
 
 import torch
 
-from digits_task import content_hash
+from task import content_hash
 
 
 class OuterOptimizer:

@@ -25,7 +25,7 @@ from typing import List, Optional
 import numpy as np
 import torch
 
-from digits_task import content_hash, train_step
+from task import content_hash, train_step
 from elastic import REDUCE, ElasticGroup, PendingReduce
 from outer import OuterOptimizer
 from peer_cli import Peer

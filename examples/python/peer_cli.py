@@ -13,7 +13,7 @@ from typing import Any, Dict, Optional
 import torch
 
 import ferry
-from digits_task import Batches, Digits, evaluate, make_model
+from task import TASKS, Batches, evaluate, load_task, make_model
 
 
 def parser(description: str) -> argparse.ArgumentParser:
@@ -23,6 +23,8 @@ def parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--name", default=f"peer-{os.getpid()}", help="prefix of this peer's output lines")
     p.add_argument("--shard", type=int, default=0, help="which training shard this peer trains on")
     p.add_argument("--num-shards", type=int, default=1, help="how many shards the training set is cut into")
+    p.add_argument("--task", choices=sorted(TASKS), default="digits",
+                   help="what to learn (see task.py): real but small digits, or the data-rich synthetic teacher")
     p.add_argument("--outer-steps", type=int, default=10, help="outer steps (T)")
     p.add_argument("--inner-steps", type=int, default=50, help="inner AdamW steps per outer step (H)")
     p.add_argument("--batch", type=int, default=32, help="per-peer mini-batch")
@@ -60,7 +62,7 @@ class Peer:
         (the single-process baseline for --num-shards peers)."""
         torch.set_num_threads(args.threads)
         self.args = args
-        self.data = Digits(args.device)
+        self.data = load_task(args.task, args.device)
         if whole_training_set:
             self.batches = Batches(self.data.train_x, self.data.train_y, args.batch * args.num_shards, seed=1000)
         else:
@@ -104,7 +106,8 @@ class Peer:
         """Held-out loss/accuracy of the final model, printed and (with --result) written as JSON."""
         loss, acc = evaluate(model, self.data.test_x, self.data.test_y)
         steady = self.step_times[1:] or self.step_times
-        summary = dict(name=self.args.name, eval_loss=loss, eval_acc=acc, weights_hash=weights_hash,
+        summary = dict(name=self.args.name, task=self.args.task, loss_floor=self.data.floor, eval_loss=loss,
+                       eval_acc=acc, weights_hash=weights_hash,
                        bytes_sent=bytes_sent, wall_s=time.monotonic() - self.started,
                        s_per_step=sum(steady) / max(1, len(steady)), **extra)
         self.log(f"final | held-out loss {loss:.4f} acc {acc:.3f} | sent {bytes_sent / 1e3:.1f} kB | "

@@ -394,6 +394,13 @@ typedef struct ferry_op_info {
   uint64_t bytes_sent;        /* payload bytes this peer put on the wire */
   uint64_t bytes_received;
   double duration_s;          /* from the call to the master's commit */
+  /* Where that time went, each against its deadline (a struct_size from an
+     older header simply ends before these): */
+  double start_s;             /* waiting for the master's go: <= timeout_ms */
+  double longest_stall_s;     /* longest stretch of the transfer without
+                                 progress: <= progress_timeout_ms */
+  double commit_s;            /* from this peer's end to the master's verdict:
+                                 <= 2 * timeout_ms (see ferry_allreduce) */
 } ferry_op_info;
 
 /* Collective: every accepted peer of the group reduces `count` elements of
@@ -403,8 +410,13 @@ typedef struct ferry_op_info {
    checks the peers agree. A world of one copies send to recv.
    Buffers are borrowed until the call returns. `info` may be NULL.
    Blocks until the master commits or aborts the operation: at most
-   timeout_ms to start, progress_timeout_ms without progress, timeout_ms to
-   commit.
+   timeout_ms to start, progress_timeout_ms without progress, and
+   2 * timeout_ms to commit (a peer whose verdict is late asks the master to
+   abort and takes the verdict that answers it, so every peer gets the same
+   one; a master silent for that second timeout_ms too leaves the peer to
+   fail with FERRY_ERR_TIMEOUT on its own).
+   The transfer itself has no overall limit: a slow link that keeps moving
+   bytes is not a failure. `info` reports each phase's time.
    On failure `recv` holds unspecified values (possibly partial sums);
    `send` (if distinct) is intact, so the call can be retried.
    Errors: FERRY_ERR_INVALID_ARGUMENT (NULL buffer with count > 0, bad
@@ -477,7 +489,8 @@ FERRY_API void ferry_allreduce_job_init(ferry_allreduce_job* job);
    `jobs` is an array of `n` structs whose stride is jobs[0].struct_size (so
    callers built against an older header keep working). Buffers are borrowed
    until the call returns. `info` (may be NULL) sums bytes and time over every
-   attempt; world_size is the final world.
+   attempt; world_size is the final world; start_s, longest_stall_s and
+   commit_s are the longest any operation had.
    Blocks for as long as the operations and the votes take, each under the
    communicator's deadlines; gives up after 16 rounds.
    Errors: FERRY_ERR_INVALID_ARGUMENT (as ferry_allreduce, per job),

@@ -170,7 +170,8 @@ Status AllreduceOp::wait(OpInfo* info) {
     info->world_size = plan_.world();
     info->bytes_sent = bytes_sent_.load();
     info->bytes_received = bytes_received_.load();
-    info->duration_s = duration_s();
+    info->phases = timeline();
+    info->duration_s = info->phases.duration_s;
   }
   return verdict;
 }

@@ -29,6 +29,7 @@ struct OpInfo {
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
   double duration_s = 0;
+  OpTimeline phases;  // duration_s is also phases.duration_s
 };
 
 class AllreduceOp final : public CollectiveOp, public ChunkConsumer, public std::enable_shared_from_this<AllreduceOp> {

@@ -1,5 +1,6 @@
 #include "peer/allreduce_retry.h"
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -50,6 +51,10 @@ Round run_round(Communicator& comm, std::span<const AllreduceJob> jobs, const st
     total->bytes_sent += info.bytes_sent;
     total->bytes_received += info.bytes_received;
     total->world_size = info.world_size;
+    OpTimeline& most = total->phases;  // each phase: the longest any operation had
+    most.start_s = std::max(most.start_s, info.phases.start_s);
+    most.longest_stall_s = std::max(most.longest_stall_s, info.phases.longest_stall_s);
+    most.commit_s = std::max(most.commit_s, info.phases.commit_s);
     if (st.ok()) continue;
     round.unfinished.push_back(index);
     if (!retryable(st)) {

@@ -1,5 +1,7 @@
 #include "peer/collective_op.h"
 
+#include <algorithm>
+
 namespace ferry::peer {
 namespace {
 
@@ -27,6 +29,7 @@ bool CollectiveOp::begin_running() {
     std::lock_guard lock(mu_);
     if (phase_ != Phase::issued || local_failure_ || verdict_) return false;
     phase_ = Phase::running;
+    went_at_ = Clock::now();
   }
   progressed();
   return true;
@@ -36,9 +39,10 @@ void CollectiveOp::mark_local_done() {
   {
     std::lock_guard lock(mu_);
     if (phase_ != Phase::running || local_failure_) return;
+    end_sent_at_ = Clock::now();
+    note_stall(end_sent_at_);
     phase_ = Phase::local_done;
     end_sent_ = true;
-    end_sent_at_ = Clock::now();
   }
   host_.send_end(epoch_, seq_, Status::success());
 }
@@ -47,6 +51,7 @@ void CollectiveOp::verdict(const Status& verdict) {
   std::unique_lock lock(mu_);
   if (verdict_ || phase_ == Phase::finished) return;
   verdict_ = verdict;
+  verdict_at_ = Clock::now();
   bool stop = !verdict.ok() && phase_ == Phase::running;
   lock.unlock();
   if (stop) stop_transfers(Status::failure(verdict.code, "collective aborted: " + verdict.message));
@@ -59,16 +64,19 @@ void CollectiveOp::fail_local(const Status& why, bool final) {
   bool tell_master = false, stop = false, concluded = false;
   std::unique_lock lock(mu_);
   if (phase_ == Phase::finished) return;
+  auto now = Clock::now();
   if (final && !verdict_) {
     verdict_ = why;
+    verdict_at_ = now;
     concluded = true;
   }
   if (!local_failure_) {
     local_failure_ = why;
     stop = phase_ == Phase::running;
+    if (stop) note_stall(now);
     if (!end_sent_) {
       end_sent_ = true;
-      end_sent_at_ = Clock::now();
+      end_sent_at_ = now;
       tell_master = !final;
     }
   }
@@ -92,7 +100,8 @@ bool CollectiveOp::cancel_if_not_started(const Status& why) {
 void CollectiveOp::check_deadlines(Clock::time_point now) {
   std::unique_lock lock(mu_);
   if (phase_ == Phase::finished) return;
-  auto last_progress = Clock::time_point(Clock::duration(last_progress_ns_.load(std::memory_order_relaxed)));
+  auto last_progress = this->last_progress();
+  if (phase_ == Phase::running && !local_failure_) note_stall(now);
   // Counted from the later of our end and our last transfer: a holder still
   // serving shared state to slower peers is not waiting in vain.
   if (end_sent_ && !verdict_ && now - std::max(end_sent_at_, last_progress) > deadlines_.verdict) {
@@ -141,12 +150,23 @@ void CollectiveOp::release() {
   maybe_finish(lock);
 }
 
+void CollectiveOp::note_stall(Clock::time_point now) {
+  double stall = std::chrono::duration<double>(now - last_progress()).count();
+  timeline_.longest_stall_s = std::max(timeline_.longest_stall_s, stall);
+}
+
 void CollectiveOp::maybe_finish(std::unique_lock<std::mutex>& lock) {
   if (phase_ == Phase::finished || !verdict_) return;
   io_closed_.store(true);
   if (holds_.load() != 0) return;
   phase_ = Phase::finished;
-  duration_s_ = std::chrono::duration<double>(Clock::now() - issued_at_).count();
+  auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  auto now = Clock::now();
+  // The start ends at the go, or at whatever ended the collective before one came.
+  auto started = went_at_ ? *went_at_ : end_sent_ ? std::min(end_sent_at_, *verdict_at_) : *verdict_at_;
+  timeline_.start_s = seconds(started - issued_at_);
+  timeline_.commit_s = end_sent_ ? seconds(*verdict_at_ - end_sent_at_) : 0;
+  timeline_.duration_s = seconds(now - issued_at_);
   lock.unlock();
   on_finishing();
   host_.op_finished(seq_);
@@ -161,16 +181,21 @@ bool CollectiveOp::finished() const {
 
 Status CollectiveOp::wait_finished() {
   std::unique_lock lock(mu_);
-  // The deadlines above guarantee an end; this cap only turns a bug into an error.
-  auto cap = deadlines_.start + deadlines_.progress + 2 * deadlines_.verdict + std::chrono::seconds(30);
-  if (!finished_cv_.wait_for(lock, cap, [&] { return phase_ == Phase::finished; }))
-    return Status::failure(Errc::internal, "collective " + std::to_string(seq_) + " never finished");
+  // The deadlines guarantee an end, but a transfer that keeps progressing may
+  // rightly take any time: the cap counts from the last progress. Past it, only
+  // a bug could keep the collective open; it becomes an error, not a hang.
+  auto cap = deadlines_.start + deadlines_.progress + 2 * deadlines_.verdict + deadlines_.bug_margin;
+  auto finished = [&] { return phase_ == Phase::finished; };
+  while (!finished_cv_.wait_for(lock, std::min<Clock::duration>(cap, std::chrono::seconds(1)), finished)) {
+    if (Clock::now() - std::max(issued_at_, last_progress()) > cap)
+      return Status::failure(Errc::internal, "collective " + std::to_string(seq_) + " never finished");
+  }
   return *verdict_;
 }
 
-double CollectiveOp::duration_s() const {
+OpTimeline CollectiveOp::timeline() const {
   std::lock_guard lock(mu_);
-  return duration_s_;
+  return timeline_;
 }
 
 }  // namespace ferry::peer

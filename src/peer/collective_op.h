@@ -33,7 +33,17 @@ using Clock = std::chrono::steady_clock;
 struct OpDeadlines {
   std::chrono::milliseconds start{60'000};     // begin -> go
   std::chrono::milliseconds progress{20'000};  // running without a byte moving
-  std::chrono::milliseconds verdict{60'000};   // end -> verdict
+  std::chrono::milliseconds verdict{60'000};   // end -> verdict (twice this when it is late: see check_deadlines)
+  // wait_finished's last resort, past every deadline above: turns a bug into an error, not a hang.
+  std::chrono::milliseconds bug_margin{30'000};
+};
+
+// Where a finished collective's time went, phase by phase, to hold against its deadlines.
+struct OpTimeline {
+  double start_s = 0;          // the call -> the master's go (or this peer's failure before it)
+  double longest_stall_s = 0;  // the longest stretch of the transfer without progress (as the watchdog saw it)
+  double commit_s = 0;         // this peer's end -> the verdict; 0 when no end was sent
+  double duration_s = 0;       // the call -> finished
 };
 
 // What a collective needs from its communicator.
@@ -73,7 +83,7 @@ class CollectiveOp {
   void progressed() { last_progress_ns_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed); }
   // Blocks until finished; the verdict (or the final local failure).
   Status wait_finished();
-  double duration_s() const;
+  OpTimeline timeline() const;
 
   // A running collective failed or was aborted: stop its transfers now.
   virtual void stop_transfers(const Status& why) = 0;
@@ -85,6 +95,10 @@ class CollectiveOp {
  private:
   enum class Phase { issued, running, local_done, finished };
   void maybe_finish(std::unique_lock<std::mutex>& lock);
+  void note_stall(Clock::time_point now);  // mu_ held, phase running
+  Clock::time_point last_progress() const {
+    return Clock::time_point(Clock::duration(last_progress_ns_.load(std::memory_order_relaxed)));
+  }
 
   OpHost& host_;
   const uint64_t epoch_;
@@ -105,7 +119,8 @@ class CollectiveOp {
   std::optional<Clock::time_point> abort_asked_at_;  // guarded by mu_
   std::optional<Status> local_failure_;   // guarded by mu_
   std::optional<Status> verdict_;         // guarded by mu_
-  double duration_s_ = 0;                 // guarded by mu_
+  std::optional<Clock::time_point> went_at_, verdict_at_;  // guarded by mu_
+  OpTimeline timeline_;                   // guarded by mu_; complete once finished
 };
 
 }  // namespace ferry::peer

@@ -382,7 +382,7 @@ Status SharedStateSync::wait(SyncOutcome* outcome) {
     outcome->bytes_sent = bytes_sent_.load();
     outcome->bytes_received = bytes_received_.load();
     outcome->changed = changed_;
-    outcome->duration_s = duration_s();
+    outcome->duration_s = timeline().duration_s;
   }
   return verdict;
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ferry/ferry.h"
+#include "invariants.h"
 
 namespace ferry::chaos {
 
@@ -39,8 +40,13 @@ struct ChaosArgs {
   std::uint32_t progress_ms = 5000;
   std::uint32_t heartbeat_ms = 3000;
 
-  // The longest a correct op may take: the wait to start, a stalled transfer, the wait for the commit.
-  double op_deadline_s() const { return (2.0 * timeout_ms + progress_ms) / 1000.0 + 5.0; }
+  // What ferry.h promises per phase of an op (start <= timeout, a stall <= progress,
+  // commit <= 2 x timeout), each with 5 s for a loaded machine; the transfer itself has
+  // no limit in the library, so the whole op gets a generous bound that only a crawl or a hang meets.
+  OpDeadlines op_deadlines() const {
+    const double timeout = timeout_ms / 1000.0, progress = progress_ms / 1000.0, slack = 5;
+    return {timeout + slack, progress + slack, 2 * timeout + slack, 3 * timeout + 4 * progress + 30};
+  }
 };
 
 // Parses argv; on --help or an error prints to stdout/stderr and returns false with *exit_code set.

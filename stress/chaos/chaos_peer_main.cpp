@@ -10,7 +10,8 @@
 //   topo result=R epoch=E world=W t=T
 //   sync result=R step=S t=T
 //   pending result=R n=N t=T                        (only when N > 0 or it failed)
-//   op step=S k=K epoch=E ring=ID,ID,.. result=R hash=H err=X t0=T t1=T
+//   op step=S k=K epoch=E ring=ID,ID,.. result=R hash=H err=X t0=T t1=T start=S stall=S commit=S
+//   (the last three: ferry_op_info's phases, in seconds)
 //   fatal call=NAME result=R t=T
 // T is CLOCK_MONOTONIC seconds, comparable with the harness's clock.
 #include <CLI/CLI.hpp>
@@ -191,7 +192,9 @@ int main(int argc, char** argv) {
     }
     bool all_ok = true;
     for (uint32_t k = 0; k < concurrent; ++k) {
-      if (ops[k] != nullptr) results[k] = ferry_op_wait(ops[k], nullptr);
+      ferry_op_info info{};
+      info.struct_size = sizeof info;
+      if (ops[k] != nullptr) results[k] = ferry_op_wait(ops[k], &info);
       const double finished = monotonic_s();
       std::string hash = "-";
       double error = 0;
@@ -204,9 +207,10 @@ int main(int argc, char** argv) {
           if (std::isnan(error)) error = 1e30;
         }
       }
-      line("op step=%llu k=%u epoch=%lld ring=%s result=%d hash=%s err=%.6g t0=%.6f t1=%.6f\n",
+      line("op step=%llu k=%u epoch=%lld ring=%s result=%d hash=%s err=%.6g t0=%.6f t1=%.6f start=%.3f stall=%.3f "
+           "commit=%.3f\n",
            static_cast<unsigned long long>(step), k, epoch, ring_text(ring).c_str(), static_cast<int>(results[k]),
-           hash.c_str(), error, started[k], finished);
+           hash.c_str(), error, started[k], finished, info.start_s, info.longest_stall_s, info.commit_s);
       all_ok &= results[k] == FERRY_OK;
     }
     for (uint32_t k = 0; k < concurrent; ++k) exit_if_fatal(comm, "allreduce", results[k]);

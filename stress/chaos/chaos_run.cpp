@@ -107,7 +107,7 @@ class ChaosRun {
  public:
   explicit ChaosRun(const ChaosArgs& args)
       : args_(args), rng_(args.seed), proxy_(args.seed), children_(args.verbose),
-        checker_(CheckerConfig{args.quant, args.op_deadline_s(),
+        checker_(CheckerConfig{args.quant, args.op_deadlines(),
                                [this](std::uint64_t step, std::uint32_t k, const std::vector<std::uint64_t>& ring) {
                                  const auto expected =
                                      reference_sum(count(), op_seed(args_.seed, step, k), ring);
@@ -224,11 +224,11 @@ void ChaosRun::read_lines(Peer& p) {
 void ChaosRun::on_op(Peer& p, OpReport r) {
   r.peer = p.child->name();
   r.peer_id = p.id;
-  if (r.t1 - r.t0 > args_.op_deadline_s()) {
-    // The checker records the violation; the peer's own log says which wait ran long.
-    std::fprintf(stderr, "ferry-chaos: %s (id %llu) op step=%llu k=%u ended with %s after %.1f s; its stderr:\n%s\n",
-                 r.peer.c_str(), static_cast<unsigned long long>(p.id), static_cast<unsigned long long>(r.step), r.k,
-                 ferry_strerror(static_cast<ferry_result>(r.result)), r.t1 - r.t0, p.child->err_tail(20).c_str());
+  if (auto breach = deadline_breach(r, args_.op_deadlines())) {
+    // The checker records the violation; the peer's own log may say more.
+    std::fprintf(stderr, "ferry-chaos: %s (id %llu) op step=%llu k=%u: %s; its stderr:\n%s\n", r.peer.c_str(),
+                 static_cast<unsigned long long>(p.id), static_cast<unsigned long long>(r.step), r.k, breach->c_str(),
+                 p.child->err_tail(20).c_str());
   }
   if (r.result == FERRY_OK) {
     ++s_.ops_ok;
@@ -329,7 +329,7 @@ void ChaosRun::sample_rss() {
 
 void ChaosRun::check_silence(double now) {
   // A running peer says something at least once per op deadline (each call reports its outcome).
-  const double limit = args_.op_deadline_s() + args_.timeout_ms / 1000.0 + 10;
+  const double limit = args_.op_deadlines().hang_s + args_.timeout_ms / 1000.0 + 10;
   for (Peer* p : live(false)) {
     if (p->stopped || p->silent_reported || now - p->last_line_t < limit) continue;
     p->silent_reported = true;
@@ -422,7 +422,7 @@ ChaosSummary ChaosRun::run() {
         sample_rss();
         next_rss += kRssEvery;
         check_silence(t);
-        checker_.settle(t - args_.op_deadline_s() - 10);
+        checker_.settle(t - args_.op_deadlines().hang_s - 10);
       }
     }
     // Quiescence: no more faults; everyone stopped resumes (or dies as planned).
@@ -448,7 +448,7 @@ ChaosSummary ChaosRun::run() {
                          " live peers within " + std::to_string(static_cast<int>(kConvergeLimit)) + " s:" + state);
     }
     if (s_.ops_ok == 0) checker_.violation("no all-reduce ever succeeded");
-    if (s_.longest_progress_gap_s > 2 * args_.op_deadline_s())
+    if (s_.longest_progress_gap_s > args_.op_deadlines().hang_s)
       checker_.violation("no all-reduce succeeded for " + std::to_string(static_cast<int>(s_.longest_progress_gap_s)) +
                          " s");
   } catch (const std::runtime_error& e) {

@@ -28,6 +28,22 @@ bool removed_from_run(int result) { return result == FERRY_ERR_MASTER_LOST || re
 
 }  // namespace
 
+std::optional<std::string> deadline_breach(const OpReport& r, const OpDeadlines& d) {
+  for (auto [phase, took, limit] : {std::tuple{"its start", r.start_s, d.start_s},
+                                    std::tuple{"a stall", r.stall_s, d.stall_s},
+                                    std::tuple{"its commit", r.commit_s, d.commit_s},
+                                    std::tuple{"the whole op", r.t1 - r.t0, d.hang_s}}) {
+    if (took <= limit) continue;
+    char text[192];
+    std::snprintf(text, sizeof text,
+                  "%s took %.1f s (deadline %.0f s); it ended with result %d (start %.1f s, longest stall %.1f s, "
+                  "commit %.1f s)",
+                  phase, took, limit, r.result, r.start_s, r.stall_s, r.commit_s);
+    return std::string(text);
+  }
+  return std::nullopt;
+}
+
 InvariantChecker::InvariantChecker(CheckerConfig config) : config_(std::move(config)) {}
 
 void InvariantChecker::violation(std::string what) {
@@ -37,12 +53,7 @@ void InvariantChecker::violation(std::string what) {
 
 void InvariantChecker::add(const OpReport& r) {
   const std::string name = op_name(r.epoch, r.step, r.k);
-  if (r.t1 - r.t0 > config_.op_deadline_s) {
-    char text[96];
-    std::snprintf(text, sizeof text, "%.1f s (deadline %.0f s) and ended with result %d", r.t1 - r.t0,
-                  config_.op_deadline_s, r.result);
-    violation(name + " on " + r.peer + " took " + text);
-  }
+  if (auto breach = deadline_breach(r, config_.deadlines)) violation(name + " on " + r.peer + ": " + *breach);
   if (r.result == FERRY_OK) {
     if (std::find(r.ring.begin(), r.ring.end(), r.peer_id) == r.ring.end())
       violation(name + " on " + r.peer + ": succeeded in ring " + ring_text(r.ring) + " without its own id " +

@@ -10,13 +10,15 @@
 //     against the reference is within chaos_data's bound;
 //   - it succeeded on all or failed on all: a success next to a failure is a
 //     violation, unless the failing peer was removed (master lost, kicked);
-//   - it finished within its deadline (t1 - t0).
+//   - each phase kept its deadline (the start, the longest stall, the commit,
+//     as the library measured them), and the whole op (t1 - t0) its hang bound.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -36,11 +38,20 @@ struct OpReport {
   std::string hash;
   double error = 0;  // quantized: max |result - reference|
   double t0 = 0, t1 = 0;
+  double start_s = 0, stall_s = 0, commit_s = 0;  // ferry_op_info's phases
 };
+
+// Seconds each phase of an op may take, and the whole op (see ChaosArgs::op_deadlines).
+struct OpDeadlines {
+  double start_s = 15, stall_s = 10, commit_s = 25, hang_s = 80;
+};
+
+// Which deadline `r` broke, in words; nullopt when it kept them all.
+std::optional<std::string> deadline_breach(const OpReport& r, const OpDeadlines& d);
 
 struct CheckerConfig {
   ferry_quant quant = FERRY_QUANT_NONE;
-  double op_deadline_s = 60;
+  OpDeadlines deadlines;
   // The hash of the exact result of (step, k) over `ring`.
   std::function<std::string(std::uint64_t step, std::uint32_t k, const std::vector<std::uint64_t>& ring)>
       reference_hash;

@@ -63,6 +63,9 @@ std::optional<OpReport> op_report(const PeerLine& line) {
   r.t0 = line.number("t0", -1);
   r.t1 = line.number("t1", -1);
   if (r.t0 < 0 || r.t1 < 0) return std::nullopt;
+  r.start_s = line.number("start", 0);
+  r.stall_s = line.number("stall", 0);
+  r.commit_s = line.number("commit", 0);
   return r;
 }
 

@@ -24,7 +24,7 @@ OpReport ok(const std::string& peer, std::uint64_t id, const std::string& hash, 
 }
 
 CheckerConfig config(ferry_quant quant = FERRY_QUANT_NONE) {
-  return CheckerConfig{quant, 30, [](std::uint64_t, std::uint32_t, const std::vector<std::uint64_t>&) {
+  return CheckerConfig{quant, OpDeadlines{15, 10, 25, 80}, [](std::uint64_t, std::uint32_t, const std::vector<std::uint64_t>&) {
                          return std::string("good");
                        }};
 }
@@ -83,12 +83,25 @@ TEST_CASE("differing bits, a wrong reference, a foreign ring and a split outcome
     c.settle_all();
     CHECK(c.violation_count() == 0);
   }
-  SECTION("over the deadline") {
+  SECTION("each phase is held to its own deadline, the whole op to the hang bound") {
     InvariantChecker c(config());
     OpReport slow = ok("a", 1, "good");
-    slow.t1 = slow.t0 + 31;
+    slow.t1 = slow.t0 + 60;  // a long transfer that kept moving is no breach
+    slow.start_s = 14;
+    slow.stall_s = 9;
+    slow.commit_s = 24;
     c.add(slow);
-    CHECK(c.violation_count() == 1);
+    CHECK(c.violation_count() == 0);
+    for (auto [field, phase] : {std::pair{&OpReport::start_s, "its start"}, std::pair{&OpReport::stall_s, "a stall"},
+                                std::pair{&OpReport::commit_s, "its commit"}}) {
+      OpReport late = slow;
+      late.*field += 2;
+      CHECK(deadline_breach(late, OpDeadlines{15, 10, 25, 80}).value_or("").find(phase) == 0);
+    }
+    slow.t1 = slow.t0 + 81;
+    c.add(slow);
+    REQUIRE(c.violation_count() == 1);
+    CHECK_THAT(c.violations()[0], Catch::Contains("the whole op took 81.0 s"));
   }
 }
 
@@ -119,7 +132,8 @@ TEST_CASE("settle checks only ops whose reports are all old enough", "[chaos][in
 }
 
 TEST_CASE("op lines parse into reports, malformed ones are refused", "[chaos][lines]") {
-  auto line = parse_peer_line("op step=4 k=1 epoch=9 ring=3,5,8 result=0 hash=00ff err=0 t0=1.5 t1=2.25");
+  auto line = parse_peer_line(
+      "op step=4 k=1 epoch=9 ring=3,5,8 result=0 hash=00ff err=0 t0=1.5 t1=2.25 start=0.5 stall=0.125 commit=0.25");
   REQUIRE(line);
   auto r = op_report(*line);
   REQUIRE(r);
@@ -129,6 +143,9 @@ TEST_CASE("op lines parse into reports, malformed ones are refused", "[chaos][li
   CHECK(r->ring == std::vector<std::uint64_t>{3, 5, 8});
   CHECK(r->hash == "00ff");
   CHECK(r->t1 == 2.25);
+  CHECK(r->start_s == 0.5);
+  CHECK(r->stall_s == 0.125);
+  CHECK(r->commit_s == 0.25);
   CHECK_FALSE(op_report(*parse_peer_line("op step=x k=1 epoch=9 ring=- result=0 t0=1 t1=2")));
   CHECK_FALSE(op_report(*parse_peer_line("op step=1 k=1 epoch=9 ring=1,a result=0 t0=1 t1=2")));
   CHECK_FALSE(parse_peer_line("op =3"));

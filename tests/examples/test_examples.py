@@ -109,9 +109,10 @@ def assert_identical_and_trained(results: List[dict], world: int) -> None:
     ("diloco.py", []),
     ("diloco.py", ["--quant", "u8"]),
     ("diloco.py", ["--mode", "ddp"]),
+    ("diloco.py", ["--task", "teacher"]),
     ("async_diloco.py", []),
     ("streaming_diloco.py", ["--fragments", "2", "--inner-steps", "4"]),
-], ids=["diloco", "diloco-u8", "ddp", "async", "streaming"])
+], ids=["diloco", "diloco-u8", "ddp", "diloco-teacher", "async", "streaming"])
 def test_two_peers_end_bit_identical(run: Run, script: str, extra: List[str]) -> None:
     for i in range(2):
         run.peer(script, f"p{i}", "--min-peers", "2", *extra, shard=i)

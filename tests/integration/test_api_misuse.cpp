@@ -183,6 +183,28 @@ TEST_CASE("api: a struct from an older caller keeps the defaults of fields it la
   ferry_comm_destroy(comm);
 }
 
+TEST_CASE("api: an op info from an older caller is written only as far as it reaches", "[api]") {
+  EmbeddedMaster master;
+  ferry_comm* comm = create_peer(master.address());
+  grow_group(comm, 1);
+  ferry_allreduce_desc desc;
+  ferry_allreduce_desc_init(&desc);
+  std::vector<float> data(64, 1.0f);
+  ferry_op_info info{};
+  info.struct_size = static_cast<uint32_t>(offsetof(ferry_op_info, start_s));  // before the phases existed
+  info.start_s = info.longest_stall_s = info.commit_s = -7;
+  REQUIRE(ferry_allreduce(comm, data.data(), data.data(), data.size(), &desc, &info) == FERRY_OK);
+  CHECK(info.world_size == 1);
+  CHECK(info.start_s == -7);
+  CHECK(info.commit_s == -7);
+  info.struct_size = sizeof info;
+  REQUIRE(ferry_allreduce(comm, data.data(), data.data(), data.size(), &desc, &info) == FERRY_OK);
+  CHECK(info.start_s >= 0);
+  CHECK(info.commit_s >= 0);
+  CHECK(info.start_s + info.longest_stall_s + info.commit_s <= info.duration_s);
+  ferry_comm_destroy(comm);
+}
+
 TEST_CASE("api: the master rejects a second run and can be stopped twice", "[api]") {
   ferry_master* master = nullptr;
   REQUIRE(ferry_master_create("127.0.0.1:0", &master) == FERRY_OK);

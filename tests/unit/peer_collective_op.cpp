@@ -2,6 +2,7 @@
 // what would go to the master, and check_deadlines gets the time it is told.
 #include <catch2/catch.hpp>
 
+#include <thread>
 #include <vector>
 
 #include "peer/collective_op.h"
@@ -19,15 +20,21 @@ struct RecordingHost : OpHost {
   void op_finished(uint32_t) override { ++finished; }
 };
 
-// A collective with no transfers: started, then done locally at once.
+// A collective whose "transfer" the test drives: go starts it, and by default
+// it is done locally at once.
 struct BareOp : CollectiveOp {
-  using CollectiveOp::CollectiveOp;
+  BareOp(OpHost& host, uint64_t epoch, uint32_t seq, OpDeadlines deadlines, bool transfer_done_at_go = true)
+      : CollectiveOp(host, epoch, seq, deadlines), done_at_go(transfer_done_at_go) {}
   void go() override {
     REQUIRE(begin_running());
-    mark_local_done();
+    if (done_at_go) mark_local_done();
   }
   void stop_transfers(const Status&) override { ++stopped; }
+  void moved_bytes() { progressed(); }
+  void transfer_done() { mark_local_done(); }
   Status result() { return wait_finished(); }
+  using CollectiveOp::timeline;
+  bool done_at_go;
   int stopped = 0;
 };
 
@@ -77,4 +84,45 @@ TEST_CASE("collective op: a late verdict asks the master to abort and takes what
   }
   CHECK(host.finished == 1);
   CHECK(op.stopped == 0);  // nothing was running any more
+}
+
+TEST_CASE("collective op: the timeline splits the time into start, stalls and commit", "[peer]") {
+  RecordingHost host;
+  BareOp op(host, 1, 7, kDeadlines, false);
+  std::this_thread::sleep_for(40ms);  // the other peers are late: no go yet
+  op.go();
+  op.moved_bytes();
+  std::this_thread::sleep_for(60ms);  // the transfer stalls
+  op.check_deadlines(Clock::now());
+  op.moved_bytes();
+  op.transfer_done();
+  std::this_thread::sleep_for(30ms);  // the verdict takes a while
+  op.verdict(Status::success());
+  REQUIRE(op.result().ok());
+  OpTimeline t = op.timeline();
+  CHECK(t.start_s >= 0.04);
+  CHECK(t.longest_stall_s >= 0.06);
+  CHECK(t.commit_s >= 0.03);
+  CHECK(t.duration_s >= t.start_s + t.longest_stall_s + t.commit_s);
+}
+
+// The wait's last-resort cap once counted from the call: a transfer that kept
+// moving past it came back as "never finished" though nothing was wrong.
+TEST_CASE("collective op: a slow transfer that keeps progressing is waited out, however long", "[peer]") {
+  RecordingHost host;
+  const OpDeadlines tight{10ms, 200ms, 10ms, 10ms};  // the cap: 240 ms without progress
+  BareOp op(host, 1, 7, tight, false);
+  op.go();
+  std::thread transfer([&] {
+    for (int i = 0; i < 60; ++i) {  // 600 ms of slow but steady progress
+      std::this_thread::sleep_for(10ms);
+      op.moved_bytes();
+    }
+    op.transfer_done();
+    op.verdict(Status::success());
+  });
+  Status result = op.result();
+  transfer.join();
+  CHECK(result.ok());
+  CHECK(op.timeline().duration_s >= 0.6);
 }

@@ -42,13 +42,16 @@ void unregister_group(pid_t pgid) {
   }
 }
 
+// Written by install_child_cleanup_on_signals, so the handler only has to write(2) it.
+char g_interrupt_message[128];
+
 extern "C" void kill_children_and_die(int signal_number) {
   for (auto& slot : g_live_groups) {
     const pid_t pgid = slot.load();
     if (pgid > 0) ::kill(-pgid, SIGKILL);
   }
-  static const char message[] = "ferry-bench: interrupted; stopped every child process\n";
-  [[maybe_unused]] const ssize_t ignored = ::write(STDERR_FILENO, message, sizeof message - 1);
+  [[maybe_unused]] const ssize_t ignored =
+      ::write(STDERR_FILENO, g_interrupt_message, std::strlen(g_interrupt_message));
   ::signal(signal_number, SIG_DFL);
   ::raise(signal_number);
 }
@@ -63,6 +66,8 @@ void close_fd(int& fd) {
 }  // namespace
 
 void install_child_cleanup_on_signals() {
+  std::snprintf(g_interrupt_message, sizeof g_interrupt_message, "%s: interrupted; stopped every child process\n",
+                program_invocation_short_name);
   struct sigaction action {};
   action.sa_handler = kill_children_and_die;
   sigemptyset(&action.sa_mask);

@@ -123,6 +123,9 @@ class OpInfoC(ctypes.Structure):
         ("bytes_sent", ctypes.c_uint64),
         ("bytes_received", ctypes.c_uint64),
         ("duration_s", ctypes.c_double),
+        ("start_s", ctypes.c_double),
+        ("longest_stall_s", ctypes.c_double),
+        ("commit_s", ctypes.c_double),
     ]
 
     @classmethod

@@ -298,7 +298,7 @@ class Communicator:
                 must match on every peer; results stay bit-identical on every peer.
 
         Blocks until the master commits or aborts (at most timeout_ms to start,
-        progress_timeout_ms without progress, timeout_ms to commit); the GIL is
+        progress_timeout_ms without progress, 2 x timeout_ms to commit); the GIL is
         released meanwhile. The buffers are borrowed only during the call.
         On failure ``tensor`` (in place) or ``out`` holds unspecified values,
         possibly partial sums; with ``out`` the input is intact and the call can

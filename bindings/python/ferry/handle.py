@@ -27,16 +27,25 @@ class OpInfo:
         bytes_sent: payload bytes this peer put on the wire.
         bytes_received: payload bytes this peer received.
         duration_s: seconds from the call to the master's commit.
+        start_s: of those, waiting for the master's go (at most timeout_ms).
+        longest_stall_s: the longest stretch of the transfer without progress
+            (at most progress_timeout_ms).
+        commit_s: from this peer's end to the master's verdict (at most 2 x timeout_ms).
+        For all_reduce_many the three phases are the longest any operation had.
     """
 
     world_size: int
     bytes_sent: int
     bytes_received: int
     duration_s: float
+    start_s: float = 0.0
+    longest_stall_s: float = 0.0
+    commit_s: float = 0.0
 
     @classmethod
     def from_c(cls, info: _lib.OpInfoC) -> "OpInfo":
-        return cls(int(info.world_size), int(info.bytes_sent), int(info.bytes_received), float(info.duration_s))
+        return cls(int(info.world_size), int(info.bytes_sent), int(info.bytes_received), float(info.duration_s),
+                   float(info.start_s), float(info.longest_stall_s), float(info.commit_s))
 
 
 class Handle:
@@ -83,8 +92,8 @@ class Handle:
     def wait(self) -> OpInfo:
         """Blocks until the operation finishes and returns its :class:`OpInfo`.
 
-        Blocks at most the communicator's deadlines (timeout_ms to start and to
-        commit, progress_timeout_ms without progress); the GIL is released while
+        Blocks at most the communicator's deadlines (timeout_ms to start, 2 x
+        timeout_ms to commit, progress_timeout_ms without progress); the GIL is released while
         it waits. Raises the operation's error (e.g. PeerLostError, MismatchError);
         on failure the output holds unspecified values, and the input (when
         ``out`` was given) is intact. Any thread; repeated calls return the

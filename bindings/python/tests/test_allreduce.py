@@ -175,6 +175,9 @@ def test_op_info_reports_the_transfer(address):
         assert info.world_size == 2
         assert info.bytes_sent >= (1 << 16) * 4 // 2 and info.bytes_received >= (1 << 16) * 4 // 2
         assert 0 < info.duration_s < 30
+        phases = (info.start_s, info.longest_stall_s, info.commit_s)
+        assert all(0 <= p <= info.duration_s for p in phases), info
+        assert sum(phases) <= info.duration_s, info
 
 
 def test_all_reduce_many_mixes_kinds_dtypes_and_outs(address):

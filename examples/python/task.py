@@ -1,16 +1,24 @@
-"""The examples' learning task: scikit-learn's digits (1797 8x8 images of 0-9, shipped with
-Debian's python3-sklearn) with a fixed held-out split, per-peer shards, and a small MLP.
+"""The examples' learning tasks, per-peer shards, and the small MLP every peer trains.
+
+  digits   scikit-learn's digits (1797 real 8x8 images of 0-9, shipped with Debian's
+           python3-sklearn), 20% held out. Small: a run of the default length shows each
+           peer its shard ~100 times, so it measures how methods overfit, not how they scale.
+  teacher  synthetic but data-rich: 64 Gaussian features, labels drawn from the softmax of a
+           fixed random network (the teacher), 160k training examples (a default run sees
+           each about once) and 10k held out. Its held-out loss cannot go below the labels'
+           entropy (`floor`), as a language model's cannot go below the text's.
 
 Everything here is deterministic from its seeds, so every peer (and a single-process
-baseline) sees the same split and starts from the same weights.
+baseline) sees the same data and starts from the same weights.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+import math
 import os
-from typing import Iterable, Tuple
+from typing import Iterable, Optional, Tuple
 
 import numpy as np
 import torch
@@ -37,7 +45,23 @@ def load_digits_arrays() -> Tuple[np.ndarray, np.ndarray]:
     return load_digits(return_X_y=True)
 
 
-class Digits:
+class Split:
+    """A training set (cut into per-peer shards) and a held-out set, on one device."""
+
+    train_x: torch.Tensor
+    train_y: torch.Tensor
+    test_x: torch.Tensor
+    test_y: torch.Tensor
+    floor: Optional[float] = None  # the lowest held-out loss any model can reach, when known
+
+    def shard(self, index: int, count: int) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Training examples index, index+count, index+2*count, ...: disjoint shards."""
+        if not 0 <= index < count:
+            raise ValueError(f"shard {index} of {count}")
+        return self.train_x[index::count], self.train_y[index::count]
+
+
+class Digits(Split):
     """The train / held-out split (a seeded permutation; 20% held out) on `device`."""
 
     def __init__(self, device: str = "cpu", test_fraction: float = 0.2, seed: int = 0) -> None:
@@ -49,11 +73,40 @@ class Digits:
         self.test_x, self.test_y = inputs[order[:n_test]].to(device), labels[order[:n_test]].to(device)
         self.train_x, self.train_y = inputs[order[n_test:]].to(device), labels[order[n_test:]].to(device)
 
-    def shard(self, index: int, count: int) -> Tuple[torch.Tensor, torch.Tensor]:
-        """Training examples index, index+count, index+2*count, ...: disjoint shards."""
-        if not 0 <= index < count:
-            raise ValueError(f"shard {index} of {count}")
-        return self.train_x[index::count], self.train_y[index::count]
+
+class Teacher(Split):
+    """Labels sampled from a fixed random tanh network's softmax (sharpness 3: the floor is
+    about 1.39 nats of the 2.30 of a uniform guess). Generated on the CPU from seeds, so
+    every peer and device gets the same examples."""
+
+    def __init__(self, device: str = "cpu", train: int = 160_000, test: int = 10_000, seed: int = 123) -> None:
+        generator = torch.Generator().manual_seed(seed)
+        teacher = nn.Sequential(nn.Linear(FEATURES, 256), nn.Tanh(), nn.Linear(256, CLASSES))
+        with torch.no_grad():
+            for p in teacher.parameters():
+                scale = 1.0 / math.sqrt(p.shape[-1]) if p.dim() > 1 else 0.1
+                p.copy_(torch.randn(p.shape, generator=generator) * scale)
+
+        def sample(n: int) -> Tuple[torch.Tensor, torch.Tensor, float]:
+            x = torch.randn(n, FEATURES, generator=generator)
+            with torch.no_grad():
+                probs = torch.softmax(teacher(x) * 3.0, dim=1)
+            y = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+            entropy = float(-(probs * probs.clamp_min(1e-12).log()).sum(1).mean())
+            return x.to(device), y.to(device), entropy
+
+        self.test_x, self.test_y, self.floor = sample(test)
+        self.train_x, self.train_y, _ = sample(train)
+
+
+TASKS = {"digits": Digits, "teacher": Teacher}
+
+
+def load_task(name: str, device: str = "cpu") -> Split:
+    """The task called `name` (see TASKS) on `device`."""
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r} (one of {', '.join(TASKS)})")
+    return TASKS[name](device)
 
 
 class Batches:
