@@ -93,13 +93,14 @@ class Peer:
                bytes_sent: int) -> None:
         """One line per outer step: step, loss (training; held-out of `model`), world, bytes sent."""
         time.sleep(max(0.0, self.args.pace - (time.monotonic() - self.last_step)))
-        now = time.monotonic()
-        self.step_times.append(now - self.last_step)
-        self.last_step = now
+        self.step_times.append(time.monotonic() - self.last_step)
         held = ""
         if model is not None:
             loss, acc = evaluate(model, self.data.test_x, self.data.test_y)
             held = f" held-out {loss:.4f} acc {acc:.3f} |"
+        # The step times leave the evaluation out: modes that evaluate every step
+        # (local) and those that do not (async) must be timed alike.
+        self.last_step = time.monotonic()
         self.log(f"step {step:3d} | loss {train_loss:.4f} |{held} world {world} | sent {bytes_sent / 1e3:9.1f} kB")
 
     def finish(self, model: torch.nn.Module, weights_hash: str, bytes_sent: int, **extra: Any) -> Dict[str, Any]:
