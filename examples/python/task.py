@@ -7,6 +7,10 @@
            fixed random network (the teacher), 160k training examples (a default run sees
            each about once) and 10k held out. Its held-out loss cannot go below the labels'
            entropy (`floor`), as a language model's cannot go below the text's.
+  text     a character-level language model of real English: the ~14,700 fortunes (2.4 MB:
+           quotations, poems, jokes) that Debian's `fortunes` package ships, 10% of them held
+           out. Data-rich like teacher (a default run sees each character about once) and real
+           like digits; the model reads 16 characters and predicts the next.
 
 Everything here is deterministic from its seeds, so every peer (and a single-process
 baseline) sees the same data and starts from the same weights.
@@ -18,6 +22,7 @@ import hashlib
 import importlib.util
 import math
 import os
+import re
 from typing import Iterable, Optional, Tuple
 
 import numpy as np
@@ -53,6 +58,14 @@ class Split:
     test_x: torch.Tensor
     test_y: torch.Tensor
     floor: Optional[float] = None  # the lowest held-out loss any model can reach, when known
+    # The outer Nesterov momentum DiLoCo runs best with here (measured against every-step all-reduce).
+    outer_momentum = 0.5
+
+    def make_model(self, hidden: int = 128, seed: int = 0, device: str = "cpu") -> nn.Module:
+        """The MLP every peer starts from: same seed, same initial weights everywhere."""
+        torch.manual_seed(seed)
+        return nn.Sequential(nn.Linear(FEATURES, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
+                             nn.Linear(hidden, CLASSES)).to(device)
 
     def shard(self, index: int, count: int) -> Tuple[torch.Tensor, torch.Tensor]:
         """Training examples index, index+count, index+2*count, ...: disjoint shards."""
@@ -99,7 +112,68 @@ class Teacher(Split):
         self.train_x, self.train_y, _ = sample(train)
 
 
-TASKS = {"digits": Digits, "teacher": Teacher}
+FORTUNES = "/usr/share/games/fortunes"
+PICTURES = {"art", "ascii-art"}  # fortune files of drawings, not language
+
+
+class Text(Split):
+    """Next-character prediction on Debian's fortunes: x = CONTEXT characters, y = the next.
+
+    The training windows are a strided view of one tensor of character codes (no copy per
+    window); the held-out set is a seeded sample of EVAL_WINDOWS windows of the held-out
+    fortunes, so an evaluation costs what a few training steps do."""
+
+    CONTEXT, EMBED, EVAL_WINDOWS = 16, 16, 16_384
+    # 12 x 100 steps, 4 peers, held-out loss against every-step all-reduce: +0.7% at 0.9, +3.1% at 0.5.
+    outer_momentum = 0.9
+    # Printable ASCII and the newline; tabs become spaces, anything else is dropped.
+    ALPHABET = "\n" + "".join(chr(c) for c in range(32, 127))
+
+    def __init__(self, device: str = "cpu", test_fraction: float = 0.1, seed: int = 0,
+                 root: str = FORTUNES) -> None:
+        fortunes = self.read_fortunes(root)
+        order = np.random.default_rng(seed).permutation(len(fortunes))
+        n_test = int(len(fortunes) * test_fraction)
+        test = self.encode("".join(fortunes[i] for i in order[:n_test]))
+        train = self.encode("".join(fortunes[i] for i in order[n_test:]))
+        self.train_x, self.train_y = self.windows(train.to(device))
+        test_x, test_y = self.windows(test)
+        pick = torch.randperm(len(test_y), generator=torch.Generator().manual_seed(seed))[:self.EVAL_WINDOWS]
+        self.test_x, self.test_y = test_x[pick].to(device), test_y[pick].to(device)
+
+    @staticmethod
+    def read_fortunes(root: str) -> list:
+        if not os.path.isdir(root):
+            raise SystemExit(f"task text: {root} is missing (apt-get install fortunes)")
+        fortunes = []
+        for name in sorted(os.listdir(root)):
+            if "." in name or name in PICTURES:  # .dat indexes, .u8 duplicates
+                continue
+            with open(os.path.join(root, name), encoding="latin-1") as f:
+                raw = re.sub(".\x08", "", f.read())  # overstruck (underlined) letters keep the letter
+            fortunes += [part.strip("\n") + "\n\n" for part in re.split(r"^%\n", raw, flags=re.M) if part.strip()]
+        return fortunes
+
+    @classmethod
+    def encode(cls, text: str) -> torch.Tensor:
+        index = {c: i for i, c in enumerate(cls.ALPHABET)}
+        codes = [index[c] for c in text.replace("\t", " ") if c in index]
+        return torch.tensor(codes, dtype=torch.int64)
+
+    @classmethod
+    def windows(cls, codes: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        return codes.unfold(0, cls.CONTEXT, 1)[:-1], codes[cls.CONTEXT:]
+
+    def make_model(self, hidden: int = 128, seed: int = 0, device: str = "cpu") -> nn.Module:
+        """Embedded characters, concatenated, through the same two-hidden-layer MLP."""
+        torch.manual_seed(seed)
+        symbols = len(self.ALPHABET)
+        return nn.Sequential(nn.Embedding(symbols, self.EMBED), nn.Flatten(),
+                             nn.Linear(self.CONTEXT * self.EMBED, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
+                             nn.ReLU(), nn.Linear(hidden, symbols)).to(device)
+
+
+TASKS = {"digits": Digits, "teacher": Teacher, "text": Text}
 
 
 def load_task(name: str, device: str = "cpu") -> Split:
@@ -125,13 +199,6 @@ class Batches:
         idx = self.order[self.pos:self.pos + self.batch]
         self.pos += self.batch
         return self.x[idx], self.y[idx]
-
-
-def make_model(hidden: int = 128, seed: int = 0, device: str = "cpu") -> nn.Module:
-    """The MLP every peer starts from: same seed, same initial weights everywhere."""
-    torch.manual_seed(seed)
-    return nn.Sequential(nn.Linear(FEATURES, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
-                         nn.Linear(hidden, CLASSES)).to(device)
 
 
 def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Tuple[torch.Tensor, torch.Tensor],

@@ -63,11 +63,12 @@ void AllreduceOp::on_finishing() {
 bool AllreduceOp::queue_send(uint32_t unit, const uint8_t* data, size_t bytes, std::optional<uint64_t> checksum) {
   wire::ChunkHeader header{seq(), unit, static_cast<uint32_t>(bytes), checksum.value_or(0)};
   if (!try_hold()) return false;
-  links_->out(plan_.lane_of(unit)).push(header, data, shared_from_this(), !checksum);
+  links_->send(header, data, shared_from_this(), !checksum);
   return true;
 }
 
-Status AllreduceOp::payload_destination(const wire::ChunkHeader& header, uint32_t lane,
+// Any lane may carry any chunk (the link's lanes share one send queue).
+Status AllreduceOp::payload_destination(const wire::ChunkHeader& header, uint32_t /*lane*/,
                                         std::vector<uint8_t>& staging, uint8_t*& destination) {
   auto bad = [&](const std::string& why) {
     return Status::failure(Errc::protocol, "collective " + std::to_string(seq()) + ", unit " +
@@ -77,7 +78,6 @@ Status AllreduceOp::payload_destination(const wire::ChunkHeader& header, uint32_
   ElementRange r = plan_.recv_range(header.unit);
   if (r.count == 0 || header.length != wire_bytes(r.count))
     return bad("length " + std::to_string(header.length) + " does not match the plan");
-  if (lane != plan_.lane_of(header.unit)) return bad("arrived on the wrong lane");
   if (received_[header.unit].exchange(1, std::memory_order_relaxed)) return bad("arrived twice");
   if (!try_hold()) return bad("the collective is over");
   uint32_t step = plan_.step_of(header.unit);

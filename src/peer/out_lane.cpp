@@ -11,8 +11,9 @@
 
 namespace ferry::peer {
 
-OutLane::OutLane(std::shared_ptr<net::Stream> stream, uint32_t lane, OnError on_error)
-    : stream_(std::move(stream)), lane_(lane), on_error_(std::move(on_error)),
+OutLane::OutLane(std::shared_ptr<net::Stream> stream, uint32_t lane, std::shared_ptr<SendQueue> queue,
+                 OnError on_error)
+    : stream_(std::move(stream)), lane_(lane), queue_(std::move(queue)), on_error_(std::move(on_error)),
       wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
   if (wake_fd_ < 0) throw Error(Errc::system, "eventfd failed");
 }
@@ -36,38 +37,16 @@ void OutLane::join() {
   stream_.reset();
 }
 
-void OutLane::push(const wire::ChunkHeader& header, const uint8_t* payload, std::shared_ptr<ChunkConsumer> owner,
-                   bool checksum_pending) {
-  bool wake = false;
-  {
-    std::lock_guard lock(mu_);
-    if (!closed_) {
-      if (head_ > 0 && head_ == queue_.size()) {
-        queue_.clear();
-        head_ = 0;
-      }
-      queue_.push_back(Item{header, payload, std::move(owner), checksum_pending});
-      wake = std::exchange(sleeping_, false);
-      owner = nullptr;
-    }
-  }
-  if (owner) return owner->chunk_dropped();
-  if (wake) {
-    uint64_t one = 1;
-    (void)!::write(wake_fd_, &one, sizeof one);
-  }
-}
-
-bool OutLane::next(Item& item) {
+bool OutLane::next(SendQueue::Item& item) {
   for (;;) {
     {
       std::lock_guard lock(mu_);
       if (closed_) return false;
-      if (head_ < queue_.size()) {
-        item = std::move(queue_[head_++]);
-        return true;
-      }
-      sleeping_ = true;
+    }
+    switch (queue_->take(item, wake_fd_)) {
+      case SendQueue::Take::item: return true;
+      case SendQueue::Take::closed: return false;
+      case SendQueue::Take::empty: break;
     }
     // Idle: wake for new work, or when the far side hangs up (never for its data: it sends none here).
     std::array<pollfd, 2> fds{pollfd{wake_fd_, POLLIN, 0}, pollfd{stream_->native_handle(), POLLRDHUP, 0}};
@@ -88,7 +67,7 @@ bool OutLane::next(Item& item) {
 void OutLane::run() {
   std::string name = "ferry-out-" + std::to_string(lane_);
   pthread_setname_np(pthread_self(), name.c_str());
-  Item item;
+  SendQueue::Item item;
   while (next(item)) {
     if (item.checksum_pending) item.header.checksum = hash_bytes(item.payload, item.header.length);
     auto header = wire::encode_chunk_header(item.header);
@@ -111,16 +90,11 @@ void OutLane::fail(const Status& why) {
 void OutLane::close() { close_once(); }
 
 bool OutLane::close_once() {
-  std::vector<Item> dropped;
   {
     std::lock_guard lock(mu_);
     if (closed_) return false;
     closed_ = true;
-    for (size_t i = head_; i < queue_.size(); ++i) dropped.push_back(std::move(queue_[i]));
-    queue_.clear();
-    head_ = 0;
   }
-  for (auto& item : dropped) item.owner->chunk_dropped();
   if (stream_) stream_->abort();
   uint64_t one = 1;
   (void)!::write(wake_fd_, &one, sizeof one);

@@ -16,7 +16,7 @@ void RingLinks::start(std::vector<std::shared_ptr<net::Stream>> out, std::vector
   };
   for (uint32_t lane = 0; lane < out.size(); ++lane) {
     out[lane]->enter_blocking_mode();
-    out_.push_back(std::make_shared<OutLane>(std::move(out[lane]), lane, on_error));
+    out_.push_back(std::make_shared<OutLane>(std::move(out[lane]), lane, sends_, on_error));
   }
   for (uint32_t lane = 0; lane < in.size(); ++lane) {
     in[lane]->enter_blocking_mode();
@@ -26,12 +26,18 @@ void RingLinks::start(std::vector<std::shared_ptr<net::Stream>> out, std::vector
   for (auto& lane : in_) lane->start();
 }
 
+void RingLinks::send(const wire::ChunkHeader& header, const uint8_t* payload, std::shared_ptr<ChunkConsumer> owner,
+                     bool checksum_pending) {
+  sends_->push(SendQueue::Item{header, payload, std::move(owner), checksum_pending});
+}
+
 void RingLinks::close(const Status& why) {
   {
     std::lock_guard lock(mu_);
     if (!failure_.ok()) return;
     failure_ = why.ok() ? Status::failure(Errc::peer_lost, "links closed") : why;
   }
+  sends_->close();
   for (auto& lane : out_) lane->close();
   for (auto& lane : in_) lane->close();
   directory_->close();

@@ -1,6 +1,7 @@
 // The p2p links of one committed ring: `lanes` connections out to the next
-// peer and as many in from the previous one (each served by a thread of its
-// own), plus the directory that routes incoming chunks to their collectives.
+// peer, fed from one shared SendQueue, and as many in from the previous one
+// (each served by a thread of its own), plus the directory that routes
+// incoming chunks to their collectives.
 // A link that fails takes the whole set down (a half-working ring would only
 // stall) and tells every collective on it; the next ferry_update_topology
 // builds fresh links.
@@ -30,7 +31,12 @@ class RingLinks : public std::enable_shared_from_this<RingLinks> {
   void start(std::vector<std::shared_ptr<net::Stream>> out, std::vector<std::shared_ptr<net::Stream>> in);
   uint64_t epoch() const { return epoch_; }
   uint32_t lanes() const { return lanes_; }
-  OutLane& out(uint32_t lane) { return *out_[lane]; }
+  // Queues a chunk for the next peer; whichever lane is free first writes it.
+  // With `checksum_pending` that lane computes header.checksum just before
+  // writing: step-0 chunks are then hashed by the lanes in parallel instead
+  // of one after another by the thread that starts the operation.
+  void send(const wire::ChunkHeader& header, const uint8_t* payload, std::shared_ptr<ChunkConsumer> owner,
+            bool checksum_pending);
   const std::shared_ptr<OpDirectory>& directory() { return directory_; }
 
   // Closes every lane and tells every registered collective. Idempotent.
@@ -43,6 +49,7 @@ class RingLinks : public std::enable_shared_from_this<RingLinks> {
   const uint64_t epoch_;
   const uint32_t lanes_;
   std::shared_ptr<OpDirectory> directory_ = std::make_shared<OpDirectory>();
+  std::shared_ptr<SendQueue> sends_ = std::make_shared<SendQueue>();
   std::vector<std::shared_ptr<OutLane>> out_;  // fixed after start()
   std::vector<std::shared_ptr<InLane>> in_;    // fixed after start()
   mutable std::mutex mu_;

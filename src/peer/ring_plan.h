@@ -51,7 +51,6 @@ class RingPlan {
 
   uint32_t step_of(uint32_t unit) const { return unit / chunks_per_segment_; }
   uint32_t chunk_of(uint32_t unit) const { return unit % chunks_per_segment_; }
-  uint32_t lane_of(uint32_t unit) const { return chunk_of(unit) % lanes_; }
   uint32_t unit(uint32_t step, uint32_t chunk) const { return step * chunks_per_segment_ + chunk; }
   bool is_reduce_step(uint32_t step) const { return step + 1 < world_; }
   // The step whose receive completes this rank's owned segment.

@@ -26,6 +26,15 @@ std::string ring_text(const std::vector<std::uint64_t>& ring) {
 
 bool removed_from_run(int result) { return result == FERRY_ERR_MASTER_LOST || result == FERRY_ERR_KICKED; }
 
+// Every member of the ring a success ran in has reported: no more reports can come.
+bool all_reported(const std::vector<OpReport>& reports) {
+  auto ok = std::find_if(reports.begin(), reports.end(), [](const OpReport& r) { return r.result == FERRY_OK; });
+  if (ok == reports.end()) return false;
+  return std::all_of(ok->ring.begin(), ok->ring.end(), [&](std::uint64_t id) {
+    return std::any_of(reports.begin(), reports.end(), [id](const OpReport& r) { return r.peer_id == id; });
+  });
+}
+
 }  // namespace
 
 std::optional<std::string> deadline_breach(const OpReport& r, const OpDeadlines& d) {
@@ -66,9 +75,14 @@ void InvariantChecker::add(const OpReport& r) {
       violation(name + " on " + r.peer + ": " + text);
     }
   }
-  Op& op = open_[Key{r.epoch, r.step, r.k}];
+  const Key key{r.epoch, r.step, r.k};
+  Op& op = open_[key];
   op.reports.push_back(r);
   op.last_t = std::max(op.last_t, r.t1);
+  if (all_reported(op.reports)) {
+    check(key, op);
+    open_.erase(key);
+  }
 }
 
 void InvariantChecker::check(const Key& key, const Op& op) {

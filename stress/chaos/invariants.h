@@ -61,10 +61,14 @@ class InvariantChecker {
  public:
   explicit InvariantChecker(CheckerConfig config);
 
-  // Checks what one report shows alone and files it with its op.
+  // Checks what one report shows alone and files it with its op. Once every
+  // member of the op's ring has reported, the op gets its cross-peer checks
+  // at once and is forgotten (so the reference work keeps pace with the run
+  // instead of piling up for the end).
   void add(const OpReport& report);
   // Cross-peer checks of every op whose latest report ended before `t` (all its
-  // peers have reported by then); those ops are then forgotten.
+  // peers have reported by then, or never will: killed); those ops are then
+  // forgotten.
   void settle(double t);
   void settle_all();
   // A violation found elsewhere (crashes, hangs, memory, convergence).

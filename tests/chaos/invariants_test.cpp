@@ -131,6 +131,20 @@ TEST_CASE("settle checks only ops whose reports are all old enough", "[chaos][in
   CHECK(c.violation_count() == 1);
 }
 
+TEST_CASE("an op is checked as soon as every member of its ring has reported", "[chaos][invariants]") {
+  InvariantChecker c(config());
+  c.add(ok("a", 1, "good", {1, 2, 3}));
+  OpReport failed = ok("c", 3, "-", {1, 2, 3});
+  failed.result = FERRY_ERR_KICKED;
+  c.add(failed);
+  CHECK(c.ops_checked() == 0);  // peer 2 has not reported yet
+  c.add(ok("b", 2, "bad", {1, 2, 3}));
+  CHECK(c.ops_checked() == 1);
+  CHECK(c.violation_count() == 1);
+  c.settle_all();
+  CHECK(c.ops_checked() == 1);
+}
+
 TEST_CASE("op lines parse into reports, malformed ones are refused", "[chaos][lines]") {
   auto line = parse_peer_line(
       "op step=4 k=1 epoch=9 ring=3,5,8 result=0 hash=00ff err=0 t0=1.5 t1=2.25 start=0.5 stall=0.125 commit=0.25");

@@ -8,6 +8,7 @@ the build's libferry; FERRY_DILOCO_CPP names the C++ example when libtorch was f
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -101,7 +102,8 @@ def assert_identical_and_trained(results: List[dict], world: int) -> None:
     assert len(hashes) == 1, f"weights differ between peers: {results}"
     for r in results:
         assert r["world"] == world
-        assert r["eval_loss"] < 2.2, r  # an untrained model scores about ln 10 = 2.30
+        # An untrained model scores about ln(classes): 2.30 for 10 digits, 4.56 for text's 96 characters.
+        assert r["eval_loss"] < math.log(96 if r["task"] == "text" else 10) - 0.1, r
         assert r["bytes_sent"] > 0
 
 
@@ -110,9 +112,10 @@ def assert_identical_and_trained(results: List[dict], world: int) -> None:
     ("diloco.py", ["--quant", "u8"]),
     ("diloco.py", ["--mode", "ddp"]),
     ("diloco.py", ["--task", "teacher"]),
+    ("diloco.py", ["--task", "text"]),
     ("async_diloco.py", []),
     ("streaming_diloco.py", ["--fragments", "2", "--inner-steps", "4"]),
-], ids=["diloco", "diloco-u8", "ddp", "diloco-teacher", "async", "streaming"])
+], ids=["diloco", "diloco-u8", "ddp", "diloco-teacher", "diloco-text", "async", "streaming"])
 def test_two_peers_end_bit_identical(run: Run, script: str, extra: List[str]) -> None:
     for i in range(2):
         run.peer(script, f"p{i}", "--min-peers", "2", *extra, shard=i)
