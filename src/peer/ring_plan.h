@@ -18,10 +18,10 @@
 //
 // Cost model per rank: 2(N-1) steps; 2(N-1)/N * S payload bytes sent and as
 // many received (the bandwidth optimum for a ring); (N-1)/N * S reduced.
-// Unit u = step * chunks_per_segment + chunk travels on lane chunk % lanes,
-// so each lane is an independent pipeline: chunk c can be reduced and
-// forwarded at step s+1 as soon as it arrived at step s, while later chunks
-// are still on the wire.
+// Unit u = step * chunks_per_segment + chunk may travel on any of the link's
+// lanes (they share one send queue), so chunk c can be reduced and forwarded
+// at step s+1 as soon as it arrived at step s, while later chunks are still
+// on the wire. `lanes` only sizes the chunks: at least one per lane.
 #pragma once
 
 #include <cstddef>

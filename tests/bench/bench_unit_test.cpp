@@ -93,8 +93,14 @@ TEST_CASE("a peer's report line survives the trip to the orchestrator", "[bench]
       "gloo rank 1");
   REQUIRE(gloo.size() == 1);
   CHECK(gloo[0].hashes == std::vector<std::string>{"00000000000000aa"});
-  CHECK_FALSE(gloo[0].cpu_s);
+  CHECK_FALSE(gloo[0].cpu_s);  // older ferry-gloo-bench builds print none
   CHECK(gloo[0].bytes_sent.empty());
+  const auto gloo_cpu = parse_gloo_reports(
+      "{\"rank\":0,\"world\":2,\"bytes\":64,\"dtype\":\"f32\",\"algorithm\":\"allreduce\",\"times_s\":[0.1],"
+      "\"result_hash\":\"00000000000000aa\",\"correct\":true,\"cpu_s\":0.25}\n",
+      "gloo rank 0");
+  REQUIRE(gloo_cpu.size() == 1);
+  CHECK(gloo_cpu[0].cpu_s == 0.25);
 }
 
 namespace {

@@ -1,6 +1,5 @@
 #include "peer_session.h"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdarg>
@@ -28,13 +27,6 @@ void must(ferry_result result, const std::string& what) {
   if (result != FERRY_OK) {
     throw PeerFailure(what + ": " + ferry_strerror(result) + ": " + ferry_last_error());
   }
-}
-
-double process_cpu_s() {
-  rusage usage{};
-  ::getrusage(RUSAGE_SELF, &usage);
-  return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
-         static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6;
 }
 
 ferry_dtype ferry_dtype_of(ElemType type) {

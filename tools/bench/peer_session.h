@@ -16,6 +16,7 @@
 #include <string>
 
 #include "bench_args.h"
+#include "process_cpu.h"
 
 namespace ferry::bench {
 
@@ -28,8 +29,7 @@ class PeerFailure : public std::runtime_error {
 // Throws PeerFailure unless `result` is FERRY_OK.
 void must(ferry_result result, const std::string& what);
 
-// This process's user + system CPU seconds, all threads.
-double process_cpu_s();
+using tooling::process_cpu_s;
 
 struct FreeDeleter {
   void operator()(std::byte* p) const { std::free(p); }

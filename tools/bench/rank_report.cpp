@@ -32,7 +32,7 @@ RankReport parse_gloo(const JsonValue& line) {
   report.times_s = json_numbers(line, "times_s");
   report.hashes.push_back(json_field(line, "result_hash", JsonValue::Kind::string).string);
   report.correct = json_field(line, "correct", JsonValue::Kind::boolean).boolean;
-  // Not printed by ferry-gloo-bench today; taken when a later one does.
+  // Optional: older ferry-gloo-bench builds did not print it.
   if (const JsonValue* cpu = line.find("cpu_s"); cpu != nullptr && cpu->kind == JsonValue::Kind::number) {
     report.cpu_s = cpu->number;
   }

@@ -3,6 +3,7 @@
 #include <xxhash.h>
 
 #include "input_pattern.h"
+#include "process_cpu.h"
 
 #include <gloo/allreduce.h>
 #include <gloo/allreduce_ring.h>
@@ -136,11 +137,14 @@ SizeResult GlooBench::run_typed(std::size_t bytes) {
   for (int iteration = 0; iteration < args_.warmup + args_.iters; ++iteration) {
     std::memcpy(work.data(), input.data(), bytes);
     barrier();
+    const double cpu_before = tooling::process_cpu_s();
     const auto start = std::chrono::steady_clock::now();
     run_once();
     const auto stop = std::chrono::steady_clock::now();
+    const double cpu_after = tooling::process_cpu_s();
     if (iteration >= args_.warmup) {
       result.times_s.push_back(std::chrono::duration<double>(stop - start).count());
+      result.cpu_s += cpu_after - cpu_before;
     }
   }
 
@@ -170,7 +174,8 @@ std::string to_json_line(const BenchArgs& args, const SizeResult& result) {
   line += number;
   line += "\",\"correct\":";
   line += result.correct ? "true" : "false";
-  line += "}";
+  std::snprintf(number, sizeof number, ",\"cpu_s\":%.9g}", result.cpu_s);
+  line += number;
   return line;
 }
 

@@ -24,6 +24,7 @@ struct SizeResult {
   std::vector<double> times_s;     // one per timed iteration, wall time of the collective alone
   std::uint64_t result_hash = 0;   // xxh3-64 of the result of the last iteration
   bool correct = false;            // last result == exact expected sum, bit for bit
+  double cpu_s = 0;                // this process's CPU seconds over the timed iterations
 };
 
 class GlooBench {
