@@ -32,8 +32,7 @@ void MasterServer::start() {
 }
 
 void MasterServer::stop() {
-  if (stopped_) return;
-  stopped_ = true;
+  if (stopped_.exchange(true)) return;
   if (!started_) return;
   std::promise<void> closed;
   asio::post(io_, [this, &closed] {

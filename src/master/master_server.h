@@ -3,6 +3,7 @@
 // own, so the state machine is never entered concurrently.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -51,8 +52,8 @@ class MasterServer {
   asio::io_context io_;
   std::shared_ptr<net::Listener> listener_;
   std::thread thread_;
-  bool started_ = false;
-  bool stopped_ = false;
+  bool started_ = false;                // only on the owner's thread (start/stop)
+  std::atomic<bool> stopped_{false};    // also read on the serving thread (on_stream)
   // Only on the serving thread:
   MasterState state_;
   std::map<ConnId, std::shared_ptr<net::FrameConnection>> connections_;

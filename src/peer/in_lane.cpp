@@ -18,7 +18,14 @@ void InLane::start() {
 }
 
 void InLane::close() {
-  if (!closed_.exchange(true) && stream_) stream_->abort();
+  if (closed_.exchange(true)) return;
+  // Any thread may close while join() releases the stream: abort through a reference.
+  std::shared_ptr<net::Stream> stream;
+  {
+    std::lock_guard lock(mu_);
+    stream = stream_;
+  }
+  if (stream) stream->abort();
 }
 
 void InLane::join() {
@@ -26,6 +33,7 @@ void InLane::join() {
   thread_.join();
   // The socket belongs to the communicator's io_context: release it while that surely exists.
   closed_ = true;
+  std::lock_guard lock(mu_);
   stream_.reset();
 }
 

@@ -10,6 +10,7 @@
 #include <array>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -36,7 +37,8 @@ class InLane : public std::enable_shared_from_this<InLane> {
   void run();
   Status receive_one();
 
-  std::shared_ptr<net::Stream> stream_;
+  std::mutex mu_;                        // guards stream_ against join() while another thread closes
+  std::shared_ptr<net::Stream> stream_;  // used without the lock only on the lane's thread, which join() ends first
   const uint32_t lane_;
   std::shared_ptr<OpDirectory> directory_;
   OnError on_error_;

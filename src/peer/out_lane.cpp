@@ -90,12 +90,16 @@ void OutLane::fail(const Status& why) {
 void OutLane::close() { close_once(); }
 
 bool OutLane::close_once() {
+  // Any thread may close (a failing in-lane closes the whole link) while join()
+  // releases the stream: abort through a reference taken under the lock.
+  std::shared_ptr<net::Stream> stream;
   {
     std::lock_guard lock(mu_);
     if (closed_) return false;
     closed_ = true;
+    stream = stream_;
   }
-  if (stream_) stream_->abort();
+  if (stream) stream->abort();
   uint64_t one = 1;
   (void)!::write(wake_fd_, &one, sizeof one);
   return true;

@@ -53,14 +53,35 @@ int dial(uint16_t port) {
   return fd;
 }
 
-void send_all(int fd, const std::vector<uint8_t>& bytes) {
+// Safe on any thread (Catch2 assertions are not): false if a send failed.
+bool write_all(int fd, const std::vector<uint8_t>& bytes) {
   size_t sent = 0;
   while (sent < bytes.size()) {
     ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
-    REQUIRE(n > 0);
+    if (n <= 0) return false;
     sent += static_cast<size_t>(n);
   }
+  return true;
 }
+
+void send_all(int fd, const std::vector<uint8_t>& bytes) { REQUIRE(write_all(fd, bytes)); }
+
+// Writes `bytes` on its own thread; finish() joins it and checks the writes succeeded.
+class BackgroundWriter {
+ public:
+  BackgroundWriter(int fd, const std::vector<uint8_t>& bytes) : thread_([this, fd, &bytes] { ok_ = write_all(fd, bytes); }) {}
+  ~BackgroundWriter() {
+    if (thread_.joinable()) thread_.join();
+  }
+  void finish() {
+    thread_.join();
+    CHECK(ok_);
+  }
+
+ private:
+  bool ok_ = false;
+  std::thread thread_;
+};
 
 // Reads up to `want` bytes within `limit`; stops early on EOF or an error (*error gets errno, or 0 for EOF).
 std::vector<uint8_t> receive(int fd, size_t want, std::chrono::milliseconds limit, int* error = nullptr) {
@@ -106,9 +127,9 @@ TEST_CASE("the proxy relays both directions intact and passes an orderly close o
   Relayed r(1);
   auto& [server, proxy, route, client, accepted] = r;
   const auto data = pattern(3 << 20);
-  std::thread writer([&] { send_all(client, data); });
+  BackgroundWriter writer(client, data);
   CHECK(receive(accepted, data.size(), 10s) == data);
-  writer.join();
+  writer.finish();
   send_all(accepted, {1, 2, 3});
   CHECK(receive(client, 3, 5s) == std::vector<uint8_t>{1, 2, 3});
   ::shutdown(client, SHUT_WR);
@@ -130,9 +151,9 @@ TEST_CASE("latency holds bytes back, bandwidth paces them", "[chaos][proxy]") {
   proxy.shape(route, RouteShaping{0ms, 1 << 20}, ProxyClock::now() + 10s);  // 1 MiB/s
   const auto data = pattern(1 << 19);
   t0 = std::chrono::steady_clock::now();
-  std::thread writer([&] { send_all(client, data); });
+  BackgroundWriter writer(client, data);
   CHECK(receive(accepted, data.size(), 10s) == data);
-  writer.join();
+  writer.finish();
   CHECK(std::chrono::steady_clock::now() - t0 >= 350ms);  // 512 KiB at 1 MiB/s, less the first piece
 }
 

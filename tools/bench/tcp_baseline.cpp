@@ -121,24 +121,26 @@ class SourceState {
   void prepare(std::size_t total) {
     std::lock_guard lock(mu_);
     if (buffer_ && size_ == total) return;
-    buffer_ = allocate(total);
-    fill_holder_state(state_file_, buffer_.get(), total);
+    auto fresh = std::make_shared<Buffer>(allocate(total));
+    fill_holder_state(state_file_, fresh->get(), total);
+    buffer_ = std::move(fresh);
     size_ = total;
   }
-  // The state's bytes; valid until the next prepare of another size (the sink prepares only between sizes).
-  const std::byte* bytes(const Request& r) {
+  // The requested bytes, kept alive by the pointer: another connection may prepare the next
+  // size while this one still sends from the last.
+  std::shared_ptr<const std::byte> bytes(const Request& r) {
     std::lock_guard lock(mu_);
     if (!buffer_ || r.total != size_ || r.offset > size_ || r.length > size_ - r.offset) {
       throw SocketError("request outside the prepared state");
     }
-    return buffer_.get() + r.offset;
+    return {buffer_, buffer_->get() + r.offset};
   }
 
  private:
   const std::string state_file_;
   std::mutex mu_;
-  Buffer buffer_;         // guarded by mu_
-  std::size_t size_ = 0;  // guarded by mu_
+  std::shared_ptr<Buffer> buffer_;  // guarded by mu_
+  std::size_t size_ = 0;            // guarded by mu_
 };
 
 void serve(int fd, SourceState& state) {
@@ -152,7 +154,8 @@ void serve(int fd, SourceState& state) {
         const unsigned char ready = 1;
         send_all(fd, &ready, 1);
       } else {
-        send_all(fd, state.bytes(r), r.length);
+        const auto bytes = state.bytes(r);
+        send_all(fd, bytes.get(), r.length);
       }
     }
   } catch (const std::exception& e) {
