@@ -17,6 +17,7 @@
 
 #include "input_pattern.h"
 #include "peer_session.h"
+#include "process_cpu.h"
 #include "rank_report.h"
 
 namespace ferry::bench {
@@ -129,11 +130,11 @@ class PeerBench {
         std::_Exit(kExitFailed);
       }
       session_.barrier();
-      const double cpu_before = process_cpu_s();
+      const double cpu_before = tooling::process_cpu_s();
       const auto start = std::chrono::steady_clock::now();
       const std::uint64_t sent = run_iteration(send, recv, count);
       const auto stop = std::chrono::steady_clock::now();
-      const double cpu_after = process_cpu_s();
+      const double cpu_after = tooling::process_cpu_s();
       if (timed) {
         report.times_s.push_back(std::chrono::duration<double>(stop - start).count());
         report.bytes_sent.push_back(sent);

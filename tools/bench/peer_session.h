@@ -1,6 +1,6 @@
 // What every peer process of ferry-bench shares, whatever it measures: joining
 // the group through the public C API, the barrier that starts peers together,
-// page-aligned buffers, CPU time, and a stdout reserved for the JSON lines the
+// page-aligned buffers, and a stdout reserved for the JSON lines the
 // orchestrator parses.
 #pragma once
 
@@ -16,7 +16,6 @@
 #include <string>
 
 #include "bench_args.h"
-#include "process_cpu.h"
 
 namespace ferry::bench {
 
@@ -28,8 +27,6 @@ class PeerFailure : public std::runtime_error {
 
 // Throws PeerFailure unless `result` is FERRY_OK.
 void must(ferry_result result, const std::string& what);
-
-using tooling::process_cpu_s;
 
 struct FreeDeleter {
   void operator()(std::byte* p) const { std::free(p); }

@@ -10,6 +10,7 @@
 #include "input_pattern.h"  // tools/common
 #include "json.h"
 #include "peer_session.h"
+#include "process_cpu.h"  // tools/common
 #include "sync_content.h"
 
 namespace ferry::bench {
@@ -83,13 +84,13 @@ class SyncPeer {
       info.struct_size = sizeof info;
 
       session_.barrier();
-      const double cpu_before = process_cpu_s();
+      const double cpu_before = tooling::process_cpu_s();
       const auto start = std::chrono::steady_clock::now();
       must(ferry_sync_shared_state(session_.comm(), &shared,
                                    newcomer_ ? FERRY_SYNC_RECEIVE_ONLY : FERRY_SYNC_ENFORCE_POPULAR, &info),
            "ferry_sync_shared_state (iteration " + std::to_string(iteration) + ")");
       const auto stop = std::chrono::steady_clock::now();
-      const double cpu_after = process_cpu_s();
+      const double cpu_after = tooling::process_cpu_s();
       revision_ = info.revision;
       if (!timed) continue;
       record.times_s.push_back(std::chrono::duration<double>(stop - start).count());
