@@ -71,6 +71,8 @@ ferry::peer::CommConfig to_config(const ferry_comm_params& p) {
   c.heartbeat_timeout = milliseconds(p.heartbeat_timeout_ms);
   c.io_threads = p.io_threads;
   c.max_chunk_bytes = p.max_chunk_bytes;
+  check_range(p.shared_memory, 0, 1, "shared_memory");
+  c.shared_memory = p.shared_memory != 0;
   if (auto secret = ferry::load_run_secret(p.secret_file))
     c.secret = std::make_shared<const ferry::RunSecret>(std::move(*secret));
   c.transport = ferry::capi::tls_transport_from(p.tls_cert_file, p.tls_key_file, p.tls_ca_file, /*ca_required=*/true);
@@ -149,6 +151,7 @@ void ferry_comm_params_init(ferry_comm_params* params) {
   params->heartbeat_timeout_ms = 10000;
   params->io_threads = 2;
   params->max_chunk_bytes = 256u << 10;
+  params->shared_memory = 1;
 }
 
 ferry_result ferry_comm_create(const ferry_comm_params* params, ferry_comm** out) {
@@ -198,6 +201,7 @@ ferry_result ferry_comm_get_attribute(const ferry_comm* comm, ferry_attribute at
       case FERRY_ATTR_PEER_GROUP: *value = a.peer_group; return;
       case FERRY_ATTR_PEER_ID: *value = a.peer_id; return;
       case FERRY_ATTR_EPOCH: *value = a.epoch; return;
+      case FERRY_ATTR_SHARED_MEMORY_LANES: *value = a.shared_memory_lanes; return;
     }
     throw Error(Errc::invalid_argument, "unknown attribute " + std::to_string(c_enum_value(attribute)));
   });

@@ -59,7 +59,7 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define FERRY_VERSION_MAJOR 0
-#define FERRY_VERSION_MINOR 1
+#define FERRY_VERSION_MINOR 2
 #define FERRY_VERSION_PATCH 0
 #define FERRY_VERSION_NUMBER \
   (FERRY_VERSION_MAJOR * 10000 + FERRY_VERSION_MINOR * 100 + FERRY_VERSION_PATCH)
@@ -281,6 +281,19 @@ typedef struct ferry_comm_params {
   const char* tls_cert_file;
   const char* tls_key_file;
   const char* tls_ca_file;
+  /* Same-host links (added in 0.2). 1 (default): a ring connection to a
+     peer on this machine, in this network and mount namespace, carries its
+     bytes through a shared-memory ring (a POSIX shm object of 1..16 MiB per
+     connection, mode 0600, unlinked once both sides mapped it); the TCP or
+     TLS connection stays open beside it to authenticate the two sides and to
+     notice either one's death. Over loopback TCP the kernel copies every
+     byte twice; here it is copied once, and reduced straight out of the
+     ring. Where shared memory cannot be made or mapped (other user, full
+     /dev/shm) the connection silently stays on TCP: see
+     FERRY_ATTR_SHARED_MEMORY_LANES. 0: always TCP (a proxy or fault
+     injector between peers on one host must see the bytes). With TLS, bytes
+     in shared memory are not encrypted: they never leave the machine. */
+  uint32_t shared_memory;
 } ferry_comm_params;
 
 FERRY_API void ferry_comm_params_init(ferry_comm_params* params);
@@ -328,7 +341,12 @@ typedef enum ferry_attribute {
   FERRY_ATTR_RANK = 4,               /* this peer's position in its ring */
   FERRY_ATTR_PEER_GROUP = 5,         /* this peer's group id */
   FERRY_ATTR_PEER_ID = 6,            /* this peer's id, assigned by the master (unique in the run) */
-  FERRY_ATTR_EPOCH = 7               /* the ring's epoch: changes with every topology vote */
+  FERRY_ATTR_EPOCH = 7,              /* the ring's epoch: changes with every topology vote */
+  /* How many of this peer's ring connections (out to the next peer plus in
+     from the previous one, 0..2*p2p_connections) carry their bytes through
+     shared memory (see ferry_comm_params.shared_memory); 0 before the first
+     ring is built. */
+  FERRY_ATTR_SHARED_MEMORY_LANES = 8
 } ferry_attribute;
 
 /* Reads an attribute as of the last topology this peer joined. Does not

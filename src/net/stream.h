@@ -52,6 +52,13 @@ class Stream {
   virtual int native_handle() = 0;
   // Any thread: blocked calls return an error, later ones fail at once. Idempotent.
   virtual void abort() = 0;
+
+  // Reads in place, where the backend holds received bytes in memory the
+  // reader may see (shared memory): the next `size` bytes, unchanged until
+  // release_borrowed(size). nullptr with no error: not offered (use
+  // read_exact_blocking); the default for socket backends.
+  virtual const uint8_t* borrow_blocking(size_t /*size*/, std::error_code& /*ec*/) { return nullptr; }
+  virtual void release_borrowed(size_t /*size*/) {}
 };
 
 }  // namespace ferry::net

@@ -1,5 +1,6 @@
 #include "peer/communicator.h"
 
+#include <algorithm>
 #include <cfenv>
 #include <future>
 
@@ -17,6 +18,13 @@ namespace {
 
 constexpr std::chrono::milliseconds kWatchdogPeriod{100};
 constexpr size_t kMaxParkedLinks = 256;
+
+// Room for four chunks in flight per lane, so a reader borrowing one never
+// stalls the writer; capped because every lane of every link has its own.
+SameHostLinks same_host_links(const CommConfig& config) {
+  size_t ring = std::clamp<size_t>(4 * (config.max_chunk_bytes + 64), size_t{1} << 20, size_t{16} << 20);
+  return {config.shared_memory, ring};
+}
 
 std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
 
@@ -162,6 +170,7 @@ Attributes Communicator::attributes() const {
   a.peer_group = config_.peer_group;
   a.peer_id = static_cast<int64_t>(peer_id_);
   a.epoch = static_cast<int64_t>(epoch_);
+  a.shared_memory_lanes = links_ ? links_->shared_memory_lanes() : 0;
   for (const auto& m : ring_) a.ring.push_back(m.peer_id);
   return a;
 }
@@ -368,7 +377,7 @@ void Communicator::on_topology(const wire::Topology& topology) {
     // The callback must name its own setup, to tell a superseded one apart.
     auto self_setup = std::make_shared<std::weak_ptr<LinkSetup>>();
     setup = std::make_shared<LinkSetup>(io_.get_executor(), config_.transport, config_.p2p_tuning, config_.secret,
-                                        peer_id_, topology, config_.timeout,
+                                        same_host_links(config_), peer_id_, topology, config_.timeout,
                                         [this, self_setup](LinkSetup::Outcome outcome) {
                                           on_links_ready(self_setup->lock(), std::move(outcome));
                                         });
@@ -494,7 +503,7 @@ void Communicator::on_link_hello(const wire::LinkHello& hello, const std::string
               " does not match this peer's ring";
   }
   log().debug("refused a link: {}", refusal);
-  net::write_one_message(stream, wire::LinkWelcome{static_cast<uint32_t>(Errc::protocol), refusal, ""},
+  net::write_one_message(stream, wire::LinkWelcome{static_cast<uint32_t>(Errc::protocol), refusal, "", 0},
                          [stream](Status) { stream->close(); });
 }
 
@@ -548,7 +557,7 @@ Status Communicator::dial_holder(const wire::PeerAddress& holder, const wire::Fe
   if (!st.ok()) return st;
   std::promise<Status> answered;
   asio::dispatch(stream->executor(), [&, stream] {
-    dialer_handshake(stream, hello, config_.secret, config_.timeout, [&](Status hst) { answered.set_value(hst); });
+    dialer_handshake(stream, hello, config_.secret, config_.timeout, [&](Status hst, bool) { answered.set_value(hst); });
   });
   Status handshake = answered.get_future().get();  // bounded by read_one_message's deadline
   if (!handshake.ok()) {
@@ -570,7 +579,7 @@ void Communicator::on_fetch_hello(const wire::FetchHello& hello, const std::stri
   }
   if (op && hello.to_peer == self) return op->serve(hello, welcome_proof, stream);
   net::write_one_message(stream,
-                         wire::LinkWelcome{static_cast<uint32_t>(Errc::protocol), "no such shared-state sync here", ""},
+                         wire::LinkWelcome{static_cast<uint32_t>(Errc::protocol), "no such shared-state sync here", "", 0},
                          [stream](Status) { stream->close(); });
 }
 

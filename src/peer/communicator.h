@@ -54,6 +54,7 @@ struct CommConfig {
   uint32_t io_threads = 2;
   size_t max_chunk_bytes = 256 << 10;  // measured: chunks that stay in L2 between copy, hash and reduce cost least CPU
   net::SocketTuning p2p_tuning;  // applied to every p2p socket, both directions
+  bool shared_memory = true;     // ring lanes to a peer on this host go through shared memory (link_setup.h)
   std::shared_ptr<const RunSecret> secret;  // null: the run is not authenticated
   std::shared_ptr<net::Transport> transport;  // null: plain TCP
 };
@@ -61,6 +62,7 @@ struct CommConfig {
 struct Attributes {
   int64_t global_world = 0, group_world = 0, num_groups = 0, largest_group = 0, rank = 0, peer_group = 0;
   int64_t peer_id = 0, epoch = 0;
+  int64_t shared_memory_lanes = 0;
   std::vector<uint64_t> ring;  // member ids in ring order
 };
 

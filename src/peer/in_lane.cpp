@@ -63,6 +63,20 @@ Status InLane::receive_one() {
   if (!found.consumer) return found.error;
   uint8_t* destination = nullptr;
   if (Status st = found.consumer->payload_destination(header, lane_, staging_, destination); !st.ok()) return st;
+  if (destination == staging_.data() && header.length > 0) {
+    // Staged bytes are only read, to be combined: where the stream can lend
+    // them in place (shared memory) that saves a copy.
+    std::error_code ec;
+    if (const uint8_t* lent = stream_->borrow_blocking(header.length, ec)) {
+      Status st = found.consumer->payload_received(header, lane_, lent);
+      stream_->release_borrowed(header.length);
+      return st;
+    }
+    if (ec) {
+      found.consumer->payload_abandoned();
+      return Status::failure(Errc::peer_lost, "link from the previous peer closed: " + ec.message());
+    }
+  }
   if (auto ec = stream_->read_exact_blocking(asio::buffer(destination, header.length))) {
     found.consumer->payload_abandoned();
     return Status::failure(Errc::peer_lost, "link from the previous peer closed: " + ec.message());

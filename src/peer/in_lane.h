@@ -2,7 +2,8 @@
 // a chunk header, then (once its collective has started) the payload straight
 // to where the collective wants it, then the collective's processing of it.
 // One read at a time, so one staging buffer per lane suffices; the kernel
-// keeps receiving chunk i+1 while chunk i is reduced.
+// keeps receiving chunk i+1 while chunk i is reduced. A shared-memory lane
+// lends staged payloads in place instead (Stream::borrow_blocking).
 //
 // Threading: start()/close()/join() from other threads; the rest on the lane's thread.
 #pragma once

@@ -5,15 +5,18 @@
 
 #include "net/dialer.h"
 #include "net/frame_io.h"
+#include "net/host_identity.h"
+#include "net/shm_stream.h"
+#include "core/log.h"
 #include "peer/p2p_handshake.h"
 
 namespace ferry::peer {
 
 LinkSetup::LinkSetup(asio::any_io_executor executor, std::shared_ptr<net::Transport> transport,
-                     net::SocketTuning tuning, std::shared_ptr<const RunSecret> secret, uint64_t self_id,
-                     const wire::Topology& topology, std::chrono::milliseconds timeout, Done done)
+                     net::SocketTuning tuning, std::shared_ptr<const RunSecret> secret, SameHostLinks same_host,
+                     uint64_t self_id, const wire::Topology& topology, std::chrono::milliseconds timeout, Done done)
     : executor_(executor), transport_(std::move(transport)), tuning_(std::move(tuning)), secret_(std::move(secret)),
-      self_id_(self_id),
+      same_host_(same_host), self_id_(self_id),
       topology_(topology),
       timeout_(timeout), strand_(asio::make_strand(executor)), timer_(strand_), done_(std::move(done)) {
   size_t n = topology_.ring.size();
@@ -60,16 +63,46 @@ void LinkSetup::dial_lane(uint32_t lane) {
       executor_, {next_.host, next_.port}, timeout_, transport_,
       [self, lane, fail](Status st, std::shared_ptr<net::Stream> stream) {
         if (!st.ok()) return fail(st);
+        auto ring = self->offer_ring();
         wire::LinkHello hello{self->self_id_, self->next_.peer_id, self->topology_.epoch, lane,
-                              static_cast<uint32_t>(self->out_.size()), {}, {}};
-        asio::dispatch(stream->executor(), [self, lane, fail, stream, hello] {
-          dialer_handshake(stream, hello, self->secret_, self->timeout_, [self, lane, fail, stream](Status hst) {
-            if (!hst.ok()) return fail(hst);
-            self->lane_ready(true, lane, stream);
-          });
+                              static_cast<uint32_t>(self->out_.size()), {}, {},
+                              ring ? net::same_host_key() : std::string(), ring ? ring->name() : std::string()};
+        asio::dispatch(stream->executor(), [self, lane, fail, stream, hello, ring] {
+          dialer_handshake(stream, hello, self->secret_, self->timeout_,
+                           [self, lane, fail, stream, ring](Status hst, bool shm_accepted) {
+                             // Mapped by the acceptor or refused: either way the name has served.
+                             if (ring) ring->unlink();
+                             if (!hst.ok()) return fail(hst);
+                             if (!shm_accepted || !ring) return self->lane_ready(true, lane, stream, false);
+                             auto shared = std::make_shared<net::ShmStream>(stream, ring);
+                             self->lane_ready(true, lane, shared, true);
+                           });
         });
       },
       tuning_);
+}
+
+std::shared_ptr<net::ShmRing> LinkSetup::offer_ring() {
+  if (!same_host_.enabled || net::same_host_key().empty()) return nullptr;
+  try {
+    return net::ShmRing::create(same_host_.ring_bytes);
+  } catch (const Error& e) {
+    log().info("ring link to peer {} stays on TCP: {}", next_.peer_id, e.what());
+    return nullptr;
+  }
+}
+
+std::shared_ptr<net::Stream> LinkSetup::accept_ring(const wire::LinkHello& hello,
+                                                    const std::shared_ptr<net::Stream>& stream) {
+  if (!same_host_.enabled || hello.shm_ring.empty() || hello.host_key.empty() ||
+      hello.host_key != net::same_host_key())
+    return stream;
+  try {
+    return std::make_shared<net::ShmStream>(stream, net::ShmRing::attach(hello.shm_ring));
+  } catch (const Error& e) {
+    log().info("ring link from peer {} stays on TCP: {}", prev_.peer_id, e.what());
+    return stream;
+  }
 }
 
 bool LinkSetup::offer_inbound(const wire::LinkHello& hello, const std::string& welcome_proof,
@@ -82,21 +115,25 @@ bool LinkSetup::offer_inbound(const wire::LinkHello& hello, const std::string& w
     in_[hello.lane] = stream;  // reserved; counted as ready once the welcome is out
   }
   auto self = shared_from_this();
-  asio::dispatch(stream->executor(), [self, stream, lane = hello.lane, welcome_proof] {
-    net::write_one_message(stream, wire::LinkWelcome{0, "", welcome_proof}, [self, stream, lane](Status st) {
+  auto lane_stream = accept_ring(hello, stream);
+  uint8_t shm = lane_stream != stream ? 1 : 0;
+  asio::dispatch(stream->executor(), [self, stream, lane_stream, shm, lane = hello.lane, welcome_proof] {
+    wire::LinkWelcome welcome{0, "", welcome_proof, shm};
+    net::write_one_message(stream, welcome, [self, stream, lane_stream, lane](Status st) {
       if (!st.ok())
         return self->finish({Status::failure(Errc::peer_lost, "link from peer " + std::to_string(self->prev_.peer_id) +
                                                                   ": " + st.message),
                              nullptr, self->prev_.peer_id});
-      self->lane_ready(false, lane, stream);
+      self->lane_ready(false, lane, lane_stream, lane_stream != stream);
     });
   });
   return true;
 }
 
-void LinkSetup::lane_ready(bool outgoing, uint32_t lane, std::shared_ptr<net::Stream> stream) {
+void LinkSetup::lane_ready(bool outgoing, uint32_t lane, std::shared_ptr<net::Stream> stream, bool shared_memory) {
   std::shared_ptr<RingLinks> links;
   std::vector<std::shared_ptr<net::Stream>> out, in;
+  SharedMemoryLanes shared_memory_lanes;
   {
     std::lock_guard lock(mu_);
     if (!done_) {
@@ -105,11 +142,13 @@ void LinkSetup::lane_ready(bool outgoing, uint32_t lane, std::shared_ptr<net::St
     }
     (outgoing ? out_ : in_)[lane] = std::move(stream);
     ++(outgoing ? out_ready_ : in_ready_);
+    if (shared_memory) ++(outgoing ? shared_memory_.out : shared_memory_.in);
     if (out_ready_ < out_.size() || in_ready_ < in_.size()) return;
     out = out_;
     in = in_;
+    shared_memory_lanes = shared_memory_;
   }
-  links = std::make_shared<RingLinks>(topology_.epoch, static_cast<uint32_t>(out.size()));
+  links = std::make_shared<RingLinks>(topology_.epoch, static_cast<uint32_t>(out.size()), shared_memory_lanes);
   links->start(std::move(out), std::move(in));
   finish({Status::success(), links, 0});
 }

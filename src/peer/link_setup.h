@@ -3,6 +3,10 @@
 // handshaken connections from the previous peer, all within a deadline.
 // The result is a started RingLinks, or the peer to blame.
 //
+// A lane whose two ends share a host (net/host_identity.h) carries its bytes
+// through a shared-memory ring the dialer offers in its hello; any failure to
+// make or map one leaves that lane on its connection, which works everywhere.
+//
 // Threading: offer_inbound() and cancel() from any thread.
 #pragma once
 
@@ -15,6 +19,7 @@
 #include <asio/steady_timer.hpp>
 #include <asio/strand.hpp>
 
+#include "net/shm_ring.h"
 #include "net/socket_options.h"
 #include "core/run_secret.h"
 #include "net/transport.h"
@@ -22,6 +27,12 @@
 #include "wire/messages.h"
 
 namespace ferry::peer {
+
+// Whether same-host lanes use shared memory, and each ring's size in bytes.
+struct SameHostLinks {
+  bool enabled = true;
+  size_t ring_bytes = 1 << 20;
+};
 
 class LinkSetup : public std::enable_shared_from_this<LinkSetup> {
  public:
@@ -33,8 +44,8 @@ class LinkSetup : public std::enable_shared_from_this<LinkSetup> {
   using Done = std::function<void(Outcome)>;
 
   LinkSetup(asio::any_io_executor executor, std::shared_ptr<net::Transport> transport, net::SocketTuning tuning,
-            std::shared_ptr<const RunSecret> secret, uint64_t self_id, const wire::Topology& topology,
-            std::chrono::milliseconds timeout, Done done);
+            std::shared_ptr<const RunSecret> secret, SameHostLinks same_host, uint64_t self_id,
+            const wire::Topology& topology, std::chrono::milliseconds timeout, Done done);
 
   void start();
   // A connection from some peer said link_hello (handshake checked). True when
@@ -47,13 +58,18 @@ class LinkSetup : public std::enable_shared_from_this<LinkSetup> {
  private:
   void arm_timer();
   void dial_lane(uint32_t lane);
-  void lane_ready(bool outgoing, uint32_t lane, std::shared_ptr<net::Stream> stream);
+  // The ring this lane offers the next peer, or null (off, or none could be made).
+  std::shared_ptr<net::ShmRing> offer_ring();
+  // The inbound stream as this lane will use it: over the hello's ring when it maps.
+  std::shared_ptr<net::Stream> accept_ring(const wire::LinkHello& hello, const std::shared_ptr<net::Stream>& stream);
+  void lane_ready(bool outgoing, uint32_t lane, std::shared_ptr<net::Stream> stream, bool shared_memory);
   void finish(Outcome outcome);
 
   asio::any_io_executor executor_;
   std::shared_ptr<net::Transport> transport_;
   const net::SocketTuning tuning_;
   const std::shared_ptr<const RunSecret> secret_;
+  const SameHostLinks same_host_;
   const uint64_t self_id_;
   const wire::Topology topology_;
   const std::chrono::milliseconds timeout_;
@@ -65,6 +81,7 @@ class LinkSetup : public std::enable_shared_from_this<LinkSetup> {
   Done done_;                                        // guarded by mu_; null once finished
   std::vector<std::shared_ptr<net::Stream>> out_, in_;  // guarded by mu_
   size_t out_ready_ = 0, in_ready_ = 0;              // guarded by mu_
+  SharedMemoryLanes shared_memory_;       // guarded by mu_
 };
 
 }  // namespace ferry::peer

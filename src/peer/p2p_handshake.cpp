@@ -24,7 +24,8 @@ constexpr uint32_t kHandshakeFrameLimit = 4096;
 }  // namespace
 
 void dialer_handshake(std::shared_ptr<net::Stream> stream, P2pHello hello, std::shared_ptr<const RunSecret> secret,
-                      std::chrono::milliseconds timeout, std::function<void(Status)> done) {
+                      std::chrono::milliseconds timeout, DialerDone finish) {
+  auto done = [finish](Status st) { finish(std::move(st), false); };
   struct State {
     P2pHello hello;
     std::string acceptor_nonce;
@@ -53,7 +54,7 @@ void dialer_handshake(std::shared_ptr<net::Stream> stream, P2pHello hello, std::
         if (secret && !secret->verify(welcome->proof, auth_label::kAcceptor, nonce_of(state->hello),
                                       state->acceptor_nonce, context_of(state->hello)))
           return done(Status::failure(Errc::auth, "the peer could not prove the run secret"));
-        done(Status::success());
+        finish(Status::success(), welcome->shm != 0 && std::holds_alternative<wire::LinkHello>(state->hello));
       });
     });
   });
@@ -79,7 +80,7 @@ void acceptor_handshake(std::shared_ptr<net::Stream> stream, std::shared_ptr<con
         if (!secret->verify(proof_of(*hello), auth_label::kDialer, nonce, nonce_of(*hello), context_of(*hello))) {
           Status refused = Status::failure(Errc::auth, "authentication failed: no valid proof of the run secret");
           return net::write_one_message(
-              stream, wire::LinkWelcome{static_cast<uint32_t>(Errc::auth), "authentication failed", ""},
+              stream, wire::LinkWelcome{static_cast<uint32_t>(Errc::auth), "authentication failed", "", 0},
               [stream, done, refused](Status) {
                 stream->close();
                 done(refused, std::nullopt);

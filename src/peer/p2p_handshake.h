@@ -22,9 +22,11 @@ namespace ferry::peer {
 using P2pHello = std::variant<wire::LinkHello, wire::FetchHello>;
 
 // Dialer side, on the stream's strand. `done` runs once: ok when the acceptor
-// welcomed us and (with a secret) proved it holds the secret too.
+// welcomed us and (with a secret) proved it holds the secret too;
+// `shm_accepted` when it also mapped the link hello's shared-memory ring.
+using DialerDone = std::function<void(Status, bool shm_accepted)>;
 void dialer_handshake(std::shared_ptr<net::Stream> stream, P2pHello hello, std::shared_ptr<const RunSecret> secret,
-                      std::chrono::milliseconds timeout, std::function<void(Status)> done);
+                      std::chrono::milliseconds timeout, DialerDone done);
 
 struct AcceptedHello {
   P2pHello hello;

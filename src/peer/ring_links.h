@@ -21,9 +21,14 @@
 
 namespace ferry::peer {
 
+// How many of the streams RingLinks::start() gets run over shared memory, out and in.
+struct SharedMemoryLanes {
+  uint32_t out = 0, in = 0;
+};
+
 class RingLinks : public std::enable_shared_from_this<RingLinks> {
  public:
-  RingLinks(uint64_t epoch, uint32_t lanes);
+  RingLinks(uint64_t epoch, uint32_t lanes, SharedMemoryLanes shared_memory = {});
   ~RingLinks();
 
   // Takes the handshaken streams (empty for a world of one), switches them to
@@ -31,6 +36,7 @@ class RingLinks : public std::enable_shared_from_this<RingLinks> {
   void start(std::vector<std::shared_ptr<net::Stream>> out, std::vector<std::shared_ptr<net::Stream>> in);
   uint64_t epoch() const { return epoch_; }
   uint32_t lanes() const { return lanes_; }
+  uint32_t shared_memory_lanes() const { return shared_memory_.out + shared_memory_.in; }
   // Queues a chunk for the next peer; whichever lane is free first writes it.
   // With `checksum_pending` that lane computes header.checksum just before
   // writing: step-0 chunks are then hashed by the lanes in parallel instead
@@ -48,10 +54,12 @@ class RingLinks : public std::enable_shared_from_this<RingLinks> {
  private:
   const uint64_t epoch_;
   const uint32_t lanes_;
+  const SharedMemoryLanes shared_memory_;
   std::shared_ptr<OpDirectory> directory_ = std::make_shared<OpDirectory>();
   std::shared_ptr<SendQueue> sends_ = std::make_shared<SendQueue>();
   std::vector<std::shared_ptr<OutLane>> out_;  // fixed after start()
   std::vector<std::shared_ptr<InLane>> in_;    // fixed after start()
+  std::vector<std::shared_ptr<net::Stream>> standby_;  // open but unused out streams; guarded by mu_ after start()
   mutable std::mutex mu_;
   Status failure_;  // guarded by mu_
 };

@@ -280,7 +280,7 @@ void SharedStateSync::start_serving(Fetcher fetcher) {
   // Only peers the master sent here may read these tensors (with a run secret, their identity is proven).
   bool ok = std::find(allowed.begin(), allowed.end(), fetcher.peer) != allowed.end();
   auto welcome = wire::encode_message(wire::LinkWelcome{ok ? 0u : static_cast<uint32_t>(Errc::auth),
-                                                        ok ? "" : "not in this sync's plan", ok ? fetcher.welcome_proof : ""});
+                                                        ok ? "" : "not in this sync's plan", ok ? fetcher.welcome_proof : "", 0});
   std::array<asio::const_buffer, 1> buffers{asio::buffer(welcome)};
   if (!ok || stream->write_all_blocking(buffers)) {
     stream->abort();

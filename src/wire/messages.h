@@ -64,6 +64,7 @@ inline constexpr uint32_t kMaxConnectionsPerLink = 64;
 inline constexpr size_t kMaxSharedTensors = 8192;
 inline constexpr size_t kMaxTensorName = 255;
 inline constexpr size_t kMaxAuthField = 64;  // nonces and HMAC proofs
+inline constexpr size_t kMaxHostKey = 256;    // link_hello's host key and ring name
 
 // Authentication (core/run_secret.h): whoever accepts a connection speaks
 // first with a nonce; the dialer answers with its own nonce and a proof over
@@ -250,13 +251,18 @@ struct LinkHello {
   uint32_t lanes = 0;
   std::string nonce;
   std::string proof;
+  // The dialer's net::same_host_key() and the shared-memory ring it made for
+  // this lane (empty: TCP only). An acceptor with the same key maps the ring.
+  std::string host_key;
+  std::string shm_ring;
   template <class V> void fields(V& v) {
     v(from_peer); v(to_peer); v(epoch); v(lane); v(lanes); v(nonce, Limit{kMaxAuthField}); v(proof, Limit{kMaxAuthField});
+    v(host_key, Limit{kMaxHostKey}); v(shm_ring, Limit{kMaxHostKey});
   }
   // What the proof covers besides the nonces.
   std::string context() const {
     return "link:" + std::to_string(from_peer) + ">" + std::to_string(to_peer) + "@" + std::to_string(epoch) + "#" +
-           std::to_string(lane) + "/" + std::to_string(lanes);
+           std::to_string(lane) + "/" + std::to_string(lanes) + ";" + host_key + ";" + shm_ring;
   }
 };
 
@@ -265,7 +271,10 @@ struct LinkWelcome {
   uint32_t code = 0;
   std::string reason;
   std::string proof;  // the acceptor's, over (hello nonce, challenge nonce)
-  template <class V> void fields(V& v) { v(code); v(reason, Limit{kMaxReasonLength}); v(proof, Limit{kMaxAuthField}); }
+  uint8_t shm = 0;    // 1: the acceptor mapped the hello's ring; this lane's bytes go through it
+  template <class V> void fields(V& v) {
+    v(code); v(reason, Limit{kMaxReasonLength}); v(proof, Limit{kMaxAuthField}); v(shm);
+  }
 };
 
 // --- shared state ---------------------------------------------------------

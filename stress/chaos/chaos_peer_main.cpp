@@ -107,6 +107,8 @@ int main(int argc, char** argv) {
   params.progress_timeout_ms = progress_ms;
   params.heartbeat_timeout_ms = heartbeat_ms;
   params.io_threads = 1;
+  // The faults live in the proxies between peers: bytes must cross them, not a shared-memory ring.
+  params.shared_memory = 0;
   ferry_comm* comm = nullptr;
   if (ferry_result r = ferry_comm_create(&params, &comm); r != FERRY_OK) {
     std::fprintf(stderr, "ferry_comm_create: %s\n", ferry_last_error());

@@ -19,9 +19,10 @@ RUN_KEYS = {
     "impl": str, "peers": int, "bytes": int, "dtype": str, "op": str, "quant": str,
     "connections": int, "concurrent": int, "time_s_median": float, "time_s_min": float,
     "algbw_GBps": float, "busbw_GBps": float, "wire_bytes_per_peer": (float, type(None)),
-    "bit_identical": bool, "correct": bool, "cpu_s_per_GB": (float, type(None)), "times_s": list,
+    "bit_identical": bool, "correct": bool, "cpu_s_per_GB": (float, type(None)), "times_s": list, "links": str,
 }
-ARGS_KEYS = ["peers", "sizes", "dtype", "op", "connections", "concurrent", "iters", "warmup", "baseline"]
+ARGS_KEYS = ["peers", "sizes", "dtype", "op", "connections", "concurrent", "iters", "warmup", "baseline",
+             "shared_memory", "wan"]
 MACHINE_KEYS = ["nproc", "kernel"]
 
 
@@ -69,6 +70,8 @@ def check_record(record):
     args, runs = record["args"], record["runs"]
 
     peers, sizes, iters = args["peers"], sorted(args["sizes"]), args["iters"]
+    # Peers on loopback share memory when asked; across the emulated WAN each has its own namespace.
+    ferry_links = "shared_memory" if args["shared_memory"] and not args["wan"] else "tcp"
     for impl in ("ferry", "gloo"):
         got = sorted(r.get("bytes") for r in runs if r.get("impl") == impl)
         expect(got == sizes, f"{impl}: runs for sizes {got}, expected {sizes}")
@@ -100,8 +103,10 @@ def check_record(record):
             wire = run_["wire_bytes_per_peer"]
             expect(wire is not None and abs(wire - ideal) <= 0.01 * ideal,
                    f"{where}: wire_bytes_per_peer {wire}, a ring sends {ideal}")
+            expect(run_["links"] == ferry_links, f"{where}: links {run_['links']!r}, expected {ferry_links!r}")
         else:
             expect(run_["concurrent"] == 1 and run_["connections"] == 1, f"{where}: gloo runs are 1 x 1")
+            expect(run_["links"] == "tcp", f"{where}: gloo's links {run_['links']!r}")
     return problems
 
 

@@ -52,7 +52,14 @@ class TestCerts {
 
 }  // namespace
 
-const char* wire_name(Wire wire) { return wire == Wire::tls ? "tls" : "plain"; }
+const char* wire_name(Wire wire) {
+  switch (wire) {
+    case Wire::plain: return "plain";
+    case Wire::tls: return "tls";
+    case Wire::shm: return "shm";
+  }
+  return "?";
+}
 Wire current_wire() { return g_wire.load(); }
 WireScope::WireScope(Wire wire) : before_(g_wire.exchange(wire)) {}
 WireScope::~WireScope() { g_wire.store(before_); }
@@ -99,6 +106,7 @@ ferry_comm* create_peer(const std::string& master, const PeerSettings& s) {
   params.progress_timeout_ms = s.progress_timeout_ms;
   params.heartbeat_timeout_ms = s.heartbeat_timeout_ms;
   params.max_chunk_bytes = s.max_chunk_bytes;
+  params.shared_memory = s.shared_memory >= 0 ? static_cast<uint32_t>(s.shared_memory) : current_wire() == Wire::shm;
   if (current_wire() == Wire::tls) {
     params.tls_cert_file = cert_path(s.tls_cert).c_str();
     params.tls_key_file = cert_path(s.tls_key).c_str();

@@ -23,10 +23,12 @@ struct CallFailed : std::runtime_error {
 // Throws CallFailed unless r == FERRY_OK.
 void must(ferry_result r, const char* what);
 
-// What a run's connections speak. Tests that must hold for both take
-//   const Wire wire = GENERATE(Wire::plain, Wire::tls); WireScope scope(wire);
+// What a run's connections speak. Tests that must hold for each take
+//   const Wire wire = GENERATE(Wire::plain, Wire::tls, Wire::shm); WireScope scope(wire);
 // and the masters and peers the harness makes in that scope use it.
-enum class Wire { plain, tls };
+// plain and tls keep every byte on the (loopback) connection; shm is plain
+// connections with the ring's bytes in shared memory (ferry_comm_params.shared_memory).
+enum class Wire { plain, tls, shm };
 const char* wire_name(Wire wire);
 Wire current_wire();
 class WireScope {
@@ -69,6 +71,8 @@ struct PeerSettings {
   uint32_t progress_timeout_ms = 10000;
   uint32_t heartbeat_timeout_ms = 5000;
   uint32_t max_chunk_bytes = 1 << 20;
+  // ferry_comm_params.shared_memory: -1 as the wire says (on for Wire::shm only), else 0 or 1.
+  int shared_memory = -1;
   // TLS files for a peer made while current_wire() is Wire::tls.
   std::string tls_cert = "peer.pem", tls_key = "peer.key", tls_ca = "ca.pem";
 };

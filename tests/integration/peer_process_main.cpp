@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
   int peers = 2, rounds = 10;
   size_t floats = 1 << 20;
   uint32_t connections = 2, heartbeat_ms = 2000, progress_ms = 5000, timeout_ms = 20000;
-  bool admit = false, probe_after_fatal = false;
+  bool admit = false, probe_after_fatal = false, shared_memory = false;
   app.add_option("--master", master)->required();
   app.add_option("--peers", peers, "wait until the group has this many peers");
   app.add_option("--rounds", rounds);
@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
   app.add_flag("--admit", admit, "admit pending peers at every round (ferry_peers_pending + update_topology)");
   app.add_flag("--probe-after-fatal", probe_after_fatal,
                "after a fatal failure, make one more all-reduce and report its result (it must fail the same way)");
+  app.add_flag("--shared-memory", shared_memory, "ring bytes through shared memory (default: all on TCP)");
   CLI11_PARSE(app, argc, argv);
 
   ferry_comm_params params;
@@ -63,6 +64,7 @@ int main(int argc, char** argv) {
   params.heartbeat_timeout_ms = heartbeat_ms;
   params.progress_timeout_ms = progress_ms;
   params.timeout_ms = timeout_ms;
+  params.shared_memory = shared_memory ? 1 : 0;
   ferry_comm* comm = nullptr;
   if (ferry_comm_create(&params, &comm) != FERRY_OK || ferry_connect(comm) != FERRY_OK) {
     std::fprintf(stderr, "join failed: %s\n", ferry_last_error());
@@ -74,6 +76,12 @@ int main(int argc, char** argv) {
       return 2;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  // Asked for shared memory on one host: a ring that fell back to TCP would test the wrong thing.
+  if (shared_memory && attr(comm, FERRY_ATTR_SHARED_MEMORY_LANES) != 2 * static_cast<int64_t>(connections)) {
+    std::fprintf(stderr, "shared memory requested, but %lld of %u lanes use it\n",
+                 static_cast<long long>(attr(comm, FERRY_ATTR_SHARED_MEMORY_LANES)), 2 * connections);
+    return 2;
   }
   std::printf("ready rank=%lld world=%lld\n", static_cast<long long>(attr(comm, FERRY_ATTR_RANK)),
               static_cast<long long>(attr(comm, FERRY_ATTR_GROUP_WORLD_SIZE)));

@@ -28,7 +28,7 @@ ferry_allreduce_desc sum_desc(uint64_t tag) {
 
 TEST_CASE("async: many concurrent tagged all-reduces of random sizes, waited in random order",
           "[allreduce][async][tls]") {
-  const Wire wire = GENERATE(Wire::plain, Wire::tls);
+  const Wire wire = GENERATE(Wire::plain, Wire::tls, Wire::shm);
   const size_t peers = GENERATE(2, 3, 4);
   const size_t ops = 12;
   CAPTURE(wire_name(wire), peers);
@@ -139,7 +139,9 @@ TEST_CASE("async: concurrent ops whose tags disagree fail on every peer, and the
 TEST_CASE("async: every connection count and chunk size gives the same exact result", "[allreduce][pipeline]") {
   const uint32_t connections = GENERATE(1u, 2u, 4u, 8u);
   const uint32_t chunk = GENERATE(4096u, 12345u, 1u << 20);  // 12345 divides nothing
-  CAPTURE(connections, chunk);
+  const Wire wire = GENERATE(Wire::plain, Wire::shm);
+  CAPTURE(connections, chunk, wire_name(wire));
+  WireScope scope(wire);
   EmbeddedMaster master;
   const size_t peers = 3, count = 777777;
   std::vector<uint64_t> hashes(peers);

@@ -184,7 +184,7 @@ std::vector<Case> all_cases() {
 
 TEST_CASE("allreduce: every dtype x op x awkward count is correct and bit-identical on 2..5 peers",
           "[allreduce][correctness][tls]") {
-  const Wire wire = GENERATE(Wire::plain, Wire::tls);
+  const Wire wire = GENERATE(Wire::plain, Wire::tls, Wire::shm);
   const size_t peers = GENERATE(2, 3, 4, 5);
   const uint32_t connections = GENERATE(1, 3);
   CAPTURE(wire_name(wire), peers, connections);
@@ -203,6 +203,10 @@ TEST_CASE("allreduce: every dtype x op x awkward count is correct and bit-identi
     ferry_comm* comm = create_peer(master.address(), settings);
     grow_group(comm, static_cast<int64_t>(peers));
     size_t rank = static_cast<size_t>(attribute(comm, FERRY_ATTR_RANK));
+    // Peers on one host share memory exactly when asked to: every lane, in and out, or none.
+    int64_t shm_lanes = attribute(comm, FERRY_ATTR_SHARED_MEMORY_LANES);
+    if (shm_lanes != (wire == Wire::shm ? 2 * static_cast<int64_t>(connections) : 0))
+      problems[rank] += std::to_string(shm_lanes) + " lanes in shared memory\n";
     for (size_t c = 0; c < cases.size(); ++c) {
       const Case& k = cases[c];
       std::vector<std::vector<uint8_t>> inputs;

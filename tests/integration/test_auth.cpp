@@ -187,7 +187,7 @@ TEST_CASE("auth: a peer's p2p listener refuses a stranger's link and fetch hands
     CHECK(std::get<ferry::wire::LinkChallenge>(*challenge).required == 1);
     // A stranger cannot compute the proof; it sends its best guess.
     ferry::wire::Message hello = attempt == 0
-                                     ? ferry::wire::Message(ferry::wire::LinkHello{9, 1, 1, 0, 1, std::string(32, 'n'), std::string(32, 'p')})
+                                     ? ferry::wire::Message(ferry::wire::LinkHello{9, 1, 1, 0, 1, std::string(32, 'n'), std::string(32, 'p'), "", ""})
                                      : ferry::wire::Message(ferry::wire::FetchHello{9, 1, 1, 0, std::string(32, 'n'), std::string(32, 'p')});
     auto bytes = ferry::wire::encode_message(hello);
     REQUIRE(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size()));

@@ -193,8 +193,8 @@ std::vector<wire::Message> forbidden_messages() {
           wire::Topology{1, 0, 1, {{1, "127.0.0.1", 9}}},
           wire::Kick{1, "you"},
           wire::AuthChallenge{std::string(32, 'n'), 1},
-          wire::LinkHello{1, 2, 3, 0, 1, std::string(32, 'n'), std::string(32, 'p')},
-          wire::LinkWelcome{0, "", ""},
+          wire::LinkHello{1, 2, 3, 0, 1, std::string(32, 'n'), std::string(32, 'p'), "", ""},
+          wire::LinkWelcome{0, "", "", 0},
           wire::FetchHello{1, 2, 3, 0, std::string(32, 'n'), std::string(32, 'p')}};
 }
 

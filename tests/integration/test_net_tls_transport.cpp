@@ -327,7 +327,7 @@ TEST_CASE("tls: bytes sent right behind a handshake frame survive the switch to 
   fill(bulk, (1 << 20) + 77, 99);
   std::promise<Status> written;
   asio::post(pair.client->executor(), [&] {
-    net::write_one_message(pair.client, wire::LinkHello{1, 2, 3, 0, 1, "n", ""}, [&](Status st) { written.set_value(st); });
+    net::write_one_message(pair.client, wire::LinkHello{1, 2, 3, 0, 1, "n", "", "", ""}, [&](Status st) { written.set_value(st); });
   });
   REQUIRE(written.get_future().get().ok());
   pair.client->enter_blocking_mode();

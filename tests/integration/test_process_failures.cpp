@@ -99,6 +99,7 @@ struct PeerFlags {
   uint32_t progress_ms = 5000;
   uint32_t timeout_ms = 20000;
   bool probe_after_fatal = false;
+  bool shared_memory = false;
 };
 
 Child& spawn_peer(ChildSet& children, const std::string& name, const std::string& master, const PeerFlags& f) {
@@ -107,6 +108,7 @@ Child& spawn_peer(ChildSet& children, const std::string& name, const std::string
                                    std::to_string(f.heartbeat_ms), "--progress-ms", std::to_string(f.progress_ms),
                                    "--timeout-ms", std::to_string(f.timeout_ms)};
   if (f.probe_after_fatal) argv.emplace_back("--probe-after-fatal");
+  if (f.shared_memory) argv.emplace_back("--shared-memory");
   return children.spawn(name, argv);
 }
 
@@ -131,9 +133,13 @@ void signal_peer(const Child& child, int signal_number) { REQUIRE(::kill(child.p
 
 TEST_CASE("a peer SIGKILLed mid all-reduce: survivors fail with PEER_LOST within 2 s, then succeed without it",
           "[process][failure]") {
+  // Over shared memory nothing but the link's connection tells of the death.
+  const bool shared_memory = GENERATE(false, true);
+  INFO("shared memory: " << shared_memory);
   EmbeddedMaster master;
   ChildSet children(false);
   PeerFlags flags;
+  flags.shared_memory = shared_memory;
   std::vector<Child*> peers = spawn_peers(children, master.address(), flags);
   INFO(describe(peers));
   REQUIRE(wait_for_ok_ops(children, peers, 2, std::chrono::seconds(60)));
@@ -168,9 +174,12 @@ TEST_CASE("a peer SIGKILLed mid all-reduce: survivors fail with PEER_LOST within
 
 TEST_CASE("a peer SIGSTOPped: survivors fail with PEER_LOST or TIMEOUT within its deadlines, never hang",
           "[process][failure]") {
+  const bool shared_memory = GENERATE(false, true);
+  INFO("shared memory: " << shared_memory);
   EmbeddedMaster master;
   ChildSet children(false);
   PeerFlags flags;
+  flags.shared_memory = shared_memory;
   flags.heartbeat_ms = 1500;
   flags.progress_ms = 2500;
   std::vector<Child*> peers = spawn_peers(children, master.address(), flags);

@@ -53,8 +53,8 @@ std::vector<Message> one_of_each() {
           Heartbeat{},
           Leave{},
           LinkChallenge{std::string(32, 'c'), 0},
-          LinkHello{1, 2, 9, 3, 4, "n", "p"},
-          LinkWelcome{0, "", ""},
+          LinkHello{1, 2, 9, 3, 4, "n", "p", "boot/net/mnt", "/ferry-0123"},
+          LinkWelcome{0, "", "", 1},
           SyncBegin{9, 3, 11, 1, {{"w", 10, 100, 0xABC, 0}, {"b", 10, 1, 0xDEF, 1}}},
           SyncPlan{9, 3, 11, {{1, 0xABC, {2, 3}}}, {5}, {{2, "10.0.0.2", 7000}}},
           FetchHello{1, 2, 9, 3, "n", "p"}};
@@ -77,7 +77,7 @@ TEST_CASE("wire: golden bytes pin the format", "[wire][golden]") {
   // Changing these bytes breaks compatibility with every deployed peer: bump kProtocolVersion instead.
   std::vector<uint8_t> hello = {
       0x46, 0x52, 0x59, 0x31,  // magic "FRY1"
-      0x01, 0x00,              // version 1
+      0x02, 0x00,              // version 2
       0x01, 0x00,              // type hello
       0x1D, 0x00, 0x00, 0x00,  // payload length 29
       0x07, 0x00, 0x00, 0x00,  // peer_group 7
@@ -154,7 +154,7 @@ TEST_CASE("wire: frame headers are checked before anything is allocated", "[wire
   bad[0] = 'X';
   CHECK(decode_frame_header(bad, kMaxControlPayload, out).message.find("magic") != std::string::npos);
   bad = h;
-  bad[4] = 2;
+  bad[4] = 1;  // a build before shared-memory links
   CHECK(decode_frame_header(bad, kMaxControlPayload, out).message.find("version") != std::string::npos);
   bad = h;
   bad[11] = 0x7F;  // length ~2 GiB

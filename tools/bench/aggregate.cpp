@@ -66,6 +66,7 @@ std::vector<RunSummary> summarize(const BenchArgs& args, const RunShape& shape,
     std::size_t sent_samples = 0;
     double cpu_total = 0;
     bool cpu_known = true;
+    std::size_t shm_ranks = 0;
     for (std::size_t r = 0; r < per_rank.size(); ++r) {
       const RankReport& report = per_rank[r][s];
       check_report(args, shape, r, s, report);
@@ -74,6 +75,7 @@ std::vector<RunSummary> summarize(const BenchArgs& args, const RunShape& shape,
       sent_samples += report.bytes_sent.size();
       cpu_known = cpu_known && report.cpu_s.has_value();
       cpu_total += report.cpu_s.value_or(0.0);
+      if (report.shared_memory_lanes.value_or(0) > 0) ++shm_ranks;
       run.correct = run.correct && report.correct;
       run.bit_identical = run.bit_identical && report.hashes == per_rank[0][s].hashes;
     }
@@ -84,6 +86,7 @@ std::vector<RunSummary> summarize(const BenchArgs& args, const RunShape& shape,
     run.busbw_GBps = run.algbw_GBps * 2 * (n - 1) / n;
     run.wire_bytes_ideal = op_bytes * 2 * (n - 1) / n;
     if (sent_samples > 0) run.wire_bytes_per_peer = sent_total / static_cast<double>(sent_samples);
+    run.links = shm_ranks == 0 ? "tcp" : shm_ranks == per_rank.size() ? "shared_memory" : "mixed";
     if (cpu_known && !per_rank.empty()) run.cpu_s_per_GB = cpu_total / (op_bytes * args.iters / 1e9);
     if (run.bit_identical && !per_rank.empty()) run.result_hashes = per_rank[0][s].hashes;
     runs.push_back(std::move(run));

@@ -43,6 +43,9 @@ struct RunSummary {
   bool bit_identical = false;
   bool correct = false;
   std::optional<double> cpu_s_per_GB;  // not measured for Gloo
+  // What carried the ring's bytes: "tcp", "shared_memory" (every peer's every
+  // lane) or "mixed"; always "tcp" for Gloo.
+  std::string links = "tcp";
   std::vector<std::string> result_hashes;  // per op, when bit_identical
 };
 

@@ -90,6 +90,7 @@ std::optional<BenchArgs> parse_bench_args(int argc, char** argv) {
   std::string dtype_text = "f32";
   std::string op_text = "sum";
   std::string role_text = "orchestrator";
+  std::string shared_memory_text = "on";
 
   CLI::App app(kDescription, "ferry-bench");
   app.add_option("--peers", args.peers, "Peer processes in the ring")->capture_default_str()->check(CLI::Range(2, 64));
@@ -124,6 +125,11 @@ std::optional<BenchArgs> parse_bench_args(int argc, char** argv) {
   app.add_option("--wan", args.wan,
                  "Run master, peers and the baseline on an emulated WAN (network namespaces; needs root), e.g. "
                  "rtt=50ms,loss=0.1%,rate=200mbit,cc=cubic");
+  app.add_option("--shared-memory", shared_memory_text,
+                 "Ring links between peers on this host through shared memory (ferry_comm_params.shared_memory); "
+                 "off keeps every byte on TCP")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   app.add_option("--io-threads", args.io_threads, "Communicator I/O threads per peer (default: ferry's)")
       ->check(CLI::Range(1u, 64u));
   app.add_option("--chunk-bytes", args.chunk_bytes, "Largest pipelining chunk, bytes (default: ferry's)")
@@ -197,6 +203,7 @@ std::optional<BenchArgs> parse_bench_args(int argc, char** argv) {
   args.dtype = kElemTypes.at(CLI::detail::to_lower(dtype_text));
   args.op = kReduceKinds.at(CLI::detail::to_lower(op_text));
   args.role = kRoles.at(role_text);
+  args.shared_memory = shared_memory_text == "on";
   if (!args.tls_dir.empty()) args.tls = true;
   // The peers would take it from the environment anyway; the master must get it too.
   if (const char* env = std::getenv("FERRY_SECRET_FILE"); args.secret_file.empty() && env != nullptr) {
@@ -224,6 +231,7 @@ std::vector<std::string> peer_forwarded_args(const BenchArgs& args) {
   if (args.quant != "none") out.insert(out.end(), {"--quant", args.quant});
   if (args.io_threads != 0) out.insert(out.end(), {"--io-threads", std::to_string(args.io_threads)});
   if (args.chunk_bytes != 0) out.insert(out.end(), {"--chunk-bytes", std::to_string(args.chunk_bytes)});
+  if (!args.shared_memory) out.insert(out.end(), {"--shared-memory", "off"});
   if (!args.secret_file.empty()) out.insert(out.end(), {"--secret-file", args.secret_file});
   if (!args.tls_dir.empty()) out.insert(out.end(), {"--tls-dir", args.tls_dir});
   if (args.workload == "sync") {

@@ -59,6 +59,7 @@ struct BenchArgs {
   std::uint32_t chunk_bytes = 0;  // 0 keeps ferry's default
   std::string secret_file;        // run secret for master and peers; "" for none
   bool tls = false;               // TLS on every connection of ferry's run
+  bool shared_memory = true;      // ferry_comm_params.shared_memory (same-host ring links)
   std::string tls_dir;            // ca.pem, master.pem/.key, peer.pem/.key; "" (with tls): throwaway ones
   std::string bin_dir;            // "" looks next to this executable
   double timeout_s = 0;           // 0 derives one from the work (run_deadline_s)

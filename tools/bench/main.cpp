@@ -45,6 +45,15 @@ std::string title(const std::string& impl, const BenchArgs& args, const Launcher
   return text;
 }
 
+// Says what carried ferry's bytes, as the peers found it (not as asked).
+std::string with_links(std::string text, const std::vector<RunSummary>& runs) {
+  std::string links;
+  for (const RunSummary& run : runs) links = links.empty() || links == run.links ? run.links : "mixed";
+  if (links == "shared_memory") return text + ", ring links in shared memory";
+  if (links == "mixed") return text + ", ring links partly in shared memory";
+  return text + ", ring links on TCP";
+}
+
 bool all_good(const std::vector<RunSummary>& runs) {
   for (const RunSummary& run : runs) {
     if (!run.bit_identical || !run.correct) return false;
@@ -98,7 +107,7 @@ int run_orchestrator(const BenchArgs& given) {
                args.sizes.size(), run_deadline_s(args));
   std::vector<RunSummary> runs = run_ferry(args, *launcher, binaries);
   const std::vector<RunSummary> ferry_runs = runs;
-  print_table(stdout, title("ferry", args, *launcher), ferry_runs);
+  print_table(stdout, with_links(title("ferry", args, *launcher), ferry_runs), ferry_runs);
 
   if (with_gloo) {
     std::fprintf(stderr, "ferry-bench: gloo baseline, %d ranks\n", args.peers);

@@ -120,6 +120,7 @@ class PeerBench {
     report.peer_index = args_.peer_index;
     report.rank = session_.rank();
     report.world = session_.world();
+    report.shared_memory_lanes = static_cast<int>(session_.shared_memory_lanes());
     report.bytes = bytes;
     double cpu_s = 0;
     for (int iteration = 0; iteration < args_.warmup + args_.iters; ++iteration) {

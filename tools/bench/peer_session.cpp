@@ -54,6 +54,7 @@ void PeerSession::join() {
   if (args_.io_threads != 0) params.io_threads = args_.io_threads;
   if (args_.chunk_bytes != 0) params.max_chunk_bytes = args_.chunk_bytes;
   if (!args_.congestion_control.empty()) params.congestion_control = args_.congestion_control.c_str();
+  params.shared_memory = args_.shared_memory ? 1 : 0;
   if (!args_.secret_file.empty()) params.secret_file = args_.secret_file.c_str();
   const std::string cert = args_.tls_dir + "/peer.pem", key = args_.tls_dir + "/peer.key",
                     ca = args_.tls_dir + "/ca.pem";

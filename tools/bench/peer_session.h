@@ -54,6 +54,8 @@ class PeerSession {
   ferry_comm* comm() const { return comm_; }
   int rank() const { return rank_; }
   int world() const { return world_; }
+  // Ring connections (out + in) that the ring built by join() runs over shared memory.
+  std::int64_t shared_memory_lanes() const { return attribute(FERRY_ATTR_SHARED_MEMORY_LANES); }
 
   // "ferry-bench peer I: ..." on stderr. `this` is argument 1 for the format attribute.
   __attribute__((format(printf, 2, 3))) void log(const char* format, ...) const;

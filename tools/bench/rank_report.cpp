@@ -18,6 +18,7 @@ RankReport parse_ferry(const JsonValue& line) {
   report.times_s = json_numbers(line, "times_s");
   for (const double sent : json_numbers(line, "bytes_sent")) report.bytes_sent.push_back(static_cast<std::uint64_t>(sent));
   report.cpu_s = json_number(line, "cpu_s");
+  report.shared_memory_lanes = static_cast<int>(json_number(line, "shared_memory_lanes"));
   report.hashes = json_strings(line, "hashes");
   report.correct = json_field(line, "correct", JsonValue::Kind::boolean).boolean;
   return report;
@@ -67,6 +68,7 @@ std::string ferry_report_line(const BenchArgs& args, const RankReport& report) {
   for (const std::uint64_t sent : report.bytes_sent) json.value(sent);
   json.end_array();
   json.key("cpu_s").value(report.cpu_s.value_or(0.0));
+  json.key("shared_memory_lanes").value(report.shared_memory_lanes.value_or(0));
   json.key("hashes").begin_array();
   for (const std::string& hash : report.hashes) json.value(hash);
   json.end_array();

@@ -31,6 +31,7 @@ struct RankReport {
   std::vector<double> times_s;
   std::vector<std::uint64_t> bytes_sent;  // empty when not measured (Gloo)
   std::optional<double> cpu_s;            // empty when not measured (Gloo)
+  std::optional<int> shared_memory_lanes; // ferry: FERRY_ATTR_SHARED_MEMORY_LANES; empty for Gloo
   std::vector<std::string> hashes;        // per op, last iteration
   bool correct = false;
 };

@@ -102,6 +102,7 @@ void write_args(JsonWriter& json, const BenchArgs& args, const std::string& plac
   optional_string(json, "cc", args.congestion_control);
   optional_string(json, "secret_file", args.secret_file);
   json.key("tls").value(args.tls);
+  json.key("shared_memory").value(args.shared_memory);
   optional_number(json, "io_threads", args.io_threads);
   optional_number(json, "chunk_bytes", args.chunk_bytes);
   json.key("timeout_s").value(run_deadline_s(args));
@@ -152,6 +153,7 @@ void write_run(JsonWriter& json, const RunSummary& run, int iters) {
   } else {
     json.null();
   }
+  json.key("links").value(run.links);
   json.key("result_hashes").begin_array();
   for (const std::string& hash : run.result_hashes) json.value(hash);
   json.end_array();

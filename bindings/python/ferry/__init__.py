@@ -41,7 +41,7 @@ from .shared_state import SyncInfo, SyncStrategy
 # ferry.TimeoutError (a subclass of the builtin); not in __all__, so `from ferry import *` keeps the builtin.
 TimeoutError = _FerryTimeoutError
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "Master", "Communicator", "Handle", "OpInfo", "SyncInfo", "SyncStrategy", "DType", "ReduceOp", "QUANT_NAMES",

@@ -102,6 +102,7 @@ class CommParams(ctypes.Structure):
         ("tls_cert_file", ctypes.c_char_p),
         ("tls_key_file", ctypes.c_char_p),
         ("tls_ca_file", ctypes.c_char_p),
+        ("shared_memory", ctypes.c_uint32),
     ]
 
 

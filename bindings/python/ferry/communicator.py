@@ -28,6 +28,7 @@ _ATTR_NUM_GROUPS = 2
 _ATTR_LARGEST_GROUP_SIZE = 3
 _ATTR_RANK = 4
 _ATTR_PEER_GROUP = 5
+_ATTR_SHARED_MEMORY_LANES = 8
 
 
 class Communicator:
@@ -75,6 +76,10 @@ class Communicator:
             against the CA (mutual TLS); all None (default) for plain TCP. Partial or bad
             files raise InvalidArgumentError; on connect, a refused certificate is
             AuthError, a plain/TLS mismatch with the master ConnectError.
+        shared_memory: ring connections to peers on this machine (same network and mount
+            namespace) carry their bytes through shared memory, the TCP connection kept
+            beside it for authentication and liveness (True); False keeps every byte on TCP,
+            as a proxy or fault injector between local peers needs.
 
     Raises InvalidArgumentError for bad values, ConnectError when no p2p port can be bound.
     """
@@ -98,6 +103,7 @@ class Communicator:
         tls_cert_file: Optional[str] = None,
         tls_key_file: Optional[str] = None,
         tls_ca_file: Optional[str] = None,
+        shared_memory: bool = True,
     ) -> None:
         self._ptr: Optional[_lib.CommPtr] = None
         self._closed = False
@@ -111,7 +117,7 @@ class Communicator:
         params, strings = comm_params(master, peer_group, connections, listen_host, port_range, advertised_host,
                                       advertised_port, timeout_ms, progress_timeout_ms, heartbeat_timeout_ms,
                                       io_threads, max_chunk_bytes, congestion_control, secret_file,
-                                      tls_cert_file, tls_key_file, tls_ca_file)
+                                      tls_cert_file, tls_key_file, tls_ca_file, shared_memory)
         ptr = _lib.CommPtr()
         _lib.check(lib.ferry_comm_create(ctypes.byref(params), ctypes.byref(ptr)), "ferry_comm_create")
         del strings  # copied by ferry_comm_create
@@ -264,6 +270,11 @@ class Communicator:
     def peer_group(self) -> int:
         """This peer's group id."""
         return self._attribute(_ATTR_PEER_GROUP, "peer_group")
+
+    @property
+    def shared_memory_lanes(self) -> int:
+        """How many of this peer's ring connections (out plus in) go through shared memory."""
+        return self._attribute(_ATTR_SHARED_MEMORY_LANES, "shared_memory_lanes")
 
     @property
     def last_info(self) -> Optional[OpInfo]:

@@ -71,7 +71,8 @@ def comm_params(master: Any, peer_group: int, connections: int, listen_host: Any
                 advertised_port: Optional[int], timeout_ms: Optional[int], progress_timeout_ms: Optional[int],
                 heartbeat_timeout_ms: Optional[int], io_threads: Optional[int], max_chunk_bytes: Optional[int],
                 congestion_control: Optional[str], secret_file: Any, tls_cert_file: Any = None,
-                tls_key_file: Any = None, tls_ca_file: Any = None) -> Tuple[_lib.CommParams, _Strings]:
+                tls_key_file: Any = None, tls_ca_file: Any = None,
+                shared_memory: bool = True) -> Tuple[_lib.CommParams, _Strings]:
     """A ferry_comm_params from Communicator's arguments; keep the second value alive until
     ferry_comm_create returns (it copies the strings)."""
     strings = _Strings()
@@ -101,4 +102,7 @@ def comm_params(master: Any, peer_group: int, connections: int, listen_host: Any
     if secret_file is not None:
         params.secret_file = strings.path("secret_file", secret_file)
     _tls(params, strings, tls_cert_file, tls_key_file, tls_ca_file)
+    if not isinstance(shared_memory, bool):
+        raise InvalidArgumentError(f"shared_memory must be True or False, got {shared_memory!r}")
+    params.shared_memory = int(shared_memory)
     return params, strings

@@ -306,3 +306,16 @@ def test_quantized_avg_is_close_bit_identical_and_smaller_on_the_wire(quant, shr
     assert 0 < sent < shrink * plain_bytes
     assert np.max(np.abs(got - exact)) < tol
     assert not np.array_equal(got, exact)  # it really was quantized
+
+
+@pytest.mark.parametrize("shared_memory", [True, False])
+def test_peers_on_one_host_share_memory_only_when_asked_and_agree_either_way(shared_memory, address):
+    def body(rank):
+        with join(address, 3, connections=2, shared_memory=shared_memory) as comm:
+            t = np.arange(100_003, dtype=np.float32) * (rank + 1)
+            comm.all_reduce(t, op="sum")
+            return comm.shared_memory_lanes, t.tobytes()
+    results = run_threads(3, body)
+    assert [lanes for lanes, _ in results] == [4 if shared_memory else 0] * 3
+    want = (np.arange(100_003, dtype=np.float32) * 6).tobytes()
+    assert all(got == want for _, got in results)

@@ -55,6 +55,7 @@ def test_the_library_refuses_out_of_range_parameters(kwargs, address):
 @pytest.mark.parametrize("kwargs", [
     dict(timeout_ms=-1), dict(timeout_ms=2**32 + 5), dict(peer_group=1.5), dict(advertised_port=70000),
     dict(port_range=5), dict(port_range=(1, -1)), dict(master=None), dict(connections=True),
+    dict(shared_memory=1), dict(shared_memory="yes"),
 ])
 def test_python_refuses_values_ctypes_would_wrap(kwargs, address):
     kwargs.setdefault("master", address)

@@ -81,7 +81,7 @@ def test_import_does_not_load_torch_or_the_library():
     env["FERRY_LIBRARY"] = "/nonexistent/libferry.so"  # import must still work
     done = run_python("import sys, ferry; print('torch' in sys.modules, 'numpy' in sys.modules, ferry.__version__)",
                       env)
-    assert done.stdout.split() == ["False", "False", "0.1.0"], done.stderr
+    assert done.stdout.split() == ["False", "False", "0.2.0"], done.stderr
 
 
 def test_from_the_source_tree_the_repository_build_is_a_candidate():
