@@ -238,10 +238,10 @@ std::error_code ShmRing::read(void* out, size_t size) {
 }
 
 const uint8_t* ShmRing::borrow(size_t size, std::error_code& ec) {
-  if (size > capacity_) {
-    ec = std::make_error_code(std::errc::message_size);
-    return nullptr;
-  }
+  ec.clear();
+  // The data area is page-aligned, so the offset decides. An odd-sized chunk
+  // (a count of f16s, say) leaves the next one unaligned.
+  if (size > capacity_ || position_ % kBorrowAlignment != 0) return nullptr;
   uint64_t head = 0;
   if ((ec = wait_for_data(size, head))) return nullptr;
   return data_ + position_ % capacity_;

@@ -62,7 +62,11 @@ class ShmRing {
   // --- reader ---
   std::error_code read(void* out, size_t size);
   // Waits until `size` (<= capacity) bytes are in and returns them in place;
-  // they stay valid and unchanged until release(size).
+  // they stay valid and unchanged until release(size). Lends only spans that
+  // start kBorrowAlignment-aligned, since the borrower reads them as typed
+  // elements (f64 included): otherwise, and for spans larger than the ring,
+  // nullptr with no error, at once; read() them instead.
+  static constexpr size_t kBorrowAlignment = 8;
   const uint8_t* borrow(size_t size, std::error_code& ec);
   void release(size_t size);
 

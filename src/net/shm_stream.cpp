@@ -59,7 +59,7 @@ void ShmStream::abort() {
 }
 
 const uint8_t* ShmStream::borrow_blocking(size_t size, std::error_code& ec) {
-  if (ring_->role() != ShmRing::Role::reader || size > ring_->capacity()) return nullptr;
+  if (ring_->role() != ShmRing::Role::reader) return nullptr;
   return ring_->borrow(size, ec);
 }
 

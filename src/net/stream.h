@@ -54,9 +54,9 @@ class Stream {
   virtual void abort() = 0;
 
   // Reads in place, where the backend holds received bytes in memory the
-  // reader may see (shared memory): the next `size` bytes, unchanged until
-  // release_borrowed(size). nullptr with no error: not offered (use
-  // read_exact_blocking); the default for socket backends.
+  // reader may see (shared memory): the next `size` bytes, 8-byte aligned,
+  // unchanged until release_borrowed(size). nullptr with no error: not
+  // offered for these bytes (use read_exact_blocking); always so for sockets.
   virtual const uint8_t* borrow_blocking(size_t /*size*/, std::error_code& /*ec*/) { return nullptr; }
   virtual void release_borrowed(size_t /*size*/) {}
 };
