@@ -188,7 +188,7 @@ TEST_CASE("allreduce: every dtype x op x awkward count is correct and bit-identi
   const size_t peers = GENERATE(2, 3, 4, 5);
   const uint32_t connections = GENERATE(1, 3);
   CAPTURE(wire_name(wire), peers, connections);
-  if (wire == Wire::tls && peers % 2 == 0) return;  // TLS: the odd world sizes are enough
+  if (wire != Wire::plain && peers % 2 == 0) return;  // TLS, shared memory: the odd world sizes are enough
   WireScope scope(wire);
   EmbeddedMaster master;
   const auto cases = all_cases();
