@@ -171,3 +171,26 @@ TEST_CASE("inputs sum exactly, and the check sees a single wrong element", "[ben
   CHECK(first_bad == 517);
   CHECK(hash_hex(a.data(), 0) == "2d06800538d394c2");  // XXH3-64 of nothing
 }
+
+TEST_CASE("the default deadline leaves a lossy link's single streams time to finish", "[bench]") {
+  // The issue's WAN run: 3 peers, 64 MiB, 3 iterations after 1 warmup. Gloo's ring
+  // (one cubic stream a neighbour) measured ~1 MB/s of busbw across it (~90 s an op).
+  BenchArgs args;
+  args.peers = 3;
+  args.sizes = {64 << 20};
+  args.iters = 3;
+  args.warmup = 1;
+  args.wan = "rtt=50ms,loss=0.1%,rate=200mbit";
+  const double ring_bytes = 2.0 * (args.peers - 1) / args.peers * (64 << 20);
+  CHECK(run_deadline_s(args) > (args.iters + args.warmup) * ring_bytes / 1e6);
+  // ...and one loss-limited stream is the floor: without loss the link rate bounds it instead.
+  CHECK(slowest_plausible_Bps(args) < 1e6);
+  args.wan = "rtt=50ms,rate=200mbit";
+  CHECK(slowest_plausible_Bps(args) == Approx(10e6));
+  args.wan = "rtt=50ms,rate=8mbit";
+  CHECK(slowest_plausible_Bps(args) == Approx(0.5e6));
+  args.wan.clear();
+  CHECK(slowest_plausible_Bps(args) == Approx(20e6));
+  args.timeout_s = 5;
+  CHECK(run_deadline_s(args) == 5);
+}

@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <map>
 
 #include "sync_content.h"
+#include "wan_config.h"
 
 namespace ferry::bench {
 
@@ -68,6 +70,13 @@ void check_consistency(const BenchArgs& args) {
                     " (all-reduce: gloo; sync: tcp)");
   }
   if (args.workload == "sync" && args.quant != "none") throw ArgsError("--quant applies to the all-reduce workload");
+  if (!args.wan.empty()) {
+    try {
+      wan::WanConfig::parse(args.wan).validate();
+    } catch (const std::invalid_argument& e) {
+      throw ArgsError(e.what());  // "wan spec: bad rtt=..."
+    }
+  }
   if (args.baseline == "gloo" && args.op != ReduceKind::sum) {
     throw ArgsError("--baseline gloo measures sum only; drop --op or the baseline");
   }
@@ -243,27 +252,36 @@ std::vector<std::string> peer_forwarded_args(const BenchArgs& args) {
   return out;
 }
 
+double slowest_plausible_Bps(const BenchArgs& args) {
+  constexpr double kLoopbackFloor = 20e6;  // loopback gives ~1 GB/s on 2 cores
+  if (args.wan.empty()) return kLoopbackFloor;
+  const wan::WanConfig link = wan::WanConfig::parse(args.wan);
+  double floor = kLoopbackFloor;
+  if (link.rate_bps > 0) floor = std::min(floor, static_cast<double>(link.rate_bps) / 8);
+  // Mathis et al.: one loss-limited Reno/cubic stream carries about
+  // MSS/RTT * 1.22/sqrt(p). Gloo's ring (one stream a neighbour) measured just that.
+  if (link.loss > 0) floor = std::min(floor, 1448.0 / (link.rtt_ms / 1000) * 1.22 / std::sqrt(link.loss));
+  return floor / 2;  // the forwarder shares the cores with the peers
+}
+
 double run_deadline_s(const BenchArgs& args) {
   if (args.timeout_s > 0) return args.timeout_s;
+  const double rate = slowest_plausible_Bps(args);
+  double seconds = 60 + 2.0 * args.peers;  // start-up
   if (args.workload == "sync") {
-    // A newcomer's syncs, or one baseline's transfers: no worse than 20 MB/s on
-    // loopback, 1 MB/s on an emulated WAN (one lossy cubic stream gets ~2), plus
-    // filling every process's state.
-    const double rate = args.wan.empty() ? 20e6 : 1e6;
-    double seconds = 60 + 2.0 * args.peers;
+    // A newcomer's syncs, or one baseline's transfers, plus filling every process's state.
     for (const std::size_t bytes : args.sizes) {
       seconds += (args.iters + args.warmup) * static_cast<double>(bytes) / rate +
                  static_cast<double>(bytes) * args.peers / 50e6;
     }
     return seconds;
   }
-  // Assume no worse than 20 MB/s of busbw (loopback gives ~1 GB/s on 2 cores), plus
-  // the start-up, the input fill and the exact-sum check per size.
-  double seconds = 60 + 2.0 * args.peers;
+  // Every round moves under 2x the op's bytes per peer; plus the input fill and
+  // the exact-sum check per size.
   const double rounds = static_cast<double>(args.iters + args.warmup);
   for (const std::size_t bytes : args.sizes) {
     const double op_bytes = static_cast<double>(bytes) * args.concurrent;
-    seconds += rounds * op_bytes * 2.0 / 20e6 + op_bytes * args.peers / 50e6;
+    seconds += rounds * op_bytes * 2.0 / rate + op_bytes * args.peers / 50e6;
   }
   return seconds;
 }

@@ -93,6 +93,10 @@ std::vector<std::string> peer_forwarded_args(const BenchArgs& args);
 // The sync workload's newcomer is the peer after the holders.
 inline bool is_sync_newcomer(const BenchArgs& args) { return args.peer_index == args.holders; }
 
+// The busbw (bytes/s) below which a run is taken for hung: 20 MB/s on loopback; on an
+// emulated WAN what one TCP stream surely gets from its rate, delay and loss.
+double slowest_plausible_Bps(const BenchArgs& args);
+
 // The wall-clock budget of one implementation's run, in seconds: --timeout-s, or
 // a generous estimate from the bytes to move (slow machines must not fail it).
 double run_deadline_s(const BenchArgs& args);
