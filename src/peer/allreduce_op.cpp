@@ -27,7 +27,7 @@ void AllreduceOp::go() {
   if (plan_.world() == 1 || count_ == 0 || !links_) return run_locally();
   if (Status broken = links_->failure(); !broken.ok()) return fail_local(broken);
   if (!try_hold()) return;  // keeps the operation open while step 0 is queued
-  links_->directory()->start(seq());
+  accept_chunks();
   // Step 0 sends this rank's own segment straight from the caller's input.
   for (uint32_t c = 0; c < plan_.chunks_per_segment(); ++c) {
     uint32_t unit = plan_.unit(0, c);
@@ -52,10 +52,6 @@ void AllreduceOp::run_locally() {
 void AllreduceOp::stop_transfers(const Status& why) {
   // Chunks may be mid-stream on these links: nothing can continue on them.
   if (links_) links_->close(why);
-}
-
-void AllreduceOp::on_finishing() {
-  if (links_) links_->directory()->remove(seq());
 }
 
 // --- driven by the lanes -----------------------------------------------------------

@@ -52,7 +52,6 @@ class AllreduceOp final : public CollectiveOp, public ChunkConsumer, public std:
 
  private:
   void stop_transfers(const Status& why) override;
-  void on_finishing() override;
   uint8_t* recv_at(size_t element) const { return recv_ + element * plan_.elem_size(); }
   const uint8_t* send_at(size_t element) const { return send_ + element * plan_.elem_size(); }
   // nullopt: the lane hashes the payload when it writes it.

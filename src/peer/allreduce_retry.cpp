@@ -10,7 +10,7 @@
 namespace ferry::peer {
 namespace {
 
-bool retryable(const Status& st) { return st.code == Errc::peer_lost || st.code == Errc::timeout; }
+bool retryable(const Status& st) { return is_retryable(st.code); }
 
 struct Round {
   std::vector<size_t> unfinished;  // job indices, ascending

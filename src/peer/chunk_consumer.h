@@ -1,9 +1,16 @@
 // What a lane needs from the collective that owns a chunk. The all-reduce
 // engine implements it; lanes know nothing of reductions.
+//
+// Threading: there are no strands here. Each lane calls from its own thread,
+// one chunk at a time (an in lane: payload_*; an out lane: chunk_*), and the
+// lanes of a link run at once, so one collective takes calls for different
+// chunks concurrently. chunk_dropped also comes from a thread that queues onto
+// closed links or closes them; links_failed from the thread that closes them.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/error.h"
@@ -22,7 +29,9 @@ class ChunkConsumer {
   // the read as busy until payload_received or payload_abandoned.
   virtual Status payload_destination(const wire::ChunkHeader& header, uint32_t lane,
                                      std::vector<uint8_t>& staging, uint8_t*& destination) = 0;
-  // The payload is in place. Runs on the lane's strand; may queue sends.
+  // The payload is in place: at the destination given, or (a staged payload
+  // on a shared-memory lane) read-only in the ring itself, valid only during
+  // this call. May queue sends.
   virtual Status payload_received(const wire::ChunkHeader& header, uint32_t lane,
                                   const uint8_t* payload) = 0;
   // The read of an accepted payload failed (the link closed).
@@ -33,6 +42,12 @@ class ChunkConsumer {
   virtual void chunk_dropped() = 0;
   // The links under this collective failed.
   virtual void links_failed(const Status& why) = 0;
+};
+
+// Which collective an incoming chunk goes to (OpRegistry::wait_started).
+struct ChunkLookup {
+  std::shared_ptr<ChunkConsumer> consumer;  // set: go ahead
+  Status error;                             // otherwise
 };
 
 }  // namespace ferry::peer

@@ -168,7 +168,6 @@ void CollectiveOp::maybe_finish(std::unique_lock<std::mutex>& lock) {
   timeline_.commit_s = end_sent_ ? seconds(*verdict_at_ - end_sent_at_) : 0;
   timeline_.duration_s = seconds(now - issued_at_);
   lock.unlock();
-  on_finishing();
   host_.op_finished(seq_);
   lock.lock();
   finished_cv_.notify_all();

@@ -46,11 +46,14 @@ struct OpTimeline {
   double duration_s = 0;       // the call -> finished
 };
 
-// What a collective needs from its communicator.
+// What a collective needs from its communicator (op_registry.h): a way to the
+// master, and the registry that owns its life cycle (started, finished).
 class OpHost {
  public:
   virtual ~OpHost() = default;
   virtual void send_end(uint64_t epoch, uint32_t seq, const Status& status) = 0;
+  // Chunks for this collective may now be consumed.
+  virtual void op_started(uint32_t seq) = 0;
   virtual void op_finished(uint32_t seq) = 0;
 };
 
@@ -76,6 +79,8 @@ class CollectiveOp {
  protected:
   // issued -> running; false when it already failed (a late go is ignored).
   bool begin_running();
+  // Lets chunks that arrived for this collective in (OpHost::op_started).
+  void accept_chunks() { host_.op_started(seq_); }
   // running -> locally done; sends end(ok) once.
   void mark_local_done();
   bool try_hold();
@@ -87,8 +92,6 @@ class CollectiveOp {
 
   // A running collective failed or was aborted: stop its transfers now.
   virtual void stop_transfers(const Status& why) = 0;
-  // Last step before finishing (e.g. leave the chunk directory). No lock held.
-  virtual void on_finishing() {}
   // The master's verdict arrived (after stop_transfers for an abort). No lock held.
   virtual void on_verdict(const Status&) {}
 

@@ -1,25 +1,32 @@
-// A peer of a ferry run: its session with the master, its p2p listener, the
-// links of its current ring, and the collectives in flight.
+// A peer of a ferry run: the API its caller sees, the state that API
+// depends on (idle -> connecting -> pending -> accepted -> dead), the
+// collectives in flight and their watchdog. Its jobs live in their own parts:
+//   master_session.h   the connection to the master (handshake, heartbeats, dispatch)
+//   ring_membership.h  the ring proposed and committed, and its links' set-up
+//   op_registry.h      the collectives in flight: numbering, life cycle, chunk routing
+//   p2p_inbound.h      connections other peers open to us, and our dials to holders
 //
 // Threads:
 //  - API calls (connect, update_topology, peers_pending, allreduce_async,
-//    attributes) come from the caller's threads. The votes are serialized by
-//    vote_mu_; everything else takes mu_ briefly.
-//  - The master session, link set-up, lanes and reductions run on io_threads
-//    threads of this communicator's io_context.
-//  - Each p2p lane has a thread of its own (see ring_links.h); they never
-//    wait for the io threads, so an io thread may join them.
-//  - Lock order: vote_mu_ before mu_. Never hold mu_ while calling into an
-//    AllreduceOp, LinkSetup or RingLinks: they call back into us.
+//    sync_shared_state, attributes) come from the caller's threads. The
+//    votes are serialized by vote_mu_; everything else takes mu_ briefly.
+//  - The master session, link set-up, lanes' routing and reductions run on
+//    io_threads threads of this communicator's io_context; each p2p lane has
+//    a thread of its own (ring_links.h).
+//  - Lock order: vote_mu_, then mu_, then RingMembership's and OpRegistry's
+//    own locks (each taken alone, never one inside the other). mu_ is held
+//    while reading the ring (membership_.view) and issuing an op (ops_->issue)
+//    so that an op's epoch, ring and number are one consistent snapshot, and
+//    while committing a topology (membership_.commit, ops_->restart) for the
+//    same reason; never while calling anything that calls back into us or
+//    waits on another thread (sessions' sends, links' close/join, ops' calls).
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,13 +36,11 @@
 #include <asio/steady_timer.hpp>
 #include <asio/strand.hpp>
 
-#include "net/endpoint.h"
-#include "net/frame_connection.h"
 #include "net/listener.h"
-#include "net/socket_options.h"
-#include "net/transport.h"
 #include "peer/allreduce_op.h"
-#include "peer/link_setup.h"
+#include "peer/master_session.h"
+#include "peer/op_registry.h"
+#include "peer/ring_membership.h"
 #include "peer/shared_state_sync.h"
 
 namespace ferry::peer {
@@ -66,11 +71,13 @@ struct Attributes {
   std::vector<uint64_t> ring;  // member ids in ring order
 };
 
-class Communicator final : private OpHost {
+class Communicator final : private MasterSession::Events {
  public:
   // Binds the p2p listener and starts the io threads. Throws Error.
   explicit Communicator(CommConfig config);
-  ~Communicator() override;  // leaves the run; bounded
+  // Leaves the run. Bounded: up to 2 s for collectives in flight to finish
+  // and the master to hear the goodbye, then up to 0.5 s for queued closes.
+  ~Communicator() override;
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
@@ -87,38 +94,36 @@ class Communicator final : private OpHost {
  private:
   enum class State { idle, connecting, pending, accepted, dead };
 
-  // OpHost
-  void send_end(uint64_t epoch, uint32_t seq, const Status& status) override;
-  void op_finished(uint32_t seq) override;
+  // MasterSession::Events
+  void on_welcome(uint64_t peer_id) override;
+  void on_topology(const wire::Topology& topology) override;
+  void on_topology_done(const wire::TopologyDone& done) override;
+  void on_pending_count(uint32_t pending) override;
+  void on_collective_go(const wire::CollectiveGo& go) override;
+  void on_sync_plan(const wire::SyncPlan& plan) override;
+  void on_collective_result(const wire::CollectiveResult& result) override;
+  void on_session_failed(const Status& why) override { die(why); }
 
-  void on_master_message(wire::Message message);
-  void on_master_closed(const Status& why);
-  void on_topology(const wire::Topology& topology);
-  void on_links_ready(const std::shared_ptr<LinkSetup>& setup, LinkSetup::Outcome outcome);
-  void on_topology_done(const wire::TopologyDone& done);
-  void on_inbound(asio::ip::tcp::socket socket);
-  void on_auth_challenge(const wire::AuthChallenge& challenge);
-  void on_welcome(const wire::Welcome& welcome);
-  void on_link_hello(const wire::LinkHello& hello, const std::string& welcome_proof,
-                     const std::shared_ptr<net::Stream>& stream);
   void on_fetch_hello(const wire::FetchHello& hello, const std::string& welcome_proof,
                       const std::shared_ptr<net::Stream>& stream);
-  Status dial_holder(const wire::PeerAddress& holder, const wire::FetchHello& hello, std::shared_ptr<net::Stream>& out);
-  // Registers `op` under the next seq and returns it; mu_ held.
-  uint32_t take_seq();
   void die(const Status& why);
   void arm_watchdog();
+  OpDeadlines op_deadlines() const;
 
   // Throws unless accepted (the check every collective starts with). mu_ held.
   void require_accepted(const char* call) const;
   // Waits on cv_ until pred or dead or the deadline; throws on the latter two. mu_ held via lock.
   template <class Pred>
   void wait_for(std::unique_lock<std::mutex>& lock, Pred pred, const std::string& what);
-  std::shared_ptr<CollectiveOp> find_op(uint64_t epoch, uint32_t seq);
 
-  const CommConfig config_;
+  const CommConfig config_;  // with the transport resolved (never null)
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
+  // Declared before the parts that hold a reference to it: it outlives them.
+  const std::shared_ptr<OpRegistry> ops_;
+  const LinkOptions link_options_;  // config_'s p2p settings
+  MasterSession session_;
+  RingMembership membership_;
   std::shared_ptr<net::Listener> listener_;
   asio::strand<asio::io_context::executor_type> watchdog_strand_;
   asio::steady_timer watchdog_;  // only on watchdog_strand_
@@ -130,33 +135,10 @@ class Communicator final : private OpHost {
   // All below guarded by mu_.
   State state_ = State::idle;
   Status dead_reason_;
-  std::shared_ptr<net::FrameConnection> master_;
-  std::optional<wire::Hello> hello_;    // sent when the master's challenge arrives
-  std::string master_nonce_;            // of that challenge
   uint64_t peer_id_ = 0;
-  uint64_t epoch_ = 0;
-  std::vector<wire::RingMember> ring_;
-  uint32_t rank_ = 0, lanes_ = 0;
-  wire::TopologyDone world_;  // sizes as of the last topology_done
-  std::shared_ptr<RingLinks> links_;
-  std::optional<wire::Topology> proposed_;
-  std::shared_ptr<LinkSetup> setup_;
-  std::shared_ptr<RingLinks> proposed_links_;
   uint64_t topology_done_count_ = 0;
   uint64_t pending_answers_ = 0;
   uint32_t last_pending_ = 0;
-  uint32_t next_seq_ = 0;
-  std::map<uint32_t, std::shared_ptr<CollectiveOp>> ops_;
-  struct ParkedLink {
-    wire::LinkHello hello;
-    std::string welcome_proof;
-    std::shared_ptr<net::Stream> stream;
-    Clock::time_point since;
-  };
-  std::vector<ParkedLink> parked_links_;  // hellos for a ring we have not heard of yet
-  bool master_closed_ = false;
-  // Set by the master connection's first message (its challenge): a close before it means the connection never worked.
-  std::atomic<bool> heard_from_master_{false};
 };
 
 }  // namespace ferry::peer

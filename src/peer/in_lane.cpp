@@ -4,9 +4,9 @@
 
 namespace ferry::peer {
 
-InLane::InLane(std::shared_ptr<net::Stream> stream, uint32_t lane, std::shared_ptr<OpDirectory> directory,
+InLane::InLane(std::shared_ptr<net::Stream> stream, uint32_t lane, FindStarted find_started,
                OnError on_error)
-    : stream_(std::move(stream)), lane_(lane), directory_(std::move(directory)), on_error_(std::move(on_error)) {}
+    : stream_(std::move(stream)), lane_(lane), find_started_(std::move(find_started)), on_error_(std::move(on_error)) {}
 
 InLane::~InLane() {
   close();
@@ -59,7 +59,7 @@ Status InLane::receive_one() {
   if (!wire::decode_chunk_header(bytes.data(), header))
     return Status::failure(Errc::protocol, "malformed chunk header from the previous peer");
   // Its collective may not have started here yet (the master's go is on its way): wait for it.
-  auto found = directory_->wait_started(header.seq);
+  auto found = find_started_(header.seq);
   if (!found.consumer) return found.error;
   uint8_t* destination = nullptr;
   if (Status st = found.consumer->payload_destination(header, lane_, staging_, destination); !st.ok()) return st;

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "net/stream.h"
-#include "peer/op_directory.h"
+#include "peer/chunk_consumer.h"
 #include "wire/chunk_header.h"
 
 namespace ferry::peer {
@@ -24,9 +24,10 @@ namespace ferry::peer {
 class InLane : public std::enable_shared_from_this<InLane> {
  public:
   using OnError = std::function<void(const Status&)>;
+  // The collective a chunk header names, once it has started (blocks until then; bounded).
+  using FindStarted = std::function<ChunkLookup(uint32_t seq)>;
 
-  InLane(std::shared_ptr<net::Stream> stream, uint32_t lane, std::shared_ptr<OpDirectory> directory,
-         OnError on_error);
+  InLane(std::shared_ptr<net::Stream> stream, uint32_t lane, FindStarted find_started, OnError on_error);
   ~InLane();
 
   void start();
@@ -41,7 +42,7 @@ class InLane : public std::enable_shared_from_this<InLane> {
   std::mutex mu_;                        // guards stream_ against join() while another thread closes
   std::shared_ptr<net::Stream> stream_;  // used without the lock only on the lane's thread, which join() ends first
   const uint32_t lane_;
-  std::shared_ptr<OpDirectory> directory_;
+  const FindStarted find_started_;
   OnError on_error_;
   std::thread thread_;
   std::atomic<bool> closed_{false};

@@ -12,13 +12,10 @@
 
 namespace ferry::peer {
 
-LinkSetup::LinkSetup(asio::any_io_executor executor, std::shared_ptr<net::Transport> transport,
-                     net::SocketTuning tuning, std::shared_ptr<const RunSecret> secret, SameHostLinks same_host,
-                     uint64_t self_id, const wire::Topology& topology, std::chrono::milliseconds timeout, Done done)
-    : executor_(executor), transport_(std::move(transport)), tuning_(std::move(tuning)), secret_(std::move(secret)),
-      same_host_(same_host), self_id_(self_id),
-      topology_(topology),
-      timeout_(timeout), strand_(asio::make_strand(executor)), timer_(strand_), done_(std::move(done)) {
+LinkSetup::LinkSetup(asio::any_io_executor executor, LinkOptions options, uint64_t self_id,
+                     const wire::Topology& topology, Done done)
+    : executor_(executor), options_(std::move(options)), self_id_(self_id), topology_(topology),
+      strand_(asio::make_strand(executor)), timer_(strand_), done_(std::move(done)) {
   size_t n = topology_.ring.size();
   for (size_t i = 0; i < n; ++i)
     if (topology_.ring[i].peer_id == self_id_) rank_ = static_cast<uint32_t>(i);
@@ -35,7 +32,7 @@ void LinkSetup::start() {
 }
 
 void LinkSetup::arm_timer() {
-  timer_.expires_after(timeout_);
+  timer_.expires_after(options_.timeout);
   timer_.async_wait([self = shared_from_this()](std::error_code ec) {
     if (ec) return;
     bool outgoing_missing;
@@ -47,7 +44,7 @@ void LinkSetup::arm_timer() {
     self->finish({Status::failure(Errc::timeout, std::string(outgoing_missing ? "links to" : "links from") +
                                                      " peer " + std::to_string(blame.peer_id) + " (" + blame.host +
                                                      ":" + std::to_string(blame.port) + ") not up within " +
-                                                     std::to_string(self->timeout_.count()) + " ms"),
+                                                     std::to_string(self->options_.timeout.count()) + " ms"),
                   nullptr, blame.peer_id});
   });
 }
@@ -60,7 +57,7 @@ void LinkSetup::dial_lane(uint32_t lane) {
                   self->next_.peer_id});
   };
   net::dial(
-      executor_, {next_.host, next_.port}, timeout_, transport_,
+      executor_, {next_.host, next_.port}, options_.timeout, options_.transport,
       [self, lane, fail](Status st, std::shared_ptr<net::Stream> stream) {
         if (!st.ok()) return fail(st);
         auto ring = self->offer_ring();
@@ -68,7 +65,7 @@ void LinkSetup::dial_lane(uint32_t lane) {
                               static_cast<uint32_t>(self->out_.size()), {}, {},
                               ring ? net::same_host_key() : std::string(), ring ? ring->name() : std::string()};
         asio::dispatch(stream->executor(), [self, lane, fail, stream, hello, ring] {
-          dialer_handshake(stream, hello, self->secret_, self->timeout_,
+          dialer_handshake(stream, hello, self->options_.secret, self->options_.timeout,
                            [self, lane, fail, stream, ring](Status hst, bool shm_accepted) {
                              // Mapped by the acceptor or refused: either way the name has served.
                              if (ring) ring->unlink();
@@ -79,13 +76,13 @@ void LinkSetup::dial_lane(uint32_t lane) {
                            });
         });
       },
-      tuning_);
+      options_.tuning);
 }
 
 std::shared_ptr<net::ShmRing> LinkSetup::offer_ring() {
-  if (!same_host_.enabled || net::same_host_key().empty()) return nullptr;
+  if (!options_.same_host.enabled || net::same_host_key().empty()) return nullptr;
   try {
-    return net::ShmRing::create(same_host_.ring_bytes);
+    return net::ShmRing::create(options_.same_host.ring_bytes);
   } catch (const Error& e) {
     log().info("ring link to peer {} stays on TCP: {}", next_.peer_id, e.what());
     return nullptr;
@@ -94,7 +91,7 @@ std::shared_ptr<net::ShmRing> LinkSetup::offer_ring() {
 
 std::shared_ptr<net::Stream> LinkSetup::accept_ring(const wire::LinkHello& hello,
                                                     const std::shared_ptr<net::Stream>& stream) {
-  if (!same_host_.enabled || hello.shm_ring.empty() || hello.host_key.empty() ||
+  if (!options_.same_host.enabled || hello.shm_ring.empty() || hello.host_key.empty() ||
       hello.host_key != net::same_host_key())
     return stream;
   try {
@@ -148,7 +145,7 @@ void LinkSetup::lane_ready(bool outgoing, uint32_t lane, std::shared_ptr<net::St
     in = in_;
     shared_memory_lanes = shared_memory_;
   }
-  links = std::make_shared<RingLinks>(topology_.epoch, static_cast<uint32_t>(out.size()), shared_memory_lanes);
+  links = std::make_shared<RingLinks>(topology_.epoch, static_cast<uint32_t>(out.size()), options_.ops, shared_memory_lanes);
   links->start(std::move(out), std::move(in));
   finish({Status::success(), links, 0});
 }

@@ -34,6 +34,16 @@ struct SameHostLinks {
   size_t ring_bytes = 1 << 20;
 };
 
+// How this peer builds the links of every ring.
+struct LinkOptions {
+  std::shared_ptr<net::Transport> transport;
+  net::SocketTuning tuning;                 // applied to every p2p socket
+  std::shared_ptr<const RunSecret> secret;  // null: unauthenticated
+  SameHostLinks same_host;
+  std::chrono::milliseconds timeout{60'000};  // the whole set-up, and each handshake
+  std::weak_ptr<OpRegistry> ops;              // where the links' incoming chunks go
+};
+
 class LinkSetup : public std::enable_shared_from_this<LinkSetup> {
  public:
   struct Outcome {
@@ -43,9 +53,8 @@ class LinkSetup : public std::enable_shared_from_this<LinkSetup> {
   };
   using Done = std::function<void(Outcome)>;
 
-  LinkSetup(asio::any_io_executor executor, std::shared_ptr<net::Transport> transport, net::SocketTuning tuning,
-            std::shared_ptr<const RunSecret> secret, SameHostLinks same_host, uint64_t self_id,
-            const wire::Topology& topology, std::chrono::milliseconds timeout, Done done);
+  LinkSetup(asio::any_io_executor executor, LinkOptions options, uint64_t self_id, const wire::Topology& topology,
+            Done done);
 
   void start();
   // A connection from some peer said link_hello (handshake checked). True when
@@ -66,13 +75,9 @@ class LinkSetup : public std::enable_shared_from_this<LinkSetup> {
   void finish(Outcome outcome);
 
   asio::any_io_executor executor_;
-  std::shared_ptr<net::Transport> transport_;
-  const net::SocketTuning tuning_;
-  const std::shared_ptr<const RunSecret> secret_;
-  const SameHostLinks same_host_;
+  const LinkOptions options_;
   const uint64_t self_id_;
   const wire::Topology topology_;
-  const std::chrono::milliseconds timeout_;
   uint32_t rank_ = 0;
   wire::RingMember next_, prev_;
   asio::strand<asio::any_io_executor> strand_;

@@ -2,8 +2,8 @@
 
 namespace ferry::peer {
 
-RingLinks::RingLinks(uint64_t epoch, uint32_t lanes, SharedMemoryLanes shared_memory)
-    : epoch_(epoch), lanes_(lanes), shared_memory_(shared_memory) {}
+RingLinks::RingLinks(uint64_t epoch, uint32_t lanes, std::weak_ptr<OpRegistry> ops, SharedMemoryLanes shared_memory)
+    : epoch_(epoch), lanes_(lanes), shared_memory_(shared_memory), ops_(std::move(ops)) {}
 
 RingLinks::~RingLinks() {
   close(Status::failure(Errc::peer_lost, "links released"));
@@ -25,9 +25,15 @@ void RingLinks::start(std::vector<std::shared_ptr<net::Stream>> out, std::vector
     out[lane]->enter_blocking_mode();
     out_.push_back(std::make_shared<OutLane>(std::move(out[lane]), lane, sends_, on_error));
   }
+  // The lookup names these links by address only (see OpRegistry::Entry) and holds nothing of them.
+  auto find_started = [ops = ops_, closed = closed_, self = static_cast<const RingLinks*>(this)](uint32_t seq) {
+    auto registry = ops.lock();
+    if (!registry) return ChunkLookup{nullptr, Status::failure(Errc::peer_lost, "the communicator is gone")};
+    return registry->wait_started(seq, self, *closed);
+  };
   for (uint32_t lane = 0; lane < in.size(); ++lane) {
     in[lane]->enter_blocking_mode();
-    in_.push_back(std::make_shared<InLane>(std::move(in[lane]), lane, directory_, on_error));
+    in_.push_back(std::make_shared<InLane>(std::move(in[lane]), lane, find_started, on_error));
   }
   for (auto& lane : out_) lane->start();
   for (auto& lane : in_) lane->start();
@@ -52,8 +58,8 @@ void RingLinks::close(const Status& why) {
     for (auto& stream : standby_)
       if (stream) stream->abort();
   }
-  directory_->close();
-  for (auto& consumer : directory_->consumers()) consumer->links_failed(why);
+  closed_->store(true);
+  if (auto registry = ops_.lock()) registry->links_closed(this, why);
 }
 
 void RingLinks::join() {

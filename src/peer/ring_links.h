@@ -1,7 +1,7 @@
 // The p2p links of one committed ring: `lanes` connections out to the next
 // peer, fed from one shared SendQueue, and as many in from the previous one
-// (each served by a thread of its own), plus the directory that routes
-// incoming chunks to their collectives.
+// (each served by a thread of its own). Incoming chunks go to the collectives
+// of the communicator's OpRegistry that run on these links.
 // A link that fails takes the whole set down (a half-working ring would only
 // stall) and tells every collective on it; the next ferry_update_topology
 // builds fresh links.
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "peer/in_lane.h"
-#include "peer/op_directory.h"
+#include "peer/op_registry.h"
 #include "peer/out_lane.h"
 
 namespace ferry::peer {
@@ -28,7 +28,8 @@ struct SharedMemoryLanes {
 
 class RingLinks : public std::enable_shared_from_this<RingLinks> {
  public:
-  RingLinks(uint64_t epoch, uint32_t lanes, SharedMemoryLanes shared_memory = {});
+  // `ops`: where incoming chunks find their collectives (weak: links may outlive their communicator).
+  RingLinks(uint64_t epoch, uint32_t lanes, std::weak_ptr<OpRegistry> ops, SharedMemoryLanes shared_memory = {});
   ~RingLinks();
 
   // Takes the handshaken streams (empty for a world of one), switches them to
@@ -43,7 +44,6 @@ class RingLinks : public std::enable_shared_from_this<RingLinks> {
   // of one after another by the thread that starts the operation.
   void send(const wire::ChunkHeader& header, const uint8_t* payload, std::shared_ptr<ChunkConsumer> owner,
             bool checksum_pending);
-  const std::shared_ptr<OpDirectory>& directory() { return directory_; }
 
   // Closes every lane and tells every registered collective. Idempotent.
   void close(const Status& why);
@@ -55,7 +55,9 @@ class RingLinks : public std::enable_shared_from_this<RingLinks> {
   const uint64_t epoch_;
   const uint32_t lanes_;
   const SharedMemoryLanes shared_memory_;
-  std::shared_ptr<OpDirectory> directory_ = std::make_shared<OpDirectory>();
+  const std::weak_ptr<OpRegistry> ops_;
+  // Set by close() before it tells ops_; shared with the lanes' lookups, which outlive nothing here.
+  const std::shared_ptr<std::atomic<bool>> closed_ = std::make_shared<std::atomic<bool>>(false);
   std::shared_ptr<SendQueue> sends_ = std::make_shared<SendQueue>();
   std::vector<std::shared_ptr<OutLane>> out_;  // fixed after start()
   std::vector<std::shared_ptr<InLane>> in_;    // fixed after start()

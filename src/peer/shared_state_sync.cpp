@@ -42,41 +42,49 @@ ZstdContexts& zstd() {
 
 }  // namespace
 
-SharedStateSync::SharedStateSync(OpHost& host, uint64_t epoch, uint32_t seq, uint64_t self_id, SyncSpec spec,
-                                 OpDeadlines deadlines, FetchDialer dialer)
-    : CollectiveOp(host, epoch, seq, deadlines), self_id_(self_id), spec_(std::move(spec)), dialer_(std::move(dialer)),
-      changed_(spec_.tensors.size(), false) {
-  if (spec_.tensors.size() > wire::kMaxSharedTensors)
+HashedState HashedState::of(SyncSpec spec) {
+  HashedState h;
+  h.spec = std::move(spec);
+  const auto& tensors = h.spec.tensors;
+  if (tensors.size() > wire::kMaxSharedTensors)
     throw Error(Errc::invalid_argument, "at most " + std::to_string(wire::kMaxSharedTensors) + " shared tensors");
-  order_.resize(spec_.tensors.size());
-  std::iota(order_.begin(), order_.end(), size_t{0});
-  std::sort(order_.begin(), order_.end(),
-            [&](size_t a, size_t b) { return spec_.tensors[a].name < spec_.tensors[b].name; });
-  for (size_t i = 0; i < order_.size(); ++i) {
-    const auto& t = spec_.tensors[order_[i]];
+  h.order.resize(tensors.size());
+  std::iota(h.order.begin(), h.order.end(), size_t{0});
+  std::sort(h.order.begin(), h.order.end(), [&](size_t a, size_t b) { return tensors[a].name < tensors[b].name; });
+  for (size_t i = 0; i < h.order.size(); ++i) {
+    const auto& t = tensors[h.order[i]];
     if (t.name.empty() || t.name.size() > wire::kMaxTensorName)
       throw Error(Errc::invalid_argument, "shared tensor names must be 1.." + std::to_string(wire::kMaxTensorName) + " bytes");
-    if (i > 0 && spec_.tensors[order_[i - 1]].name == t.name)
+    if (i > 0 && tensors[h.order[i - 1]].name == t.name)
       throw Error(Errc::invalid_argument, "two shared tensors are named '" + t.name + "'");
   }
   // Hash the tensors that must agree, on every core at once.
   std::vector<std::pair<const void*, size_t>> buffers;
   std::vector<size_t> hashed;
-  for (size_t c = 0; c < order_.size(); ++c)
-    if (!spec_.tensors[order_[c]].allow_inequality) {
-      buffers.emplace_back(tensor_bytes(static_cast<uint32_t>(c)), tensor_size(static_cast<uint32_t>(c)));
+  for (size_t c = 0; c < h.order.size(); ++c) {
+    const auto& t = tensors[h.order[c]];
+    if (!t.allow_inequality) {
+      buffers.emplace_back(t.data, t.count * dtype_size(t.dtype));
       hashed.push_back(c);
     }
+  }
   std::vector<uint64_t> digests(buffers.size());
   std::vector<std::vector<uint64_t>> blocks;
   content_hash_many(buffers, digests, 0, &blocks);
-  hashes_.assign(order_.size(), 0);
-  own_blocks_.resize(order_.size());
+  h.hashes.assign(h.order.size(), 0);
+  h.own_blocks.resize(h.order.size());
   for (size_t k = 0; k < hashed.size(); ++k) {
-    hashes_[hashed[k]] = digests[k];
-    own_blocks_[hashed[k]] = std::move(blocks[k]);
+    h.hashes[hashed[k]] = digests[k];
+    h.own_blocks[hashed[k]] = std::move(blocks[k]);
   }
+  return h;
 }
+
+SharedStateSync::SharedStateSync(OpHost& host, uint64_t epoch, uint32_t seq, uint64_t self_id, HashedState state,
+                                 OpDeadlines deadlines, FetchDialer dialer)
+    : CollectiveOp(host, epoch, seq, deadlines), self_id_(self_id), spec_(std::move(state.spec)),
+      dialer_(std::move(dialer)), order_(std::move(state.order)), hashes_(std::move(state.hashes)),
+      own_blocks_(std::move(state.own_blocks)), changed_(spec_.tensors.size(), false) {}
 
 SharedStateSync::~SharedStateSync() {
   std::vector<std::thread> threads;
@@ -112,6 +120,7 @@ uint64_t SharedStateSync::chunk_checksum(uint32_t canonical, uint64_t offset, ui
 
 wire::SyncBegin SharedStateSync::begin_message() const {
   wire::SyncBegin b;
+  b.epoch = epoch();
   b.seq = seq();
   b.revision = spec_.revision;
   b.strategy = static_cast<uint8_t>(spec_.strategy);

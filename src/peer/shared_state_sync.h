@@ -53,11 +53,21 @@ struct SyncOutcome {
 using FetchDialer =
     std::function<Status(const wire::PeerAddress& holder, const wire::FetchHello& hello, std::shared_ptr<net::Stream>& out)>;
 
+// A sync's tensors, checked and hashed: all the work a sync does before it
+// takes its number (hashing a large state takes a while; no lock is held).
+struct HashedState {
+  SyncSpec spec;
+  std::vector<size_t> order;                    // canonical (name order) -> index into spec.tensors
+  std::vector<uint64_t> hashes;                 // by canonical index; 0 for tensors that may differ
+  std::vector<std::vector<uint64_t>> own_blocks;  // by canonical index: block hashes of the bytes at the call
+  // Hashes every tensor (all cores); throws Error(invalid_argument) on a bad spec.
+  static HashedState of(SyncSpec spec);
+};
+
 class SharedStateSync final : public CollectiveOp, public std::enable_shared_from_this<SharedStateSync> {
  public:
-  // Hashes every tensor (all cores); throws Error(invalid_argument) on a bad spec.
-  SharedStateSync(OpHost& host, uint64_t epoch, uint32_t seq, uint64_t self_id, SyncSpec spec, OpDeadlines deadlines,
-                  FetchDialer dialer);
+  SharedStateSync(OpHost& host, uint64_t epoch, uint32_t seq, uint64_t self_id, HashedState state,
+                  OpDeadlines deadlines, FetchDialer dialer);
   ~SharedStateSync() override;
 
   wire::SyncBegin begin_message() const;
@@ -89,9 +99,9 @@ class SharedStateSync final : public CollectiveOp, public std::enable_shared_fro
   const uint64_t self_id_;
   SyncSpec spec_;
   const FetchDialer dialer_;
-  std::vector<size_t> order_;      // canonical (name order) -> index into spec_.tensors
-  std::vector<uint64_t> hashes_;   // by canonical index; 0 for tensors that may differ
-  std::vector<std::vector<uint64_t>> own_blocks_;  // by canonical index: block hashes of our bytes at the call
+  const std::vector<size_t> order_;                      // see HashedState
+  const std::vector<uint64_t> hashes_;                   // see HashedState
+  const std::vector<std::vector<uint64_t>> own_blocks_;  // see HashedState
   // By canonical index, for the tensors we fetch: each block's hash, verified as
   // it landed. Sized by plan() before any fetcher starts; each chunk writes its own slot.
   std::vector<std::vector<uint64_t>> fetched_blocks_;

@@ -17,6 +17,7 @@ struct RecordingHost : OpHost {
   std::vector<Status> ends;
   int finished = 0;
   void send_end(uint64_t, uint32_t, const Status& status) override { ends.push_back(status); }
+  void op_started(uint32_t) override {}
   void op_finished(uint32_t) override { ++finished; }
 };
 

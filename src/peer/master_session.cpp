@@ -1,0 +1,133 @@
+#include "peer/master_session.h"
+
+#include <future>
+
+#include "core/auth_labels.h"
+#include "core/log.h"
+#include "net/dialer.h"
+
+namespace ferry::peer {
+
+MasterSession::MasterSession(asio::any_io_executor executor, Options options, Events& events)
+    : executor_(std::move(executor)), options_(std::move(options)), events_(events) {}
+
+void MasterSession::open(wire::Hello hello) {
+  std::promise<std::pair<Status, std::shared_ptr<net::Stream>>> dialed;
+  net::dial(executor_, options_.master, options_.timeout, options_.transport,
+            [&dialed](Status st, std::shared_ptr<net::Stream> stream) { dialed.set_value({st, stream}); });
+  auto [status, stream] = dialed.get_future().get();  // the dialer's own deadline bounds this
+  if (!status.ok()) throw Error(status.code, "master " + options_.master.to_string() + ": " + status.message);
+  auto connection = net::FrameConnection::create(stream);
+  {
+    std::lock_guard lock(mu_);
+    connection_ = connection;
+    hello_ = std::move(hello);  // goes out once the master's challenge is in (the master speaks first)
+  }
+  connection->start({[this](wire::Message m) { on_message(std::move(m)); },
+                     [this](const Status& why) { on_closed(why); }});
+  connection->set_receive_timeout(options_.heartbeat_timeout);
+  connection->set_heartbeat(std::max(options_.heartbeat_timeout / 4, std::chrono::milliseconds(25)));
+}
+
+std::shared_ptr<net::FrameConnection> MasterSession::connection_of() const {
+  std::lock_guard lock(mu_);
+  return connection_;
+}
+
+void MasterSession::leave() {
+  if (auto connection = connection_of()) connection->close(Status::failure(Errc::invalid_usage, "left"), wire::Leave{});
+}
+
+void MasterSession::close(const Status& why) {
+  if (auto connection = connection_of()) connection->close(why);
+}
+
+bool MasterSession::wait_closed(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(mu_);
+  return closed_cv_.wait_until(lock, deadline, [&] { return !connection_ || closed_; });
+}
+
+void MasterSession::on_message(wire::Message message) {
+  heard_from_master_.store(true);
+  std::visit(
+      [this](auto& m) {
+        using M = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<M, wire::AuthChallenge>) {
+          on_challenge(m);
+        } else if constexpr (std::is_same_v<M, wire::Welcome>) {
+          on_welcome(m);
+        } else if constexpr (std::is_same_v<M, wire::Topology>) {
+          events_.on_topology(m);
+        } else if constexpr (std::is_same_v<M, wire::TopologyDone>) {
+          events_.on_topology_done(m);
+        } else if constexpr (std::is_same_v<M, wire::PendingCount>) {
+          events_.on_pending_count(m.pending);
+        } else if constexpr (std::is_same_v<M, wire::CollectiveGo>) {
+          events_.on_collective_go(m);
+        } else if constexpr (std::is_same_v<M, wire::SyncPlan>) {
+          events_.on_sync_plan(m);
+        } else if constexpr (std::is_same_v<M, wire::CollectiveResult>) {
+          events_.on_collective_result(m);
+        } else if constexpr (std::is_same_v<M, wire::Kick>) {
+          bool auth = m.code == static_cast<uint32_t>(Errc::auth);
+          fail(Status::failure(auth ? Errc::auth : Errc::kicked,
+                               (auth ? "the master refused us: " : "kicked by the master: ") + m.reason));
+        } else {
+          fail(Status::failure(Errc::protocol, std::string("the master sent an unexpected ") +
+                                                   wire::message_type_name(static_cast<uint16_t>(M::kType))));
+        }
+      },
+      message);
+}
+
+void MasterSession::on_challenge(const wire::AuthChallenge& challenge) {
+  std::shared_ptr<net::FrameConnection> connection;
+  wire::Hello hello;
+  {
+    std::lock_guard lock(mu_);
+    if (!hello_ || hello_sent_) return;  // one challenge per connection
+    hello = *hello_;
+    master_nonce_ = challenge.nonce;
+    hello_sent_ = true;
+    connection = connection_;
+  }
+  // Mutual: a master that cannot prove the secret could be anyone, and would see our gradients.
+  if (options_.secret && !challenge.required)
+    return fail(Status::failure(Errc::auth, "the master does not check the run secret; refusing to join"));
+  if (options_.secret) hello.proof = options_.secret->proof(auth_label::kPeerToMaster, challenge.nonce, hello.nonce);
+  connection->send(hello);
+}
+
+void MasterSession::on_welcome(const wire::Welcome& welcome) {
+  std::string nonce, master_nonce;
+  {
+    std::lock_guard lock(mu_);
+    if (!hello_ || !hello_sent_) return fail(Status::failure(Errc::protocol, "the master welcomed us before our hello"));
+    nonce = hello_->nonce;
+    master_nonce = master_nonce_;
+    hello_.reset();  // one welcome per connection
+  }
+  if (options_.secret && !options_.secret->verify(welcome.proof, auth_label::kMasterToPeer, nonce, master_nonce))
+    return fail(Status::failure(Errc::auth, "the master could not prove the run secret"));
+  log().debug("joined as peer {} (seen from {})", welcome.peer_id, welcome.observed_host);
+  events_.on_welcome(welcome.peer_id);
+}
+
+void MasterSession::on_closed(const Status& why) {
+  {
+    std::lock_guard lock(mu_);
+    closed_ = true;
+    closed_cv_.notify_all();
+  }
+  // A hang-up before the master's first message is a connection that never
+  // worked: typically a master that requires TLS meeting a plain peer (it
+  // gives up on the handshake and closes).
+  if (!heard_from_master_.load())
+    return fail(Status::failure(Errc::connect, "the master closed the connection before its first message (" +
+                                                   why.message +
+                                                   "): does it require TLS (tls_* parameters) and this peer not, "
+                                                   "or is it not a ferry master?"));
+  fail(Status::failure(Errc::master_lost, "lost the master: " + why.message));
+}
+
+}  // namespace ferry::peer

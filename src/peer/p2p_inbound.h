@@ -1,0 +1,33 @@
+// Connections other peers open to this one's p2p listener: tuned like every
+// p2p socket, opened by the transport (TLS or not), handshaken
+// (p2p_handshake.h), then handed on by what the dialer asked for: a ring
+// link, or a fetch of shared state.
+//
+// Threading: accept() from the listener's handler; the routes run on the
+// connection's strand, once each connection is handshaken.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <asio/ip/tcp.hpp>
+
+#include "peer/link_setup.h"
+
+namespace ferry::peer {
+
+struct InboundRoutes {
+  std::function<void(const wire::LinkHello&, const std::string& welcome_proof, const std::shared_ptr<net::Stream>&)> link;
+  std::function<void(const wire::FetchHello&, const std::string& welcome_proof, const std::shared_ptr<net::Stream>&)> fetch;
+};
+
+void accept_p2p(asio::ip::tcp::socket socket, const LinkOptions& options, InboundRoutes routes);
+
+// The fetch side's dial: connects to a shared-state holder, says `hello`,
+// waits for its welcome, and returns the stream in blocking mode. Blocks the
+// calling (fetch) thread, at most twice options.timeout (the dial, then the handshake).
+Status dial_holder(asio::any_io_executor executor, const LinkOptions& options, const wire::PeerAddress& holder,
+                   const wire::FetchHello& hello, std::shared_ptr<net::Stream>& out);
+
+}  // namespace ferry::peer

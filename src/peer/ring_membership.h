@@ -1,0 +1,96 @@
+// This peer's place in its group's ring: the ring the master proposed and
+// the links being set up for it, the ring committed and its links, and the
+// link hellos that arrived before their ring's proposal (parked).
+//
+//   propose(topology)  -> links are set up (LinkSetup); when they are, the
+//                         master hears topology_ready
+//   commit(done)       -> the proposal becomes the ring (installed), or the
+//                         same ring gets a new epoch (renewed)
+//
+// Threading: every call from any thread; mu_ guards the state below it.
+// mu_ is held across LinkSetup::offer_inbound and RingLinks' queries and a
+// world of one's start (none of them calls back, nor blocks), never across
+// LinkSetup::start/cancel or RingLinks::close/join, which call back or wait
+// for lane threads.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "peer/link_setup.h"
+#include "peer/ring_links.h"
+
+namespace ferry::peer {
+
+class RingMembership {
+ public:
+  // How topology_ready reaches the master.
+  using SendReady = std::function<void(const wire::TopologyReady&)>;
+
+  RingMembership(asio::any_io_executor executor, LinkOptions options, SendReady send_ready);
+  ~RingMembership();
+
+  // This peer's id, from the master's welcome; hellos before it are parked.
+  void set_self(uint64_t peer_id);
+  // The master proposed a ring: drops the old links (nothing is in flight
+  // during a vote) and sets up the new ones. Fails (protocol) for a ring this
+  // peer cannot use.
+  Status propose(const wire::Topology& topology);
+
+  enum class Commit {
+    installed,  // the proposal is the ring now
+    renewed,    // the same ring, links and all, under a newer epoch
+    repeated,   // the ring's own epoch again: sizes refreshed
+    stale,      // for a proposal this peer never finished: a newer one follows
+  };
+  Commit commit(const wire::TopologyDone& done);
+
+  // A link hello from a ring neighbour (handshake checked): handed to the
+  // set-up it belongs to, parked for a ring not proposed yet, or refused.
+  void offer_link(const wire::LinkHello& hello, const std::string& welcome_proof,
+                  const std::shared_ptr<net::Stream>& stream);
+
+  struct View {
+    bool has_ring = false;
+    uint64_t epoch = 0;
+    std::vector<wire::RingMember> ring;
+    uint32_t rank = 0, lanes = 0;
+    wire::TopologyDone world;  // sizes as of the last commit
+    std::shared_ptr<RingLinks> links;
+  };
+  View view() const;
+
+  // No further set-ups; cancels the one under way, closes every link set. join() then waits for their lanes.
+  void close(const Status& why);
+  void join();
+
+ private:
+  void on_links_ready(const std::shared_ptr<LinkSetup>& setup, LinkSetup::Outcome outcome);
+
+  struct ParkedLink {
+    wire::LinkHello hello;
+    std::string welcome_proof;
+    std::shared_ptr<net::Stream> stream;
+    Clock::time_point since;
+  };
+
+  asio::any_io_executor executor_;
+  const LinkOptions options_;
+  const SendReady send_ready_;
+
+  mutable std::mutex mu_;
+  bool closed_ = false;                         // guarded by mu_
+  uint64_t self_ = 0;                           // guarded by mu_; 0 before the welcome
+  View committed_;                              // guarded by mu_
+  std::optional<wire::Topology> proposed_;      // guarded by mu_
+  std::shared_ptr<LinkSetup> setup_;            // guarded by mu_; of proposed_
+  std::shared_ptr<RingLinks> proposed_links_;   // guarded by mu_; setup_'s result
+  std::vector<ParkedLink> parked_links_;        // guarded by mu_
+  // Link sets close() closed, for join(): guarded by mu_.
+  std::vector<std::shared_ptr<RingLinks>> closing_;
+};
+
+}  // namespace ferry::peer
