@@ -34,7 +34,7 @@ const char* ferry_last_error(void) { return ferry::capi::last_error.c_str(); }
 
 int ferry_result_is_retryable(ferry_result result) {
   const int code = ferry::capi::c_enum_value(result);
-  return code == FERRY_ERR_TIMEOUT || code == FERRY_ERR_PEER_LOST;
+  return code >= 0 && code <= ferry::kErrcMax && ferry::is_retryable(static_cast<ferry::Errc>(code));
 }
 
 size_t ferry_dtype_size(ferry_dtype dtype) {

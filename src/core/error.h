@@ -25,6 +25,12 @@ enum class Errc : int {
 };
 inline constexpr int kErrcMax = 12;
 
+// "The world changed, retry" (after a topology update) as opposed to "you
+// called it wrong" or "this communicator is done". The one rule: the C API's
+// ferry_result_is_retryable() and the retry loop of allreduce_with_retry() ask it,
+// and the Python package's exception classes are tested against the C answer.
+constexpr bool is_retryable(Errc code) { return code == Errc::timeout || code == Errc::peer_lost; }
+
 std::string_view errc_name(Errc code);
 
 class Error : public std::runtime_error {

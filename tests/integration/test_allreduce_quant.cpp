@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <random>
 
 #include "core/half.h"
@@ -55,12 +56,15 @@ std::vector<uint8_t> normal_input(ferry_dtype t, size_t count, size_t rank, uint
 }  // namespace
 
 TEST_CASE("quant: every float dtype x op x codec x connection count is bit-identical on 2..5 peers",
-          "[allreduce][quant][tls]") {
-  const Wire wire = GENERATE(Wire::plain, Wire::tls);
+          "[allreduce][quant][tls][shm]") {
+  const Wire wire = GENERATE(Wire::plain, Wire::tls, Wire::shm);
   const size_t peers = GENERATE(2, 3, 5);
   const uint32_t connections = GENERATE(1u, 3u);
   CAPTURE(wire_name(wire), peers, connections);
   if (wire == Wire::tls && peers != 3) return;  // TLS: one world size is enough
+  // Shared memory is where quantized payloads are decoded in place, straight
+  // from the ring: both neighbours in one direction (2) and a longer ring (3).
+  if (wire == Wire::shm && peers == 5) return;
   WireScope scope(wire);
   struct Case {
     ferry_dtype dtype;
@@ -79,6 +83,7 @@ TEST_CASE("quant: every float dtype x op x codec x connection count is bit-ident
     }
   EmbeddedMaster master;
   std::vector<std::vector<uint64_t>> hashes(peers, std::vector<uint64_t>(cases.size()));
+  std::vector<int64_t> shm_lanes(peers, -1);
   auto results = run_peers(peers, [&](size_t) {
     PeerSettings settings;
     settings.connections = connections;
@@ -86,6 +91,7 @@ TEST_CASE("quant: every float dtype x op x codec x connection count is bit-ident
     ferry_comm* comm = create_peer(master.address(), settings);
     grow_group(comm, static_cast<int64_t>(peers));
     size_t rank = static_cast<size_t>(attribute(comm, FERRY_ATTR_RANK));
+    shm_lanes[rank] = attribute(comm, FERRY_ATTR_SHARED_MEMORY_LANES);
     for (size_t c = 0; c < cases.size(); ++c) {
       const Case& k = cases[c];
       auto data = normal_input(k.dtype, k.count, rank, c);
@@ -99,7 +105,19 @@ TEST_CASE("quant: every float dtype x op x codec x connection count is bit-ident
     ferry_comm_destroy(comm);
   });
   REQUIRE(failures(results) == "");
+  // Every lane in and out goes through shared memory exactly when asked to.
+  const int64_t want_shm_lanes = wire == Wire::shm ? 2 * static_cast<int64_t>(connections) : 0;
+  CHECK(shm_lanes == std::vector<int64_t>(peers, want_shm_lanes));
   for (size_t r = 1; r < peers; ++r) CHECK(hashes[r] == hashes[0]);
+  // The transport carries bytes, it does not change them: TLS and shared
+  // memory give the plain run's bits (GENERATE runs every plain case first).
+  static std::map<std::pair<size_t, uint32_t>, std::vector<uint64_t>> plain_hashes;
+  if (wire == Wire::plain) {
+    plain_hashes[{peers, connections}] = hashes[0];
+  } else {
+    REQUIRE(plain_hashes.count({peers, connections}) == 1);
+    CHECK(hashes[0] == plain_hashes[{peers, connections}]);
+  }
 }
 
 TEST_CASE("quant: sum error stays within N(N+1)/2 * block range / (2L) of an f64 reference, N = 2..8",
