@@ -26,7 +26,8 @@
  *     ferry_result_is_retryable() tells them apart.
  *
  * Threads
- *   - ferry_strerror, ferry_last_error, ferry_version*: any thread.
+ *   - ferry_strerror, ferry_last_error, ferry_version*, ferry_quant_name:
+ *     any thread.
  *   - A ferry_master may be used from any thread; its calls are serialized
  *     internally. It serves on one library thread of its own.
  *   - A ferry_comm may be used from several threads; calls are serialized
@@ -35,7 +36,10 @@
  *     issued in the same order on every peer of a group, as with MPI; the
  *     master checks this and fails mismatches with FERRY_ERR_MISMATCH.
  *     The communicator runs its network I/O and reductions on its own
- *     threads (ferry_comm_params.io_threads).
+ *     threads (ferry_comm_params.io_threads). ferry_connect,
+ *     ferry_update_topology and ferry_peers_pending run one at a time on a
+ *     communicator: one called while another thread's is in progress waits
+ *     for it first, and the bounds given for each do not count that wait.
  *   - No call may race with the destroy of the handle it uses.
  */
 #ifndef FERRY_FERRY_H
@@ -308,11 +312,15 @@ FERRY_API ferry_result ferry_comm_create(const ferry_comm_params* params, ferry_
 
 /* Connects to the master and waits until this peer is admitted: at once if
    its group is empty, otherwise when the group's accepted peers next call
-   ferry_update_topology. Blocks at most timeout_ms (plus the connect).
+   ferry_update_topology. Blocks at most 2 * timeout_ms: up to timeout_ms to
+   reach the master (resolve, TCP connect, TLS handshake), then up to
+   timeout_ms to be admitted. A call after FERRY_ERR_TIMEOUT for admission
+   only waits again: at most timeout_ms.
    Errors: FERRY_ERR_INVALID_ARGUMENT (NULL), FERRY_ERR_INVALID_USAGE
    (already connected), FERRY_ERR_CONNECT (master unreachable),
-   FERRY_ERR_TIMEOUT (not admitted in time; the communicator stays
-   pending and a later call may retry the wait), FERRY_ERR_AUTH (the master
+   FERRY_ERR_TIMEOUT (the master did not answer the connect in time, and a
+   later call dials again; or this peer was not admitted in time, and the
+   communicator stays pending for a later call to wait on), FERRY_ERR_AUTH (the master
    and this peer do not share the run secret), FERRY_ERR_MASTER_LOST,
    FERRY_ERR_KICKED, FERRY_ERR_PROTOCOL. */
 FERRY_API ferry_result ferry_connect(ferry_comm* comm);
@@ -329,8 +337,12 @@ FERRY_API ferry_result ferry_update_topology(ferry_comm* comm);
 
 /* Collective over the group's accepted peers: how many peers wait to be
    admitted. Every caller gets the same answer, so all of them can decide
-   alike whether to call ferry_update_topology. Blocks at most timeout_ms.
-   Errors: as ferry_update_topology. */
+   alike whether to call ferry_update_topology. Unlike ferry_update_topology
+   it is not refused with operations in flight: they go on running. A member
+   the master removes meanwhile is not waited for. Blocks at most timeout_ms.
+   Errors: FERRY_ERR_INVALID_ARGUMENT (NULL), FERRY_ERR_INVALID_USAGE (not
+   connected), FERRY_ERR_TIMEOUT (a member did not ask in time),
+   FERRY_ERR_MASTER_LOST, FERRY_ERR_KICKED. */
 FERRY_API ferry_result ferry_peers_pending(ferry_comm* comm, uint32_t* pending);
 
 typedef enum ferry_attribute {
@@ -365,9 +377,12 @@ FERRY_API ferry_result ferry_comm_ring(const ferry_comm* comm, uint64_t* ids, si
 
 /* Leaves the run cleanly (the master drops this peer at once; the others'
    next collective reports FERRY_ERR_PEER_LOST until they call
-   ferry_update_topology) and frees the communicator. Waits for operations
-   in flight to fail and release their buffers; blocks at most ~2 s more.
-   NULL is allowed. */
+   ferry_update_topology) and frees the communicator. Operations in flight
+   fail. Blocks at most 2.5 s (plus the end of a chunk already being
+   reduced): up to 2 s for those operations to release their buffers and the
+   master to take the goodbye, then up to 0.5 s for the library's threads to
+   finish their work before they are stopped. On return no library thread
+   touches any operation's buffers. NULL is allowed. */
 FERRY_API void ferry_comm_destroy(ferry_comm* comm);
 
 /* ------------------------------------------------------------------------ */
@@ -390,6 +405,12 @@ typedef enum ferry_quant {
   FERRY_QUANT_NONE = 0, FERRY_QUANT_U8 = 1, FERRY_QUANT_I8 = 2,
   FERRY_QUANT_F16 = 3, FERRY_QUANT_BF16 = 4, FERRY_QUANT_U4 = 5
 } ferry_quant;
+
+/* The name of a quantization: "none", "u8", "i8", "f16", "bf16" or "u4"
+   (the spelling of ferry's tools and Python package). Static storage, never
+   NULL; "unknown" for a value that is not a ferry_quant. Does not block;
+   any thread. */
+FERRY_API const char* ferry_quant_name(ferry_quant quant);
 
 typedef struct ferry_allreduce_desc {
   uint32_t struct_size;       /* sizeof(ferry_allreduce_desc); set by _init */
@@ -470,7 +491,9 @@ FERRY_API ferry_result ferry_allreduce_async(ferry_comm* comm, const void* send,
                                              const ferry_allreduce_desc* desc, ferry_op** op);
 
 /* Non-blocking: *done = 1 when the op has finished (its buffers are free
-   again and ferry_op_wait will return at once), else 0. Any thread.
+   again and ferry_op_wait will return at once), else 0. Any thread, several
+   at once, but never at the same time as or after ferry_op_wait on the same
+   op: that call frees the op, and a test of it would read freed memory.
    Errors: FERRY_ERR_INVALID_ARGUMENT (NULL). */
 FERRY_API ferry_result ferry_op_test(ferry_op* op, int* done);
 

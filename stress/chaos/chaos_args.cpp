@@ -8,6 +8,7 @@
 
 #include "byte_size.h"  // tools/common
 #include "chaos_data.h"
+#include "quant_names.h"  // tools/common
 
 namespace ferry::chaos {
 
@@ -48,7 +49,7 @@ bool parse_chaos_args(int argc, char** argv, ChaosArgs* args, int* exit_code) {
       ->capture_default_str();
   app.add_option("--seed", args->seed, "seeds the schedule and every input")->capture_default_str();
   app.add_option("--size", size, "bytes per all-reduce (f32), e.g. 4M")->capture_default_str();
-  app.add_option("--quant", quant, "none|u8|i8|f16|bf16|u4")->capture_default_str();
+  app.add_option("--quant", quant, CLI::detail::join(tooling::quant_names(), "|"))->capture_default_str();
   app.add_option("--concurrent", args->concurrent, "all-reduces in flight per step")
       ->check(CLI::Range(1u, 16u))
       ->capture_default_str();
@@ -74,7 +75,9 @@ bool parse_chaos_args(int argc, char** argv, ChaosArgs* args, int* exit_code) {
     app.parse(argc, argv);
     args->size_bytes = tooling::parse_byte_size(size);
     if (args->size_bytes % sizeof(float) != 0) throw std::invalid_argument("--size must be a multiple of 4");
-    if (!parse_quant(quant, &args->quant)) throw std::invalid_argument("--quant: unknown '" + quant + "'");
+    const std::optional<ferry_quant> parsed = tooling::parse_quant(quant);
+    if (!parsed) throw std::invalid_argument("--quant: unknown '" + quant + "'");
+    args->quant = *parsed;
     args->faults = parse_faults(faults);
     if (args->max_peers == 0) args->max_peers = 2 * args->peers;
   } catch (const CLI::ParseError& e) {

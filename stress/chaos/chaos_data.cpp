@@ -45,26 +45,4 @@ double quant_error_bound(ferry_quant quant, std::size_t world) {
   return 0;
 }
 
-bool parse_quant(std::string_view name, ferry_quant* out) {
-  for (ferry_quant q : {FERRY_QUANT_NONE, FERRY_QUANT_U8, FERRY_QUANT_I8, FERRY_QUANT_F16, FERRY_QUANT_BF16,
-                        FERRY_QUANT_U4})
-    if (name == quant_name(q)) {
-      *out = q;
-      return true;
-    }
-  return false;
-}
-
-const char* quant_name(ferry_quant quant) {
-  switch (quant) {
-    case FERRY_QUANT_NONE: return "none";
-    case FERRY_QUANT_U8: return "u8";
-    case FERRY_QUANT_I8: return "i8";
-    case FERRY_QUANT_F16: return "f16";
-    case FERRY_QUANT_BF16: return "bf16";
-    case FERRY_QUANT_U4: return "u4";
-  }
-  return "?";
-}
-
 }  // namespace ferry::chaos

@@ -11,7 +11,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "ferry/ferry.h"
@@ -34,9 +33,5 @@ std::string result_hash(const void* data, std::size_t bytes);
 // peers may show with these inputs (each value in [-4, 3.875], so partial sums
 // span at most 8*world; every hop re-quantizes once). 0 for FERRY_QUANT_NONE.
 double quant_error_bound(ferry_quant quant, std::size_t world);
-
-// "none", "u8", "i8", "f16", "bf16", "u4" <-> ferry_quant. parse returns false on anything else.
-bool parse_quant(std::string_view name, ferry_quant* out);
-const char* quant_name(ferry_quant quant);
 
 }  // namespace ferry::chaos

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "chaos_data.h"
+#include "quant_names.h"  // tools/common
 #include "ferry/ferry.h"
 
 namespace {
@@ -89,11 +90,12 @@ int main(int argc, char** argv) {
   app.add_option("--heartbeat-ms", heartbeat_ms);
   app.add_option("--max-seconds", max_seconds, "leave cleanly after this long");
   CLI11_PARSE(app, argc, argv);
-  ferry_quant quant = FERRY_QUANT_NONE;
-  if (!ferry::chaos::parse_quant(quant_text, &quant)) {
+  const std::optional<ferry_quant> parsed_quant = ferry::tooling::parse_quant(quant_text);
+  if (!parsed_quant) {
     std::fprintf(stderr, "unknown --quant %s\n", quant_text.c_str());
     return 2;
   }
+  const ferry_quant quant = *parsed_quant;
 
   ferry_comm_params params;
   ferry_comm_params_init(&params);

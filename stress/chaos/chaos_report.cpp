@@ -3,7 +3,7 @@
 
 #include "chaos_data.h"
 #include "chaos_run.h"
-#include "json.h"  // tools/bench
+#include "json.h"  // tools/common
 
 namespace ferry::chaos {
 
@@ -15,13 +15,13 @@ std::string format(const char* fmt, auto... args) {
   return text;
 }
 
-void percentiles_json(bench::JsonWriter& w, const Percentiles& p) {
+void percentiles_json(tooling::JsonWriter& w, const Percentiles& p) {
   w.begin_object().key("p50").value(p.p50).key("p99").value(p.p99).key("max").value(p.max).key("samples").value(
       static_cast<std::uint64_t>(p.samples));
   w.end_object();
 }
 
-void counts_json(bench::JsonWriter& w, const std::map<std::string, std::uint64_t>& counts) {
+void counts_json(tooling::JsonWriter& w, const std::map<std::string, std::uint64_t>& counts) {
   w.begin_object();
   for (const auto& [name, n] : counts) w.key(name).value(n);
   w.end_object();
@@ -32,7 +32,7 @@ void counts_json(bench::JsonWriter& w, const std::map<std::string, std::uint64_t
 std::string summary_text(const ChaosArgs& args, const ChaosSummary& s) {
   std::string out = format("ferry-chaos: %d peers, %.0f s, seed %llu, %zu bytes, quant %s, %u concurrent\n", args.peers,
                            args.duration_s, static_cast<unsigned long long>(args.seed), args.size_bytes,
-                           quant_name(args.quant), args.concurrent);
+                           ferry_quant_name(args.quant), args.concurrent);
   out += format("  ops ok      %llu (unique ops cross-checked %llu, against the reference %llu; last step %llu)\n",
                 static_cast<unsigned long long>(s.ops_ok), static_cast<unsigned long long>(s.unique_ops_checked),
                 static_cast<unsigned long long>(s.references_checked), static_cast<unsigned long long>(s.max_step));
@@ -57,13 +57,13 @@ std::string summary_text(const ChaosArgs& args, const ChaosSummary& s) {
 }
 
 std::string summary_json(const ChaosArgs& args, const ChaosSummary& s) {
-  bench::JsonWriter w;
+  tooling::JsonWriter w;
   w.begin_object();
   w.newline(2).key("peers").value(args.peers);
   w.newline(2).key("duration_s").value(args.duration_s);
   w.newline(2).key("seed").value(args.seed);
   w.newline(2).key("size_bytes").value(static_cast<std::uint64_t>(args.size_bytes));
-  w.newline(2).key("quant").value(quant_name(args.quant));
+  w.newline(2).key("quant").value(ferry_quant_name(args.quant));
   w.newline(2).key("concurrent").value(args.concurrent);
   w.newline(2).key("ops_ok").value(s.ops_ok);
   w.newline(2).key("ops_failed").value(s.ops_failed);

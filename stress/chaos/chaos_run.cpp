@@ -171,7 +171,7 @@ Peer& ChaosRun::spawn_peer() {
   const std::string name = "peer " + std::to_string(peers_.size());
   p->child = &children_.spawn(
       name, {peer_bin_, "--master", master_address_, "--seed", std::to_string(args_.seed), "--count",
-             std::to_string(count()), "--quant", quant_name(args_.quant), "--concurrent",
+             std::to_string(count()), "--quant", ferry_quant_name(args_.quant), "--concurrent",
              std::to_string(args_.concurrent), "--connections", std::to_string(args_.connections), "--advertise-port",
              std::to_string(p->route), "--p2p-port", std::to_string(real_port), "--timeout-ms",
              std::to_string(args_.timeout_ms), "--progress-ms", std::to_string(args_.progress_ms), "--heartbeat-ms",

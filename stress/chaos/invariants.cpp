@@ -70,7 +70,7 @@ void InvariantChecker::add(const OpReport& r) {
     const double bound = quant_error_bound(config_.quant, r.ring.size());
     if (config_.quant != FERRY_QUANT_NONE && !(r.error <= bound)) {
       char text[96];
-      std::snprintf(text, sizeof text, "error %.6g exceeds the %s bound %.6g", r.error, quant_name(config_.quant),
+      std::snprintf(text, sizeof text, "error %.6g exceeds the %s bound %.6g", r.error, ferry_quant_name(config_.quant),
                     bound);
       violation(name + " on " + r.peer + ": " + text);
     }

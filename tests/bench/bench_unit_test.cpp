@@ -2,7 +2,11 @@
 // writer and reader, the peers' report lines, and the nccl-tests figures.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -10,11 +14,31 @@
 #include "bench_args.h"
 #include "input_pattern.h"
 #include "json.h"
+#include "quant_names.h"
 #include "rank_report.h"
 
 using namespace ferry::bench;
+using ferry::tooling::fill_input;
 using ferry::tooling::hash_hex;
+using ferry::tooling::JsonValue;
+using ferry::tooling::JsonWriter;
+using ferry::tooling::matches_expected;
 using ferry::tooling::op_seed;
+using ferry::tooling::parse_byte_size;
+using ferry::tooling::parse_byte_sizes;
+using ferry::tooling::parse_json;
+
+namespace {
+
+// parse_bench_args over a command line written as a list.
+std::optional<BenchArgs> parse(std::vector<std::string> words) {
+  words.insert(words.begin(), "ferry-bench");
+  std::vector<char*> argv;
+  for (std::string& word : words) argv.push_back(word.data());
+  return parse_bench_args(static_cast<int>(argv.size()), argv.data());
+}
+
+}  // namespace
 
 TEST_CASE("sizes take binary K/M/G suffixes and print back the same way", "[bench]") {
   CHECK(parse_byte_size("4096") == 4096);
@@ -24,8 +48,10 @@ TEST_CASE("sizes take binary K/M/G suffixes and print back the same way", "[benc
   CHECK(parse_byte_sizes("1M,16M,64M") == std::vector<std::size_t>{1 << 20, 16 << 20, 64 << 20});
   for (const char* bad : {"", "0", "M", "1MB", "-1", "1T", "1,,2"}) {
     CAPTURE(bad);
-    CHECK_THROWS_AS(parse_byte_sizes(bad), ArgsError);
+    CHECK_THROWS_AS(parse_byte_sizes(bad), std::invalid_argument);
   }
+  CHECK_THROWS_WITH(parse({"--sizes", "1M,1MB"}), Catch::Contains("bad size '1MB'"));
+  CHECK_THROWS_AS(parse({"--sizes", "1M,1MB"}), ArgsError);
   CHECK(format_byte_size(1 << 20) == "1M");
   CHECK(format_byte_size(1536 * 1024) == "1536K");
   CHECK(format_byte_size(1000) == "1000");
@@ -193,4 +219,85 @@ TEST_CASE("the default deadline leaves a lossy link's single streams time to fin
   CHECK(slowest_plausible_Bps(args) == Approx(20e6));
   args.timeout_s = 5;
   CHECK(run_deadline_s(args) == 5);
+}
+
+TEST_CASE("every reduction of ferry's is an --op choice and reaches the peers", "[bench]") {
+  for (const std::string op : {"sum", "avg", "prod", "min", "max"}) {
+    CAPTURE(op);
+    const std::optional<BenchArgs> args = parse({"--op", op});
+    REQUIRE(args);
+    CHECK(reduce_kind_name(args->op) == op);
+    const std::vector<std::string> forwarded = peer_forwarded_args(*args);
+    const auto at = std::find(forwarded.begin(), forwarded.end(), "--op");
+    REQUIRE(forwarded.end() - at >= 2);
+    CHECK(at[1] == op);
+  }
+  CHECK(parse({"--op", "PROD"})->op == ReduceKind::prod);
+  CHECK_THROWS_AS(parse({"--op", "mean"}), ArgsError);
+  CHECK_THROWS_WITH(parse({"--op", "avg", "--baseline", "gloo"}), Catch::Contains("sum only"));
+}
+
+TEST_CASE("the library's quantization names are the --quant choices", "[bench]") {
+  const std::vector<std::string> names = ferry::tooling::quant_names();
+  CHECK(names == std::vector<std::string>{"none", "u8", "i8", "f16", "bf16", "u4"});
+  for (const std::string& name : names) {
+    CAPTURE(name);
+    const std::optional<ferry_quant> quant = ferry::tooling::parse_quant(name);
+    REQUIRE(quant);
+    CHECK(ferry_quant_name(*quant) == name);
+    REQUIRE(parse({"--quant", name}));
+  }
+  CHECK_FALSE(ferry::tooling::parse_quant("unknown"));
+  CHECK_THROWS_AS(parse({"--quant", "u2"}), ArgsError);
+}
+
+TEST_CASE("avg's expected result divides the exact sum once, and prod's inputs multiply exactly", "[bench]") {
+  constexpr std::size_t count = 4096;
+  constexpr int world = 3;
+  const std::uint64_t seed = op_seed(0);
+
+  std::vector<float> f[world];
+  std::vector<std::int32_t> i[world];
+  for (int r = 0; r < world; ++r) {
+    f[r].resize(count);
+    i[r].resize(count);
+    fill_input(ElemType::f32, ReduceKind::avg, f[r].data(), count, seed, r);
+    fill_input(ElemType::i32, ReduceKind::avg, i[r].data(), count, seed, r);
+  }
+  std::vector<float> f_avg(count);
+  std::vector<std::int32_t> i_avg(count), i_floor(count);
+  for (std::size_t k = 0; k < count; ++k) {
+    f_avg[k] = (f[0][k] + f[1][k] + f[2][k]) / 3.0f;
+    const std::int32_t sum = i[0][k] + i[1][k] + i[2][k];
+    i_avg[k] = sum / 3;  // toward zero, as ferry_reduce_op says
+    i_floor[k] = static_cast<std::int32_t>(std::floor(sum / 3.0));
+  }
+  std::size_t first_bad = 0;
+  CHECK(matches_expected(ElemType::f32, ReduceKind::avg, f_avg.data(), count, seed, world, &first_bad));
+  CHECK(matches_expected(ElemType::i32, ReduceKind::avg, i_avg.data(), count, seed, world, &first_bad));
+  CHECK_FALSE(matches_expected(ElemType::i32, ReduceKind::avg, i_floor.data(), count, seed, world, &first_bad));
+  CHECK_FALSE(matches_expected(ElemType::f32, ReduceKind::sum, f_avg.data(), count, seed, world, &first_bad));
+
+  // prod: +-1 and +-2, so 40 peers' product overflows i32 and must wrap as ferry's does.
+  constexpr int many = 40;
+  std::vector<double> product(count, 1.0);
+  std::vector<std::uint32_t> wrapped(count, 1);
+  std::vector<std::int32_t> input(count);
+  bool factors_only = true;
+  for (int r = 0; r < many; ++r) {
+    fill_input(ElemType::i32, ReduceKind::prod, input.data(), count, seed, r);
+    for (std::size_t k = 0; k < count; ++k) {
+      factors_only = factors_only && (input[k] == 1 || input[k] == -1 || input[k] == 2 || input[k] == -2);
+      product[k] *= input[k];
+      wrapped[k] *= static_cast<std::uint32_t>(input[k]);
+    }
+  }
+  CHECK(factors_only);
+  std::vector<float> f_product(product.begin(), product.end());  // powers of two up to 2^40: exact
+  std::vector<std::int32_t> i_product(count);
+  for (std::size_t k = 0; k < count; ++k) i_product[k] = static_cast<std::int32_t>(wrapped[k]);
+  CHECK(std::any_of(product.begin(), product.end(), [](double p) { return std::fabs(p) > 0x1p31; }));
+  CHECK(matches_expected(ElemType::f32, ReduceKind::prod, f_product.data(), count, seed, many, &first_bad));
+  CHECK(matches_expected(ElemType::i32, ReduceKind::prod, i_product.data(), count, seed, many, &first_bad));
+  CHECK_FALSE(matches_expected(ElemType::f32, ReduceKind::prod, f_product.data(), count, seed, many - 1, &first_bad));
 }

@@ -10,26 +10,11 @@
 #include <limits>
 #include <map>
 
+#include "quant_names.h"  // tools/common
 #include "sync_content.h"
 #include "wan_config.h"
 
 namespace ferry::bench {
-
-std::size_t parse_byte_size(std::string_view text) {
-  try {
-    return tooling::parse_byte_size(text);
-  } catch (const std::invalid_argument& e) {
-    throw ArgsError(e.what());
-  }
-}
-
-std::vector<std::size_t> parse_byte_sizes(std::string_view text) {
-  try {
-    return tooling::parse_byte_sizes(text);
-  } catch (const std::invalid_argument& e) {
-    throw ArgsError(e.what());
-  }
-}
 
 namespace {
 
@@ -38,13 +23,20 @@ constexpr const char* kDescription =
     "all-reduce as a baseline in the same run. Starts a ferry-master and N peer\n"
     "processes (this binary again) and prints, per size: time, algbw, busbw =\n"
     "algbw*2(N-1)/N, wire bytes per peer, and whether every peer ended with the same\n"
-    "bits and the exact sum.\n"
+    "bits and the exact result.\n"
     "Exit status: 0 ok, 1 a process failed or a deadline passed, 2 bad arguments,\n"
     "3 a result was wrong or differed between peers.";
 
-const std::map<std::string, ElemType> kElemTypes{{"f32", ElemType::f32}, {"f64", ElemType::f64}, {"i32", ElemType::i32}};
-const std::map<std::string, ReduceKind> kReduceKinds{
-    {"sum", ReduceKind::sum}, {"min", ReduceKind::min}, {"max", ReduceKind::max}};
+// The choices of an option, from tools/common's one table of names.
+template <class Value, std::size_t N>
+std::map<std::string, Value> by_name(const Value (&values)[N], std::string_view (*name)(Value)) {
+  std::map<std::string, Value> out;
+  for (const Value value : values) out.emplace(name(value), value);
+  return out;
+}
+
+const std::map<std::string, ElemType> kElemTypeByName = by_name(tooling::kElemTypes, tooling::elem_type_name);
+const std::map<std::string, ReduceKind> kReduceKindByName = by_name(tooling::kReduceKinds, tooling::reduce_kind_name);
 const std::map<std::string, Role> kRoles{{"orchestrator", Role::orchestrator},
                                          {"peer", Role::peer},
                                          {"tcp-source", Role::tcp_source},
@@ -106,10 +98,10 @@ std::optional<BenchArgs> parse_bench_args(int argc, char** argv) {
   app.add_option("--sizes", sizes_text, "Comma-separated bytes per all-reduce; K/M/G are binary (1M = 1048576)")
       ->capture_default_str();
   app.add_option("--dtype", dtype_text, "Element type")
-      ->check(CLI::IsMember(kElemTypes, CLI::ignore_case))
+      ->check(CLI::IsMember(kElemTypeByName, CLI::ignore_case))
       ->capture_default_str();
   app.add_option("--op", op_text, "Reduction (the Gloo baseline runs sum only)")
-      ->check(CLI::IsMember(kReduceKinds, CLI::ignore_case))
+      ->check(CLI::IsMember(kReduceKindByName, CLI::ignore_case))
       ->capture_default_str();
   app.add_option("--connections", args.connections, "TCP connections per ring neighbour (p2p_connections)")
       ->capture_default_str()
@@ -128,8 +120,8 @@ std::optional<BenchArgs> parse_bench_args(int argc, char** argv) {
   app.add_option("--master", args.master, "HOST:PORT of a running ferry-master to join instead of starting one");
   app.add_option("--json", args.json_path, "Write every run's figures to this file as JSON");
   app.add_option("--cc", args.congestion_control, "TCP congestion control of the p2p links (bbr, cubic, ...)");
-  app.add_option("--quant", args.quant, "Wire quantization of ferry's all-reduces: none, u8, i8, u4, f16, bf16")
-      ->check(CLI::IsMember({"none", "u8", "i8", "u4", "f16", "bf16"}))
+  app.add_option("--quant", args.quant, "Wire quantization of ferry's all-reduces (ferry_quant_name)")
+      ->check(CLI::IsMember(tooling::quant_names()))
       ->capture_default_str();
   app.add_option("--wan", args.wan,
                  "Run master, peers and the baseline on an emulated WAN (network namespaces; needs root), e.g. "
@@ -208,9 +200,13 @@ std::optional<BenchArgs> parse_bench_args(int argc, char** argv) {
       }
     }
   }
-  args.sizes = parse_byte_sizes(sizes_text);
-  args.dtype = kElemTypes.at(CLI::detail::to_lower(dtype_text));
-  args.op = kReduceKinds.at(CLI::detail::to_lower(op_text));
+  try {
+    args.sizes = tooling::parse_byte_sizes(sizes_text);
+  } catch (const std::invalid_argument& e) {
+    throw ArgsError(e.what());  // "bad size '1MB': ..."
+  }
+  args.dtype = kElemTypeByName.at(CLI::detail::to_lower(dtype_text));
+  args.op = kReduceKindByName.at(CLI::detail::to_lower(op_text));
   args.role = kRoles.at(role_text);
   args.shared_memory = shared_memory_text == "on";
   if (!args.tls_dir.empty()) args.tls = true;

@@ -11,7 +11,6 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "byte_size.h"
@@ -28,8 +27,8 @@ class ArgsError : public std::runtime_error {
 // peer: a ferry peer (all-reduce or sync workload); tcp_source / tcp_sink: the
 // two ends of the sync workload's raw TCP baseline (tcp_baseline.h).
 enum class Role { orchestrator, peer, tcp_source, tcp_sink };
-// The dtypes whose sums of the bench's small-integer inputs are exact, which
-// the Gloo baseline also runs; ops whose results are exact in any order.
+// The dtypes the Gloo baseline also runs, and every op of ferry's: each with an
+// exact expected result on the bench's inputs (input_pattern.h).
 using tooling::ElemType;
 using tooling::ReduceKind;
 using tooling::elem_type_name;
@@ -53,7 +52,7 @@ struct BenchArgs {
   std::string master;             // HOST:PORT of a running master; "" starts one
   std::string json_path;          // "" writes no JSON
   std::string congestion_control; // "" keeps the system's
-  std::string quant = "none";     // none, u8, i8, u4, f16, bf16 (ferry only; lossy: results checked for bit-identity only)
+  std::string quant = "none";     // a ferry_quant_name (ferry only; lossy: results checked for bit-identity only)
   std::string wan;                // "" on loopback; else an emulated WAN spec: rtt=50ms,loss=0.1%,rate=200mbit[,cc=...]
   std::uint32_t io_threads = 0;   // 0 keeps ferry's default
   std::uint32_t chunk_bytes = 0;  // 0 keeps ferry's default
@@ -79,10 +78,6 @@ struct BenchArgs {
 
   std::vector<std::string> argv;  // the command line as given, for the JSON record
 };
-
-// tooling::parse_byte_size(s), reporting a bad size as ArgsError.
-std::size_t parse_byte_size(std::string_view text);
-std::vector<std::size_t> parse_byte_sizes(std::string_view text);
 
 // Returns std::nullopt when --help was printed. Throws ArgsError.
 std::optional<BenchArgs> parse_bench_args(int argc, char** argv);

@@ -18,6 +18,7 @@
 #include "input_pattern.h"
 #include "peer_session.h"
 #include "process_cpu.h"
+#include "quant_names.h"  // tools/common
 #include "rank_report.h"
 
 namespace ferry::bench {
@@ -29,24 +30,13 @@ using tooling::op_seed;
 
 namespace {
 
-ferry_quant quant_of(const std::string& name) {
-  if (name == "u8") return FERRY_QUANT_U8;
-  if (name == "i8") return FERRY_QUANT_I8;
-  if (name == "u4") return FERRY_QUANT_U4;
-  if (name == "f16") return FERRY_QUANT_F16;
-  if (name == "bf16") return FERRY_QUANT_BF16;
-  return FERRY_QUANT_NONE;
-}
-
-}  // namespace
-
-namespace {
-
 constexpr int kExitFailed = 1;
 
 ferry_reduce_op to_ferry(ReduceKind op) {
   switch (op) {
     case ReduceKind::sum: return FERRY_OP_SUM;
+    case ReduceKind::avg: return FERRY_OP_AVG;
+    case ReduceKind::prod: return FERRY_OP_PROD;
     case ReduceKind::min: return FERRY_OP_MIN;
     case ReduceKind::max: return FERRY_OP_MAX;
   }
@@ -82,7 +72,7 @@ class PeerBench {
       desc.dtype = ferry_dtype_of(args_.dtype);
       desc.op = to_ferry(args_.op);
       desc.tag = k;
-      desc.quant = quant_of(args_.quant);
+      desc.quant = quant_;
       const ferry_result issued = ferry_allreduce_async(session_.comm(), send[k].get(), recv[k].get(), count, &desc, &ops[k]);
       if (issued != FERRY_OK) {
         failure = "ferry_allreduce_async (tag " + std::to_string(k) + "): " + ferry_strerror(issued) + ": " +
@@ -111,7 +101,7 @@ class PeerBench {
     std::vector<Buffer> send, recv;
     for (std::uint32_t k = 0; k < args_.concurrent; ++k) {
       send.push_back(allocate(bytes));
-      fill_input(args_.dtype, send.back().get(), count, op_seed(k), session_.rank());
+      fill_input(args_.dtype, args_.op, send.back().get(), count, op_seed(k), session_.rank());
       recv.push_back(allocate(bytes));
       std::memset(recv.back().get(), 0, bytes);  // fault the pages in outside the timing
     }
@@ -149,7 +139,7 @@ class PeerBench {
       report.hashes.push_back(hash_hex(recv[k].get(), bytes));
       std::size_t first_bad = 0;
       // A lossy codec changes the values (by design): then only bit-identity across peers is checked.
-      if (args_.quant == "none" &&
+      if (quant_ == FERRY_QUANT_NONE &&
           !matches_expected(args_.dtype, args_.op, recv[k].get(), count, op_seed(k), session_.world(), &first_bad)) {
         report.correct = false;
         session_.log("%zu bytes, tag %u: element %zu differs from the exact expected result", bytes, k, first_bad);
@@ -160,6 +150,7 @@ class PeerBench {
   }
 
   const BenchArgs& args_;
+  const ferry_quant quant_ = tooling::parse_quant(args_.quant).value();  // parse_bench_args checked the name
   PeerSession& session_;
   std::FILE* const reports_;
 };

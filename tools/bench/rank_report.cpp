@@ -3,9 +3,17 @@
 #include <functional>
 #include <stdexcept>
 
-#include "json.h"
+#include "json.h"  // tools/common
 
 namespace ferry::bench {
+
+using tooling::for_each_json_line;
+using tooling::json_field;
+using tooling::json_number;
+using tooling::json_numbers;
+using tooling::json_strings;
+using tooling::JsonValue;
+using tooling::JsonWriter;
 
 namespace {
 

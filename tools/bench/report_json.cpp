@@ -12,7 +12,7 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "json.h"
+#include "json.h"  // tools/common
 
 namespace ferry::bench {
 
@@ -196,7 +196,7 @@ void finish_json_report(JsonWriter& json, const std::string& path, const BenchAr
   json.newline(2);
   write_args(json, args, placement);
   json.newline(0).end_object();
-  write_text_file(path, json.str(), "--json");
+  tooling::write_text_file(path, json.str(), "--json");
 }
 
 }  // namespace ferry::bench

@@ -20,9 +20,11 @@
 
 #include "aggregate.h"
 #include "bench_args.h"
-#include "json.h"
+#include "json.h"  // tools/common
 
 namespace ferry::bench {
+
+using tooling::JsonWriter;
 
 // The "machine" and "args" members, shared by every workload's record.
 void write_machine(JsonWriter& json);

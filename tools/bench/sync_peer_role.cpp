@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "input_pattern.h"  // tools/common
-#include "json.h"
+#include "json.h"  // tools/common
 #include "peer_session.h"
 #include "process_cpu.h"  // tools/common
 #include "sync_content.h"
@@ -110,7 +110,7 @@ class SyncPeer {
   }
 
   void print(std::size_t bytes, std::size_t tensors, const SyncRecord& record) {
-    JsonWriter json;
+    tooling::JsonWriter json;
     json.begin_object();
     json.key("impl").value("ferry-sync");
     json.key("role").value(newcomer_ ? "newcomer" : "holder");

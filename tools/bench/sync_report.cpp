@@ -4,10 +4,18 @@
 #include <stdexcept>
 
 #include "aggregate.h"
-#include "json.h"
+#include "json.h"  // tools/common
 #include "report_json.h"
 
 namespace ferry::bench {
+
+using tooling::for_each_json_line;
+using tooling::json_field;
+using tooling::json_number;
+using tooling::json_numbers;
+using tooling::json_strings;
+using tooling::JsonFieldError;
+using tooling::JsonValue;
 
 namespace {
 

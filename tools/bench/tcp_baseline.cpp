@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "input_pattern.h"  // tools/common
-#include "json.h"
+#include "json.h"  // tools/common
 #include "peer_session.h"
 #include "sync_content.h"
 
@@ -254,7 +254,7 @@ int run_tcp_sink(const BenchArgs& args) {
         const double seconds = transfer(args, state.get(), bytes);
         if (iteration >= args.warmup) times.push_back(seconds);
       }
-      JsonWriter json;
+      tooling::JsonWriter json;
       json.begin_object();
       json.key("impl").value("tcp");
       json.key("connections").value(args.connections);

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
-namespace ferry::bench {
+namespace ferry::tooling {
 
 // --- writer ----------------------------------------------------------------------
 
@@ -349,4 +349,4 @@ void write_text_file(const std::string& path, const std::string& text, const std
   if (std::fclose(file) != 0 || !written) throw std::runtime_error("cannot write " + what + " " + path + ": " + std::strerror(errno));
 }
 
-}  // namespace ferry::bench
+}  // namespace ferry::tooling

@@ -1,7 +1,7 @@
-// Just enough JSON for ferry-bench: a streaming writer for its reports and the
-// peers' lines, and a reader for the lines of its children (ferry peers, Gloo
-// ranks). Debian's nlohmann-json is not a build dependency of ferry, and these
-// documents are small and flat.
+// Just enough JSON for the tools: a streaming writer for ferry-bench's and
+// ferry-chaos's reports and the peers' lines, and a reader for the lines of
+// ferry-bench's children (ferry peers, Gloo ranks). Debian's nlohmann-json is
+// not a build dependency of ferry, and these documents are small and flat.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ferry::bench {
+namespace ferry::tooling {
 
 // Appends tokens with the commas in the right places. Misuse (a value where a
 // key is due) is a programming error, not checked at run time.
@@ -66,7 +66,7 @@ struct JsonValue {
 // returns std::nullopt and, if given, sets *error to where and why.
 std::optional<JsonValue> parse_json(std::string_view text, std::string* error = nullptr);
 
-// --- reading the children's report lines ---
+// --- reading child processes' report lines ---
 
 // A member missing or of the wrong kind; what() names it.
 class JsonFieldError : public std::runtime_error {
@@ -88,4 +88,4 @@ void for_each_json_line(const std::string& out, const std::string& who,
 // Writes `text` and a newline to `path`; throws std::runtime_error naming `what` on failure.
 void write_text_file(const std::string& path, const std::string& text, const std::string& what);
 
-}  // namespace ferry::bench
+}  // namespace ferry::tooling
