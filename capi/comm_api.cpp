@@ -84,12 +84,18 @@ ferry::peer::CommConfig to_config(const ferry_comm_params& p) {
   return c;
 }
 
+// `field` names the caller's field in the message, e.g. "state->tensors[2].dtype".
+ferry::DType checked_dtype(ferry_dtype dtype, const std::string& field) {
+  if (!ferry::dtype_valid(static_cast<uint32_t>(c_enum_value(dtype))))
+    throw Error(Errc::invalid_argument, field + " " + std::to_string(c_enum_value(dtype)) + " is not a ferry_dtype");
+  return static_cast<ferry::DType>(dtype);
+}
+
 ferry::peer::AllreduceSpec to_spec(const ferry_allreduce_desc& d) {
-  if (!ferry::dtype_valid(static_cast<uint32_t>(c_enum_value(d.dtype))))
-    throw Error(Errc::invalid_argument, "desc->dtype " + std::to_string(c_enum_value(d.dtype)) + " is not a ferry_dtype");
+  ferry::DType dtype = checked_dtype(d.dtype, "desc->dtype");
   if (!ferry::reduce_op_valid(static_cast<uint32_t>(c_enum_value(d.op))))
     throw Error(Errc::invalid_argument, "desc->op " + std::to_string(c_enum_value(d.op)) + " is not a ferry_reduce_op");
-  ferry::peer::AllreduceSpec spec{static_cast<ferry::DType>(d.dtype), static_cast<ferry::ReduceOp>(d.op), d.tag, {}};
+  ferry::peer::AllreduceSpec spec{dtype, static_cast<ferry::ReduceOp>(d.op), d.tag, {}};
   if (!ferry::quant_valid(static_cast<uint32_t>(c_enum_value(d.quant))))
     throw Error(Errc::invalid_argument, "desc->quant " + std::to_string(c_enum_value(d.quant)) + " is not a ferry_quant");
   spec.quant.kind = static_cast<ferry::Quant>(d.quant);
@@ -374,7 +380,7 @@ ferry_result ferry_sync_shared_state(ferry_comm* comm, ferry_shared_state* state
       if (!names.insert(name).second) throw Error(Errc::invalid_argument, "two tensors are named '" + name + "'");
       if (c_enum_value(t.device) != FERRY_DEVICE_CPU)
         throw Error(Errc::invalid_argument, where + " ('" + name + "') is not in host memory; this build syncs host memory only");
-      auto dtype = to_spec(ferry_allreduce_desc{sizeof(ferry_allreduce_desc), t.dtype, FERRY_OP_SUM, 0, FERRY_QUANT_NONE, 0}).dtype;
+      ferry::DType dtype = checked_dtype(t.dtype, where + ".dtype");
       if (t.count > 0) require(t.data, (where + ".data").c_str());
       if (t.count > SIZE_MAX / ferry::dtype_size(dtype)) throw Error(Errc::invalid_argument, where + " is too large");
       spec.tensors.push_back({name, t.data, t.count, dtype, t.allow_content_inequality != 0});

@@ -17,8 +17,28 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/ferry-config-versio
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/ferry-config.cmake ${CMAKE_CURRENT_BINARY_DIR}/ferry-config-version.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ferry)
 
+# Relocatable: the prefix is found from the .pc file's own place, so a tree
+# installed with `cmake --install --prefix DIR` (or moved) still points at itself
+# (absolute install dirs cannot move: they are written as given).
+# libferry is shared and carries its own dependencies: no Libs.private needed.
+if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
+  set(_ferry_pc_prefix "${CMAKE_INSTALL_PREFIX}")
+else()
+  file(RELATIVE_PATH _ferry_pc_up "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
+  string(REGEX REPLACE "/$" "" _ferry_pc_up "${_ferry_pc_up}")
+  set(_ferry_pc_prefix "\${pcfiledir}/${_ferry_pc_up}")
+endif()
+set(_ferry_pc_dirs "")
+foreach(_dir LIBDIR INCLUDEDIR)
+  string(TOLOWER ${_dir} _name)
+  if(IS_ABSOLUTE "${CMAKE_INSTALL_${_dir}}")
+    string(APPEND _ferry_pc_dirs "${_name}=${CMAKE_INSTALL_${_dir}}\n")
+  else()
+    string(APPEND _ferry_pc_dirs "${_name}=\${prefix}/${CMAKE_INSTALL_${_dir}}\n")
+  endif()
+endforeach()
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/ferry.pc
-  "prefix=${CMAKE_INSTALL_PREFIX}\nlibdir=\${prefix}/${CMAKE_INSTALL_LIBDIR}\nincludedir=\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}\n\n"
+  "prefix=${_ferry_pc_prefix}\n${_ferry_pc_dirs}\n"
   "Name: ferry\nDescription: peer-to-peer WAN training runtime (C API)\nVersion: ${PROJECT_VERSION}\n"
   "Libs: -L\${libdir} -lferry\nCflags: -I\${includedir}\n")
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/ferry.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

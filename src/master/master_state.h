@@ -156,7 +156,6 @@ class MasterState {
   void abort_all_collectives(Group& group, Errc code, const std::string& reason);
 
   Group& group_of(const Peer& peer) { return groups_[peer.group]; }
-  std::vector<PeerId> accepted_members(const Group& group) const { return group.ring; }
   wire::TopologyDone done_message(const Group& group) const;
 
   MasterLimits limits_;

@@ -317,6 +317,11 @@ TEST_CASE("shared state: bad tensors and mismatched layouts are clear errors", "
   t[1].device = FERRY_DEVICE_CUDA;
   CHECK(ferry_sync_shared_state(comm, &s, FERRY_SYNC_ENFORCE_POPULAR, nullptr) == FERRY_ERR_INVALID_ARGUMENT);
   t[1].device = FERRY_DEVICE_CPU;
+  const int bad_dtype = 99;  // what a C caller can put in the enum's slot
+  std::memcpy(&t[1].dtype, &bad_dtype, sizeof bad_dtype);
+  CHECK(ferry_sync_shared_state(comm, &s, FERRY_SYNC_ENFORCE_POPULAR, nullptr) == FERRY_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(ferry_last_error()), Catch::Contains("state->tensors[1].dtype 99 is not a ferry_dtype"));
+  t[1].dtype = FERRY_F32;
   t[1].data = nullptr;
   CHECK(ferry_sync_shared_state(comm, &s, FERRY_SYNC_ENFORCE_POPULAR, nullptr) == FERRY_ERR_INVALID_ARGUMENT);
   t[1].data = b.data();
