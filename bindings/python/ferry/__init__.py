@@ -16,6 +16,7 @@ See README.md next to this package for installation and the full API.
 """
 
 from ._lib import library_path
+from ._version import __version__
 from .communicator import Communicator
 from .dtypes import QUANT_NAMES, DType, ReduceOp
 from .errors import (
@@ -40,8 +41,6 @@ from .shared_state import SyncInfo, SyncStrategy
 
 # ferry.TimeoutError (a subclass of the builtin); not in __all__, so `from ferry import *` keeps the builtin.
 TimeoutError = _FerryTimeoutError
-
-__version__ = "0.2.0"
 
 __all__ = [
     "Master", "Communicator", "Handle", "OpInfo", "SyncInfo", "SyncStrategy", "DType", "ReduceOp", "QUANT_NAMES",

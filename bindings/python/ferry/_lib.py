@@ -34,12 +34,13 @@ import threading
 from pathlib import Path
 from typing import List, Optional, Tuple, Type, TypeVar
 
+from ._version import __version__
 from .errors import LibraryNotFoundError, error_for_code
 
-__all__ = ["lib", "library_path", "check", "defaults", "last_error"]
+__all__ = ["lib", "library_path", "check", "defaults", "last_error", "version_problem"]
 
-# The C header's version this binding was written against (FERRY_VERSION_MAJOR).
-HEADER_VERSION_MAJOR = 0
+# The libferry this binding needs: the package's own version (see version_problem).
+BINDING_VERSION = __version__
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 BUNDLED_PATH = _PACKAGE_DIR / "_bundled" / "libferry.so"
@@ -208,6 +209,8 @@ _SIGNATURES = {
     "ferry_update_topology": (_R, [CommPtr]),
     "ferry_peers_pending": (_R, [CommPtr, ctypes.POINTER(ctypes.c_uint32)]),
     "ferry_comm_get_attribute": (_R, [CommPtr, ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]),
+    "ferry_comm_ring": (_R, [CommPtr, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
+                             ctypes.POINTER(ctypes.c_size_t)]),
     "ferry_comm_destroy": (None, [CommPtr]),
     "ferry_allreduce_desc_init": (None, [ctypes.c_void_p]),
     "ferry_allreduce": (_R, [CommPtr, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
@@ -255,21 +258,45 @@ _lib: Optional[ctypes.CDLL] = None
 _path: Optional[str] = None
 
 
-def _declare(handle: ctypes.CDLL, where: str) -> None:
+def _major_minor(version: str) -> Tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def version_problem(library: str, binding: str) -> Optional[str]:
+    """Why libferry ``library`` cannot serve a binding of version ``binding``; None if it can.
+
+    ferry.h's stability promise holds within a major version (the soname's), where a
+    minor version only adds (append-only enums, structs grown at the end): so the
+    library must have the binding's major version and at least its minor one, which
+    brings every function and field the binding declares.
+    """
+    try:
+        have, need = _major_minor(library), _major_minor(binding)
+    except ValueError:
+        return f"its version {library!r} is not MAJOR.MINOR.PATCH"
+    if have[0] != need[0] or have[1] < need[1]:
+        return (f"it is libferry {library}, but this ferry package ({binding}) needs libferry "
+                f"{need[0]}.{need[1]} or a later {need[0]}.x; install the matching library or package")
+    return None
+
+
+def _declare(handle: ctypes.CDLL) -> None:
+    # The version first: an older library lacks functions, and its version says why.
+    handle.ferry_version.restype = ctypes.c_char_p
+    handle.ferry_version.argtypes = []
+    found = handle.ferry_version().decode("utf-8", "replace")
+    problem = version_problem(found, BINDING_VERSION)
+    if problem is not None:
+        raise LibraryNotFoundError(problem)
     for name, (restype, argtypes) in _SIGNATURES.items():
         try:
             fn = getattr(handle, name)
         except AttributeError:
             raise LibraryNotFoundError(
-                f"{where} lacks {name}(): it is older than this Python package expects "
-                f"(library version {handle.ferry_version().decode()}); rebuild libferry") from None
+                f"it lacks {name}() although it says it is libferry {found}; rebuild libferry") from None
         fn.restype = restype
         fn.argtypes = argtypes
-    major = handle.ferry_version_number() // 10000
-    if major != HEADER_VERSION_MAJOR:
-        raise LibraryNotFoundError(
-            f"{where} is ferry {handle.ferry_version().decode()}; this package speaks major version "
-            f"{HEADER_VERSION_MAJOR}")
 
 
 def lib() -> ctypes.CDLL:
@@ -291,7 +318,7 @@ def lib() -> ctypes.CDLL:
                 continue
             try:
                 handle = ctypes.CDLL(path)
-                _declare(handle, path)
+                _declare(handle)
             except (OSError, LibraryNotFoundError) as e:
                 tried.append(f"  {where}: {path}: {e}")
                 if where == "$FERRY_LIBRARY":

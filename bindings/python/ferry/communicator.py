@@ -6,7 +6,7 @@ import contextlib
 import ctypes
 import threading
 import time
-from typing import Any, Collection, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Collection, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, TypeVar, Union
 
 from . import _lib
 from ._exit import track_communicator
@@ -21,6 +21,9 @@ __all__ = ["Communicator"]
 
 Op = Union[str, ReduceOp]
 
+#: The caller's tensor type (torch.Tensor, numpy.ndarray): the all-reduces return what they were given.
+T = TypeVar("T")
+
 # ferry_attribute
 _ATTR_GLOBAL_WORLD_SIZE = 0
 _ATTR_GROUP_WORLD_SIZE = 1
@@ -28,6 +31,8 @@ _ATTR_NUM_GROUPS = 2
 _ATTR_LARGEST_GROUP_SIZE = 3
 _ATTR_RANK = 4
 _ATTR_PEER_GROUP = 5
+_ATTR_PEER_ID = 6
+_ATTR_EPOCH = 7
 _ATTR_SHARED_MEMORY_LANES = 8
 
 
@@ -53,12 +58,14 @@ class Communicator:
     collection) frees it. Tensors are borrowed only during a blocking call;
     an async op borrows them until its Handle is waited (see Handle).
 
-    Args (None means the library's default, as documented in ferry.h):
+    Args: ``master`` first; every other argument is keyword-only, and None (the default
+    for each) leaves the library's default from ``ferry_comm_params_init``, shown in
+    parentheses (ferry.h documents each field):
         master: ``"HOST:PORT"`` of the master. Required.
-        peer_group: ring id; groups never exchange data. Default 0.
+        peer_group: ring id; groups never exchange data (0).
         connections: parallel TCP connections to each ring neighbour, 1..64 (4).
         listen_host: address the p2p listener binds ("0.0.0.0").
-        port_range: ``(min, max)`` inclusive p2p port range; None lets the system choose.
+        port_range: ``(min, max)`` inclusive p2p port range (the system chooses).
         advertised_host / advertised_port: what other peers should dial (NAT, proxies).
         timeout_ms: longest wait for other peers: admission, votes, the start and
             commit of a collective (60000).
@@ -87,9 +94,10 @@ class Communicator:
     def __init__(
         self,
         master: str,
-        peer_group: int = 0,
-        connections: int = 4,
-        listen_host: str = "0.0.0.0",
+        *,
+        peer_group: Optional[int] = None,
+        connections: Optional[int] = None,
+        listen_host: Optional[str] = None,
         port_range: Optional[Tuple[int, int]] = None,
         advertised_host: Optional[str] = None,
         advertised_port: Optional[int] = None,
@@ -103,7 +111,7 @@ class Communicator:
         tls_cert_file: Optional[str] = None,
         tls_key_file: Optional[str] = None,
         tls_ca_file: Optional[str] = None,
-        shared_memory: bool = True,
+        shared_memory: Optional[bool] = None,
     ) -> None:
         self._ptr: Optional[_lib.CommPtr] = None
         self._closed = False
@@ -114,10 +122,13 @@ class Communicator:
         self._local = threading.local()  # per-thread last_info
 
         lib = _lib.lib()
-        params, strings = comm_params(master, peer_group, connections, listen_host, port_range, advertised_host,
-                                      advertised_port, timeout_ms, progress_timeout_ms, heartbeat_timeout_ms,
-                                      io_threads, max_chunk_bytes, congestion_control, secret_file,
-                                      tls_cert_file, tls_key_file, tls_ca_file, shared_memory)
+        params, strings = comm_params(
+            master, peer_group=peer_group, connections=connections, listen_host=listen_host,
+            port_range=port_range, advertised_host=advertised_host, advertised_port=advertised_port,
+            timeout_ms=timeout_ms, progress_timeout_ms=progress_timeout_ms,
+            heartbeat_timeout_ms=heartbeat_timeout_ms, io_threads=io_threads, max_chunk_bytes=max_chunk_bytes,
+            congestion_control=congestion_control, secret_file=secret_file, tls_cert_file=tls_cert_file,
+            tls_key_file=tls_key_file, tls_ca_file=tls_ca_file, shared_memory=shared_memory)
         ptr = _lib.CommPtr()
         _lib.check(lib.ferry_comm_create(ctypes.byref(params), ctypes.byref(ptr)), "ferry_comm_create")
         del strings  # copied by ferry_comm_create
@@ -272,6 +283,31 @@ class Communicator:
         return self._attribute(_ATTR_PEER_GROUP, "peer_group")
 
     @property
+    def peer_id(self) -> int:
+        """This peer's id, assigned by the master and unique in the run (what :meth:`ring` lists)."""
+        return self._attribute(_ATTR_PEER_ID, "peer_id")
+
+    @property
+    def epoch(self) -> int:
+        """The ring's epoch: the same on every member, and it changes with every topology vote."""
+        return self._attribute(_ATTR_EPOCH, "epoch")
+
+    def ring(self) -> List[int]:
+        """The :attr:`peer_id` of each member of this peer's ring, in ring order
+        (``ring()[rank] == peer_id``; the same list on every member): who a collective
+        runs with. As of the last topology joined; does not block; InvalidUsageError
+        before connect."""
+        count = ctypes.c_size_t(0)
+        ids = (ctypes.c_uint64 * 0)()
+        while True:
+            with self._call("ring") as ptr:
+                code = _lib.lib().ferry_comm_ring(ptr, ids, len(ids), ctypes.byref(count))
+            _lib.check(code, "ring")
+            if count.value <= len(ids):
+                return [int(i) for i in ids[:count.value]]
+            ids = (ctypes.c_uint64 * count.value)()  # another thread's vote may grow it again: loop
+
+    @property
     def shared_memory_lanes(self) -> int:
         """How many of this peer's ring connections (out plus in) go through shared memory."""
         return self._attribute(_ATTR_SHARED_MEMORY_LANES, "shared_memory_lanes")
@@ -288,8 +324,8 @@ class Communicator:
 
     # ------------------------------------------------------------------ all-reduce
 
-    def all_reduce(self, tensor: Any, op: Op = "avg", tag: int = 0, out: Any = None,
-                   quant: Optional[str] = None) -> Any:
+    def all_reduce(self, tensor: T, op: Op = "sum", tag: int = 0, out: Optional[T] = None,
+                   quant: Optional[str] = None) -> T:
         """Collective: reduces ``tensor`` element-wise over the group and returns the result.
 
         In place when ``out`` is None: the result is written into ``tensor``'s own
@@ -300,7 +336,9 @@ class Communicator:
         Args:
             tensor: a contiguous torch.Tensor (CPU, or CUDA staged through host memory)
                 or C-contiguous numpy.ndarray of a supported dtype.
-            op: "sum", "avg" (default), "prod", "min", "max", or a ReduceOp.
+            op: "sum" (the default, as in ferry.h and torch.distributed), "avg" (the sum
+                divided by the group's world size: pass it for gradients and DiLoCo
+                pseudo-gradients), "prod", "min", "max", any case, or a ReduceOp.
             tag: names the operation; must match on every peer (0..2**64-1).
             out: optional output tensor/array.
             quant: None (full precision, default) or the wire quantization: "u8", "i8",
@@ -328,9 +366,10 @@ class Communicator:
         self._local.info = OpInfo.from_c(info)
         return plan.finish()
 
-    def all_reduce_async(self, tensor: Any, op: Op = "avg", tag: int = 0, out: Any = None,
-                         quant: Optional[str] = None) -> Handle:
-        """Issues the all-reduce described for :meth:`all_reduce` and returns at once.
+    def all_reduce_async(self, tensor: T, op: Op = "sum", tag: int = 0, out: Optional[T] = None,
+                         quant: Optional[str] = None) -> Handle[T]:
+        """Issues the all-reduce described for :meth:`all_reduce` (``op`` defaults to "sum")
+        and returns at once.
 
         It progresses on the library's threads; ``handle.wait()`` returns its OpInfo
         (``handle.output`` is the result tensor). The library borrows ``tensor`` and
@@ -354,10 +393,11 @@ class Communicator:
                 self._pending.add(handle)
         return handle
 
-    def all_reduce_many(self, tensors: Sequence[Any], op: Op = "avg", tag: int = 0,
-                        outs: Optional[Sequence[Any]] = None, max_in_flight: int = 4,
-                        quant: Optional[str] = None) -> List[Any]:
-        """Collective: all-reduces several tensors, retrying through peer failures.
+    def all_reduce_many(self, tensors: Sequence[T], op: Op = "sum", tag: int = 0,
+                        outs: Optional[Sequence[Optional[T]]] = None, max_in_flight: int = 4,
+                        quant: Optional[str] = None) -> List[T]:
+        """Collective: all-reduces several tensors (``op`` as for :meth:`all_reduce`, default
+        "sum"), retrying through peer failures.
 
         Wraps ``ferry_allreduce_multiple_with_retry``: the jobs are issued in list
         order with at most ``max_in_flight`` in flight (0 means 4); job ``i`` has tag
@@ -446,9 +486,8 @@ class Communicator:
         destroys, which fails the async ops still in flight (blocks at most ~2 s more).
         Unwaited handles are settled: an op that had finished is waited first (its
         wait() then returns its result or raises its error); an op still in flight
-        when the communicator is destroyed is abandoned, and its wait() raises
-        InvalidUsageError. (libferry 0.1 crashes in a ferry_op_wait that follows
-        ferry_comm_destroy, so such an op is not waited in C: its handle leaks.)
+        is failed by the destroy and then waited, which frees it, and its wait()
+        raises InvalidUsageError. Either way the handles let go of their tensors.
         The other peers' next collective reports PeerLostError until they call
         update_topology().
         """
@@ -470,7 +509,7 @@ class Communicator:
         with self._pending_lock:
             pending = list(self._pending)
         for handle in pending:
-            handle._abandon()
+            handle._settle_closed()
 
     def __enter__(self) -> "Communicator":
         return self

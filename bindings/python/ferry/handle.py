@@ -6,7 +6,7 @@ import ctypes
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Generic, Optional, TypeVar
 
 from . import _lib
 from .errors import FerryError, InvalidUsageError
@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from .communicator import Communicator
 
 __all__ = ["OpInfo", "Handle"]
+
+#: The type of the tensor the all-reduce writes (Handle.output).
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,7 @@ class OpInfo:
                    float(info.start_s), float(info.longest_stall_s), float(info.commit_s))
 
 
-class Handle:
+class Handle(Generic[T]):
     """An all-reduce in flight, from :meth:`Communicator.all_reduce_async`.
 
     The handle keeps the input and output tensors (and any staging copies)
@@ -66,7 +69,7 @@ class Handle:
         self._op: Optional[_lib.OpPtr] = op
         self._finished = threading.Event()  # set once ferry_op_wait has returned and results are in place
         self._plan: Optional[ReducePlan] = plan
-        self._output: Any = plan.result
+        self._output: T = plan.result
         self._info: Optional[OpInfo] = None
         self._error: Optional[FerryError] = None
         # Weak: the communicator holds its unwaited handles; when it is collected it has
@@ -74,7 +77,7 @@ class Handle:
         self._owner = weakref.ref(owner)
 
     @property
-    def output(self) -> Any:
+    def output(self) -> T:
         """The tensor that receives the result (the input itself when ``out`` was None).
         Valid to read only after :meth:`wait` returned without raising."""
         return self._output
@@ -105,8 +108,8 @@ class Handle:
             owner = self._owner()
             if owner is not None:
                 try:
-                    # Counted as a running call: close() never destroys the communicator under
-                    # a ferry_op_wait (libferry 0.1 crashes when an op outlives its communicator).
+                    # Counted as a running call: close() lets this wait end before it destroys,
+                    # so an op that fails on its own reports its own error, not "closed".
                     owner._begin_call("wait")
                 except InvalidUsageError:
                     pass  # closing: close() settles this handle
@@ -119,7 +122,7 @@ class Handle:
                     finally:
                         owner._end_call()
             else:
-                self._abandon()  # unreachable by design: a collected communicator settled its handles
+                self._settle_closed()  # unreachable by design: a collected communicator settled its handles
             self._finished.wait()
         if self._error is not None:
             raise self._error
@@ -150,22 +153,25 @@ class Handle:
         if op is not None:
             self._complete(op)
 
-    def _abandon(self) -> None:
-        """Communicator.close(), after the destroy: settles an op that was still in flight.
+    def _settle_closed(self) -> None:
+        """Communicator.close(), after the destroy: waits an op that was still in flight.
 
-        The destroy failed it and released its buffers, but a ferry_op_wait after
-        ferry_comm_destroy crashes libferry 0.1 (use after free in the op's links), so the
-        C op is deliberately leaked instead of waited.
+        The destroy failed it and released its buffers; ferry_op_wait then returns at once
+        and frees the C op (ferry.h: ops must be waited even after ferry_comm_destroy).
+        Its wait() reports the close, the cause, rather than the library's error.
         """
         with self._lock:
             op, self._op = self._op, None
         if op is None:
             return
-        self._error = InvalidUsageError(
-            "all_reduce: the communicator was closed while this operation was in flight")
-        self._plan = None
-        self._forget()
-        self._finished.set()
+        try:
+            _lib.lib().ferry_op_wait(op, None)
+        finally:
+            self._error = InvalidUsageError(
+                "all_reduce: the communicator was closed while this operation was in flight")
+            self._plan = None
+            self._forget()
+            self._finished.set()
 
     def _forget(self) -> None:
         owner = self._owner()

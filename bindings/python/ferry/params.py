@@ -66,21 +66,21 @@ def master_params(listen: Any, peer_timeout_ms: Optional[int], secret_file: Any,
     return params, strings
 
 
-def comm_params(master: Any, peer_group: int, connections: int, listen_host: Any,
-                port_range: Optional[Tuple[int, int]], advertised_host: Optional[str],
-                advertised_port: Optional[int], timeout_ms: Optional[int], progress_timeout_ms: Optional[int],
-                heartbeat_timeout_ms: Optional[int], io_threads: Optional[int], max_chunk_bytes: Optional[int],
-                congestion_control: Optional[str], secret_file: Any, tls_cert_file: Any = None,
-                tls_key_file: Any = None, tls_ca_file: Any = None,
-                shared_memory: bool = True) -> Tuple[_lib.CommParams, _Strings]:
-    """A ferry_comm_params from Communicator's arguments; keep the second value alive until
-    ferry_comm_create returns (it copies the strings)."""
+def comm_params(master: Any, *, peer_group: Optional[int] = None, connections: Optional[int] = None,
+                listen_host: Any = None, port_range: Optional[Tuple[int, int]] = None,
+                advertised_host: Optional[str] = None, advertised_port: Optional[int] = None,
+                timeout_ms: Optional[int] = None, progress_timeout_ms: Optional[int] = None,
+                heartbeat_timeout_ms: Optional[int] = None, io_threads: Optional[int] = None,
+                max_chunk_bytes: Optional[int] = None, congestion_control: Optional[str] = None,
+                secret_file: Any = None, tls_cert_file: Any = None, tls_key_file: Any = None,
+                tls_ca_file: Any = None, shared_memory: Optional[bool] = None) -> Tuple[_lib.CommParams, _Strings]:
+    """A ferry_comm_params from Communicator's arguments, None leaving ferry_comm_params_init's
+    default; keep the second value alive until ferry_comm_create returns (it copies the strings)."""
     strings = _Strings()
     params = _lib.defaults(_lib.CommParams, "ferry_comm_params_init")
     params.master_address = strings.text("master", master)
-    params.p2p_listen_host = strings.text("listen_host", listen_host)
-    params.peer_group = uint("peer_group", peer_group, 32)
-    params.p2p_connections = uint("connections", connections, 32)
+    if listen_host is not None:
+        params.p2p_listen_host = strings.text("listen_host", listen_host)
     if port_range is not None:
         try:
             low, high = port_range
@@ -92,17 +92,22 @@ def comm_params(master: Any, peer_group: int, connections: int, listen_host: Any
         params.advertised_host = strings.text("advertised_host", advertised_host)
     if advertised_port is not None:
         params.advertised_port = uint("advertised_port", advertised_port, 16)
-    for field, value in (("timeout_ms", timeout_ms), ("progress_timeout_ms", progress_timeout_ms),
-                         ("heartbeat_timeout_ms", heartbeat_timeout_ms), ("io_threads", io_threads),
-                         ("max_chunk_bytes", max_chunk_bytes)):
+    for field, name, value in (("peer_group", "peer_group", peer_group),
+                               ("p2p_connections", "connections", connections),
+                               ("timeout_ms", "timeout_ms", timeout_ms),
+                               ("progress_timeout_ms", "progress_timeout_ms", progress_timeout_ms),
+                               ("heartbeat_timeout_ms", "heartbeat_timeout_ms", heartbeat_timeout_ms),
+                               ("io_threads", "io_threads", io_threads),
+                               ("max_chunk_bytes", "max_chunk_bytes", max_chunk_bytes)):
         if value is not None:
-            setattr(params, field, uint(field, value, 32))
+            setattr(params, field, uint(name, value, 32))
     if congestion_control is not None:
         params.congestion_control = strings.text("congestion_control", congestion_control)
     if secret_file is not None:
         params.secret_file = strings.path("secret_file", secret_file)
     _tls(params, strings, tls_cert_file, tls_key_file, tls_ca_file)
-    if not isinstance(shared_memory, bool):
-        raise InvalidArgumentError(f"shared_memory must be True or False, got {shared_memory!r}")
-    params.shared_memory = int(shared_memory)
+    if shared_memory is not None:
+        if not isinstance(shared_memory, bool):
+            raise InvalidArgumentError(f"shared_memory must be True, False or None, got {shared_memory!r}")
+        params.shared_memory = int(shared_memory)
     return params, strings

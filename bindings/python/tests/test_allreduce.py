@@ -4,12 +4,16 @@ out=, zero-copy, bit-identical results, and the errors of buffer adaptation."""
 from __future__ import annotations
 
 import hashlib
+import inspect
+import typing
 
 import numpy as np
 import pytest
 import torch
 
 import ferry
+from ferry import _lib
+from ferry.dtypes import parse_op
 from harness import join, run_threads
 
 TORCH_DTYPES = ["uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
@@ -91,13 +95,33 @@ def test_integer_avg_truncates_toward_zero_and_sums_wrap(address):
     assert run_threads(2, body) == [([-1, 1, 0], [144, 254])] * 2
 
 
-def test_default_op_is_avg(address):
+def test_the_default_op_is_sum_as_in_the_c_api_and_torch_distributed(address):
+    c_default = ferry.ReduceOp(_lib.defaults(_lib.AllreduceDesc, "ferry_allreduce_desc_init").op)
+    assert c_default is ferry.ReduceOp.SUM
+    for call in (ferry.Communicator.all_reduce, ferry.Communicator.all_reduce_async,
+                 ferry.Communicator.all_reduce_many):
+        assert parse_op(inspect.signature(call).parameters["op"].default) is c_default, call
+
     def body(_):
         with join(address, 2) as comm:
             t = torch.full((4,), 2.0 * comm.rank)
-            return comm.all_reduce(t).tolist()
+            a = np.full(4, 1.0 + comm.rank)
+            comm.all_reduce_async(a).wait()
+            return comm.all_reduce(t).tolist(), a.tolist(), comm.all_reduce_many([torch.ones(2)])[0].tolist()
 
-    assert run_threads(2, body) == [[1.0] * 4] * 2
+    assert run_threads(2, body) == [([2.0] * 4, [3.0] * 4, [2.0, 2.0])] * 2
+
+
+def test_the_all_reduces_are_typed_to_return_the_callers_tensor_type():
+    hints = typing.get_type_hints(ferry.Communicator.all_reduce)
+    tensor_type = hints["tensor"]
+    assert isinstance(tensor_type, typing.TypeVar)
+    assert hints["return"] is tensor_type and hints["out"] == typing.Optional[tensor_type]
+    hints = typing.get_type_hints(ferry.Communicator.all_reduce_async)
+    assert hints["return"] == ferry.Handle[hints["tensor"]]
+    assert typing.get_type_hints(ferry.Handle.output.fget)["return"] in ferry.Handle.__parameters__
+    hints = typing.get_type_hints(ferry.Communicator.all_reduce_many)
+    assert hints["return"] == typing.List[typing.get_args(hints["tensors"])[0]]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])

@@ -3,6 +3,7 @@ references held until waited, and handles still in flight when the communicator 
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pytest
 import torch
 
 import ferry
+from ferry import _lib
 from harness import child_env, join, run_threads
 
 
@@ -98,30 +100,54 @@ def test_an_async_error_is_raised_by_every_wait(address):
     assert run_threads(2, body) == [True, True]
 
 
-def test_close_settles_handles_still_in_flight(address):
+def test_close_with_ops_in_flight_releases_every_c_op_once_and_every_buffer(address, monkeypatch):
+    """libferry 0.2 lets an op be waited after ferry_comm_destroy (tests/c/op_wait_after_destroy.c),
+    so close() waits the ops it failed instead of leaking them."""
+    lib = _lib.lib()
+    issued, waited = [], []
+    real_issue, real_wait = lib.ferry_allreduce_async, lib.ferry_op_wait
+
+    def issue(*args):
+        code = real_issue(*args)
+        if code == 0:
+            issued.append(ctypes.cast(args[-1]._obj, ctypes.c_void_p).value)  # args[-1] is byref(op)
+        return code
+
+    def wait(op, info):
+        waited.append(ctypes.cast(op, ctypes.c_void_p).value)
+        return real_wait(op, info)
+
+    monkeypatch.setattr(lib, "ferry_allreduce_async", issue)
+    monkeypatch.setattr(lib, "ferry_op_wait", wait)
+    closed = threading.Event()
+
     def body(i):
         comm = join(address, 2)
         if i == 1:
-            time.sleep(0.5)  # never issues: peer 0's ops stay in flight
+            assert closed.wait(15)  # never issues until peer 0 closed: its ops stay in flight
             comm.close()
             return None
-        kept = np.ones(1 << 16, np.float32)
-        kept_ref = weakref.ref(kept)
-        handle = comm.all_reduce_async(kept, op="sum")
-        comm.all_reduce_async(np.ones(8, np.float32), tag=1)  # dropped at once: the communicator holds it
-        del kept
+        send, out, dropped = np.ones(1 << 16, np.float32), torch.zeros(1 << 16), np.ones(8, np.float32)
+        refs = [weakref.ref(x) for x in (send, out, dropped)]
+        kept = comm.all_reduce_async(send, out=out)
+        comm.all_reduce_async(dropped, tag=1)  # dropped at once: the communicator holds it
+        del send, out, dropped
+        assert not kept.done()
         start = time.monotonic()
-        comm.close()
-        assert time.monotonic() - start < 8
+        try:
+            comm.close()
+        finally:
+            closed.set()
+        assert time.monotonic() - start < 8  # ferry.h: the destroy blocks at most ~2 s
         with pytest.raises(ferry.InvalidUsageError, match="closed while this operation was in flight"):
-            handle.wait()
-        assert handle.done() and not comm._pending  # every handle was settled
-        del handle
+            kept.wait()
+        assert kept.done() and not comm._pending  # every handle was settled
+        del kept
         gc.collect()
-        assert kept_ref() is None  # and nothing holds the borrowed buffers any longer
-        return True
+        return [r() is None for r in refs]
 
-    assert run_threads(2, body)[0] is True
+    assert run_threads(2, body)[0] == [True, True, True]
+    assert len(issued) == 2 and sorted(waited) == sorted(issued)  # each C op freed, exactly once
 
 
 def test_close_after_an_unwaited_op_failed_reports_its_error(address):

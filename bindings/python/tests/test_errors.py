@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import inspect
 import socket
 import threading
 
@@ -11,6 +12,7 @@ import pytest
 
 import ferry
 from ferry import _lib
+from ferry.params import comm_params
 from harness import join, make_peer, run_threads
 
 ALL_CLASSES = [ferry.InvalidArgumentError, ferry.InvalidUsageError, ferry.TimeoutError, ferry.PeerLostError,
@@ -63,6 +65,36 @@ def test_python_refuses_values_ctypes_would_wrap(kwargs, address):
         ferry.Communicator(**{"listen_host": "127.0.0.1", **kwargs})
 
 
+def test_every_argument_after_master_is_keyword_only_and_none_by_default(address):
+    parameters = list(inspect.signature(ferry.Communicator).parameters.values())
+    assert parameters[0].name == "master"
+    assert all(p.kind is p.KEYWORD_ONLY and p.default is None for p in parameters[1:]), parameters
+    with pytest.raises(TypeError):
+        ferry.Communicator(address, 0)  # a positional peer_group
+
+
+def test_none_leaves_the_library_default_for_every_parameter(address, monkeypatch):
+    names = [p for p in inspect.signature(ferry.Communicator).parameters if p != "master"]
+    with ferry.Communicator(address, **dict.fromkeys(names)):
+        pass  # None is accepted everywhere
+    # Whatever ferry_comm_params_init says is what reaches ferry_comm_create: nothing is hard-coded.
+    real = _lib.defaults
+
+    def library_defaults(cls, init):
+        params = real(cls, init)
+        if cls is _lib.CommParams:
+            params.p2p_connections, params.p2p_listen_host, params.peer_group = 7, b"127.0.0.9", 3
+            params.shared_memory = 0
+        return params
+
+    monkeypatch.setattr(_lib, "defaults", library_defaults)
+    params, _ = comm_params(address)
+    expected = library_defaults(_lib.CommParams, "ferry_comm_params_init")
+    for field, _type in _lib.CommParams._fields_:
+        if field != "master_address":
+            assert getattr(params, field) == getattr(expected, field), field
+
+
 def test_an_unusable_congestion_control_is_refused(address):
     with pytest.raises(ferry.FerryError):
         make_peer(address, congestion_control="no-such-algorithm")
@@ -70,7 +102,8 @@ def test_an_unusable_congestion_control_is_refused(address):
 
 def test_calls_before_connect_are_invalid_usage(address):
     with make_peer(address) as comm:
-        for call in (lambda: comm.world_size, lambda: comm.rank, comm.update_topology, comm.peers_pending,
+        for call in (lambda: comm.world_size, lambda: comm.rank, lambda: comm.peer_id, lambda: comm.epoch,
+                     comm.ring, comm.update_topology, comm.peers_pending,
                      lambda: comm.all_reduce(np.ones(4, np.float32)),
                      lambda: comm.all_reduce_async(np.ones(4, np.float32)),
                      lambda: comm.all_reduce_many([np.ones(4, np.float32)])):

@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 
 import pytest
 
@@ -27,11 +28,45 @@ def test_loads_the_library_named_by_ferry_library():
     assert os.path.exists(ferry.library_path())
 
 
-def test_library_version_matches_the_header():
+def test_the_package_the_header_and_the_library_have_one_version():
     header = (REPO_ROOT / "include" / "ferry" / "ferry.h").read_text()
     parts = [re.search(rf"#define FERRY_VERSION_{p} (\d+)", header).group(1) for p in ("MAJOR", "MINOR", "PATCH")]
     assert ferry.library_version() == ".".join(parts)
-    assert int(parts[0]) == _lib.HEADER_VERSION_MAJOR
+    assert ferry.__version__ == ".".join(parts)
+    # pyproject.toml writes no version of its own: it reads the package's.
+    pyproject = tomllib.loads((PACKAGE_ROOT / "pyproject.toml").read_text())
+    assert "version" not in pyproject["project"] and "version" in pyproject["project"]["dynamic"]
+    assert pyproject["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "ferry._version.__version__"}
+
+
+@pytest.mark.parametrize("library, binding", [
+    ("0.2.0", "0.2.0"), ("0.2.9", "0.2.0"), ("0.3.0", "0.2.0"), ("1.4.2", "1.2.0"), ("0.2.0", "0.2.5"),
+])
+def test_a_library_of_the_same_major_and_at_least_the_minor_is_accepted(library, binding):
+    assert _lib.version_problem(library, binding) is None
+
+
+@pytest.mark.parametrize("library, binding", [
+    ("0.1.9", "0.2.0"), ("1.2.0", "0.2.0"), ("0.2.0", "1.2.0"), ("1.1.0", "1.2.0"),
+])
+def test_an_older_minor_or_another_major_is_refused_naming_both_versions(library, binding):
+    problem = _lib.version_problem(library, binding)
+    assert problem is not None and library in problem and binding in problem
+
+
+def test_a_garbled_library_version_is_refused():
+    assert "not MAJOR.MINOR.PATCH" in _lib.version_problem("dev", "0.2.0")
+
+
+def test_loading_a_library_older_than_the_package_fails_naming_both_versions_and_the_path():
+    # The real library, but a package that claims to need a later minor version.
+    done = run_python("from ferry import _lib\n_lib.BINDING_VERSION = '0.99.0'\nimport ferry\nferry.library_path()",
+                      child_env())
+    assert done.returncode != 0
+    assert "LibraryNotFoundError" in done.stderr
+    message = done.stderr[done.stderr.index("LibraryNotFoundError"):]
+    for needed in (ferry.library_path(), f"libferry {ferry.library_version()}", "ferry package (0.99.0)"):
+        assert needed in message, message
 
 
 @pytest.mark.parametrize("cls, init", [
@@ -81,7 +116,7 @@ def test_import_does_not_load_torch_or_the_library():
     env["FERRY_LIBRARY"] = "/nonexistent/libferry.so"  # import must still work
     done = run_python("import sys, ferry; print('torch' in sys.modules, 'numpy' in sys.modules, ferry.__version__)",
                       env)
-    assert done.stdout.split() == ["False", "False", "0.2.0"], done.stderr
+    assert done.stdout.split() == ["False", "False", ferry.__version__], done.stderr
 
 
 def test_from_the_source_tree_the_repository_build_is_a_candidate():
@@ -116,9 +151,11 @@ def test_pip_install_into_a_venv_bundles_the_library(tmp_path):
         "with ferry.Master('127.0.0.1:0') as m:\n"
         "  with ferry.Communicator(f'127.0.0.1:{m.port}', listen_host='127.0.0.1') as c:\n"
         "    c.connect(); a = np.arange(4, dtype=np.float32); c.all_reduce(a, op='sum')\n"
-        "    print(ferry.library_path()); print(a.tolist())",
+        "    print(ferry.library_path()); print(a.tolist())\n"
+        "import importlib.metadata; print(importlib.metadata.version('ferry'))",
         env, cwd=tmp_path, python=str(venv / "bin" / "python"))
     assert done.returncode == 0, done.stderr
-    path, values = done.stdout.splitlines()
+    path, values, installed_version = done.stdout.splitlines()
     assert path.startswith(str(venv)) and path.endswith("ferry/_bundled/libferry.so")
     assert values == "[0.0, 1.0, 2.0, 3.0]"
+    assert installed_version == ferry.__version__  # the wheel's metadata has the package's one version

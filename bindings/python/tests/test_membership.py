@@ -118,3 +118,24 @@ def test_connect_times_out_when_nobody_admits_and_can_be_retried(address):
             return comm.group_world_size
 
     assert run_threads(2, body) == [2, 2]
+
+
+def test_every_peer_sees_the_same_ring_of_ids_itself_at_its_rank_and_one_epoch_per_vote(address):
+    everyone_read = threading.Barrier(3, timeout=20)
+
+    def body(_):
+        with join(address, 3) as comm:
+            before = (comm.ring(), comm.peer_id, comm.rank, comm.epoch)
+            everyone_read.wait()  # nobody votes before all have read the first topology
+            comm.update_topology()  # a vote with nobody to admit or drop: the same ring, a new epoch
+            return before, (comm.ring(), comm.epoch)
+
+    results = run_threads(3, body)
+    rings = [ring for (ring, _, _, _), _ in results]
+    assert rings == [rings[0]] * 3 and sorted(rings[0]) == sorted({peer_id for (_, peer_id, _, _), _ in results})
+    assert all(ring[rank] == peer_id for (ring, peer_id, rank, _), _ in results)
+    epochs = {epoch for (_, _, _, epoch), _ in results}
+    after = {(tuple(ring), epoch) for _, (ring, epoch) in results}
+    assert len(epochs) == 1 and len(after) == 1
+    ring_after, epoch_after = after.pop()
+    assert list(ring_after) == rings[0] and epoch_after != epochs.pop()
