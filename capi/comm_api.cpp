@@ -85,10 +85,12 @@ ferry::peer::CommConfig to_config(const ferry_comm_params& p) {
 }
 
 // `field` names the caller's field in the message, e.g. "state->tensors[2].dtype".
-ferry::DType checked_dtype(ferry_dtype dtype, const std::string& field) {
-  if (!ferry::dtype_valid(static_cast<uint32_t>(c_enum_value(dtype))))
-    throw Error(Errc::invalid_argument, field + " " + std::to_string(c_enum_value(dtype)) + " is not a ferry_dtype");
-  return static_cast<ferry::DType>(dtype);
+// By reference and read as an int: loading an out-of-range enum by value is undefined.
+ferry::DType checked_dtype(const ferry_dtype& dtype, const std::string& field) {
+  int value = c_enum_value(dtype);
+  if (!ferry::dtype_valid(static_cast<uint32_t>(value)))
+    throw Error(Errc::invalid_argument, field + " " + std::to_string(value) + " is not a ferry_dtype");
+  return static_cast<ferry::DType>(value);
 }
 
 ferry::peer::AllreduceSpec to_spec(const ferry_allreduce_desc& d) {
