@@ -63,10 +63,11 @@ void MasterServer::on_stream(const Status& status, std::shared_ptr<net::Stream> 
     return;
   }
   ConnId id = next_conn_++;
-  auto conn = net::FrameConnection::create(std::move(stream));
+  auto conn = net::FrameConnection::create(std::move(stream), wire::kMaxHandshakePayload);
   connections_[id] = conn;
   state_.on_connected(id, conn->remote_host(), random_nonce());
-  conn->set_receive_timeout(options_.hello_timeout);
+  // Counted from now, not from the last frame: heartbeats do not buy a stranger time.
+  conn->set_deadline(options_.hello_timeout);
   conn->start({
       [this, id](wire::Message message) {
         state_.on_message(id, message);
@@ -89,6 +90,9 @@ void MasterServer::apply_effects() {
     if (auto it = connections_.find(send.conn); it != connections_.end()) it->second->send(send.message);
   for (auto& d : effects.deadlines) {
     if (auto it = connections_.find(d.conn); it != connections_.end()) {
+      // Its hello was accepted (the only time the state sets a deadline): the handshake is over.
+      it->second->set_deadline(std::chrono::milliseconds(0));
+      it->second->set_max_payload(wire::kMaxControlPayload);
       it->second->set_receive_timeout(std::chrono::milliseconds(d.timeout_ms));
       // Heartbeats at a quarter of the deadline: three may be lost before either side gives up.
       it->second->set_heartbeat(std::chrono::milliseconds(std::max<uint32_t>(d.timeout_ms / 4, 25)));

@@ -45,6 +45,7 @@ struct Effects {
     std::optional<wire::Message> last;  // e.g. the kick explaining why
     std::string reason;
   };
+  // Set once per connection, when its hello is accepted: the handshake is over.
   struct SetSilenceDeadline {
     ConnId conn;
     uint32_t timeout_ms;

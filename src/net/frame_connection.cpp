@@ -12,10 +12,11 @@ std::shared_ptr<FrameConnection> FrameConnection::create(std::shared_ptr<Stream>
 
 FrameConnection::FrameConnection(std::shared_ptr<Stream> stream, uint32_t max_payload)
     : stream_(std::move(stream)),
-      max_payload_(max_payload),
       remote_host_(stream_->remote_host()),
+      max_payload_(max_payload),
       receive_timer_(stream_->executor()),
-      heartbeat_timer_(stream_->executor()) {}
+      heartbeat_timer_(stream_->executor()),
+      deadline_timer_(stream_->executor()) {}
 
 void FrameConnection::start(Handlers handlers) {
   asio::dispatch(stream_->executor(), [self = shared_from_this(), handlers = std::move(handlers)] {
@@ -57,6 +58,14 @@ void FrameConnection::set_heartbeat(std::chrono::milliseconds interval) {
     self->heartbeat_interval_ = interval;
     self->arm_heartbeat_timer();
   });
+}
+
+void FrameConnection::set_deadline(std::chrono::milliseconds within) {
+  asio::post(stream_->executor(), [self = shared_from_this(), within] { self->arm_deadline_timer(within); });
+}
+
+void FrameConnection::set_max_payload(uint32_t max_payload) {
+  asio::post(stream_->executor(), [self = shared_from_this(), max_payload] { self->max_payload_ = max_payload; });
 }
 
 void FrameConnection::read_header() {
@@ -113,6 +122,7 @@ void FrameConnection::finish(Status reason) {
   queue_.clear();
   receive_timer_.cancel();
   heartbeat_timer_.cancel();
+  deadline_timer_.cancel();
   stream_->close();
   auto on_closed = std::move(handlers_.on_closed);
   handlers_ = {};  // drop captured owners: breaks cycles between a connection and its user
@@ -142,6 +152,16 @@ void FrameConnection::arm_heartbeat_timer() {
     if (ec || self->state_ == State::closed || self->heartbeat_interval_ != armed) return;
     if (self->state_ == State::open) self->enqueue(wire::encode_message(wire::Heartbeat{}));
     self->arm_heartbeat_timer();
+  });
+}
+
+void FrameConnection::arm_deadline_timer(std::chrono::milliseconds within) {
+  deadline_timer_.cancel();
+  if (state_ == State::closed || within.count() == 0) return;
+  deadline_timer_.expires_after(within);
+  deadline_timer_.async_wait([self = shared_from_this(), within](std::error_code ec) {
+    if (ec || self->state_ == State::closed) return;
+    self->finish(Status::failure(Errc::timeout, "no handshake within " + std::to_string(within.count()) + " ms"));
   });
 }
 

@@ -44,6 +44,12 @@ class FrameConnection : public std::enable_shared_from_this<FrameConnection> {
   void set_receive_timeout(std::chrono::milliseconds timeout);
   // Send a heartbeat every `interval` (zero: never).
   void set_heartbeat(std::chrono::milliseconds interval);
+  // Close `within` from now, whatever arrives meanwhile (zero: cancels it).
+  // Unlike the receive timeout, frames do not push it back: it bounds a
+  // handshake, which a stranger could otherwise keep open with heartbeats.
+  void set_deadline(std::chrono::milliseconds within);
+  // The largest frame payload accepted from now on (frames are checked before allocation).
+  void set_max_payload(uint32_t max_payload);
   std::string remote_host() const { return remote_host_; }
 
  private:
@@ -57,11 +63,12 @@ class FrameConnection : public std::enable_shared_from_this<FrameConnection> {
   void finish(Status reason);
   void arm_receive_timer();
   void arm_heartbeat_timer();
+  void arm_deadline_timer(std::chrono::milliseconds within);
 
   std::shared_ptr<Stream> stream_;
-  const uint32_t max_payload_;
   const std::string remote_host_;
   // All below: only on the strand.
+  uint32_t max_payload_;
   Handlers handlers_;
   State state_ = State::open;
   Status close_reason_;
@@ -75,6 +82,7 @@ class FrameConnection : public std::enable_shared_from_this<FrameConnection> {
   Clock::time_point last_receive_ = Clock::now();
   asio::steady_timer heartbeat_timer_;
   std::chrono::milliseconds heartbeat_interval_{0};
+  asio::steady_timer deadline_timer_;
 };
 
 }  // namespace ferry::net

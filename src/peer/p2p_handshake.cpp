@@ -2,6 +2,7 @@
 
 #include "core/auth_labels.h"
 #include "net/frame_io.h"
+#include "wire/frame.h"
 
 namespace ferry::peer {
 namespace {
@@ -19,8 +20,6 @@ wire::Message as_message(const P2pHello& h) {
   return std::visit([](const auto& m) { return wire::Message(m); }, h);
 }
 
-constexpr uint32_t kHandshakeFrameLimit = 4096;
-
 }  // namespace
 
 void dialer_handshake(std::shared_ptr<net::Stream> stream, P2pHello hello, std::shared_ptr<const RunSecret> secret,
@@ -31,7 +30,7 @@ void dialer_handshake(std::shared_ptr<net::Stream> stream, P2pHello hello, std::
     std::string acceptor_nonce;
   };
   auto state = std::make_shared<State>(State{std::move(hello), {}});
-  net::read_one_message(stream, timeout, kHandshakeFrameLimit, [=](Status st, std::optional<wire::Message> m) {
+  net::read_one_message(stream, timeout, wire::kMaxHandshakePayload, [=](Status st, std::optional<wire::Message> m) {
     if (!st.ok()) return done(st);
     auto* challenge = std::get_if<wire::LinkChallenge>(&*m);
     if (!challenge) return done(Status::failure(Errc::protocol, "expected link_challenge"));
@@ -44,7 +43,7 @@ void dialer_handshake(std::shared_ptr<net::Stream> stream, P2pHello hello, std::
           secret->proof(auth_label::kDialer, challenge->nonce, nonce_of(state->hello), context_of(state->hello));
     net::write_one_message(stream, as_message(state->hello), [=](Status wst) {
       if (!wst.ok()) return done(wst);
-      net::read_one_message(stream, timeout, kHandshakeFrameLimit, [=](Status rst, std::optional<wire::Message> r) {
+      net::read_one_message(stream, timeout, wire::kMaxHandshakePayload, [=](Status rst, std::optional<wire::Message> r) {
         if (!rst.ok()) return done(rst);
         auto* welcome = std::get_if<wire::LinkWelcome>(&*r);
         if (!welcome) return done(Status::failure(Errc::protocol, "expected link_welcome"));
@@ -66,7 +65,7 @@ void acceptor_handshake(std::shared_ptr<net::Stream> stream, std::shared_ptr<con
   std::string nonce = random_nonce();
   net::write_one_message(stream, wire::LinkChallenge{nonce, secret != nullptr}, [=](Status wst) {
     if (!wst.ok()) return done(wst, std::nullopt);
-    net::read_one_message(stream, timeout, kHandshakeFrameLimit, [=](Status st, std::optional<wire::Message> m) {
+    net::read_one_message(stream, timeout, wire::kMaxHandshakePayload, [=](Status st, std::optional<wire::Message> m) {
       if (!st.ok()) return done(st, std::nullopt);
       std::optional<P2pHello> hello;
       if (auto* link = std::get_if<wire::LinkHello>(&*m)) hello = *link;

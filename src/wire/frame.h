@@ -18,6 +18,10 @@ inline constexpr size_t kFrameHeaderBytes = 12;
 // Control payloads are small; the largest is a ring listing. 4 MiB holds a
 // ring of tens of thousands of peers and still bounds what a stranger can make us allocate.
 inline constexpr uint32_t kMaxControlPayload = 4u << 20;
+// Before a connection's handshake is done (its hello accepted, its secret
+// proved) nothing it announces may cost more than this: the largest hello is
+// under 500 bytes, and a stranger must not make a listener allocate megabytes.
+inline constexpr uint32_t kMaxHandshakePayload = 4u << 10;
 
 struct FrameHeader {
   uint16_t version = kProtocolVersion;
