@@ -287,13 +287,15 @@ typedef struct ferry_comm_params {
   const char* tls_ca_file;
   /* Same-host links (added in 0.2). 1 (default): a ring connection to a
      peer on this machine, in this network and mount namespace, carries its
-     bytes through a shared-memory ring (a POSIX shm object of 1..16 MiB per
-     connection, mode 0600, unlinked once both sides mapped it); the TCP or
+     bytes through a shared-memory ring (a memfd of 1..16 MiB per
+     connection, sealed so that no process can shrink it under a mapping,
+     which the other side opens through /proc/<pid>/fd; each side closes its
+     descriptor once both mapped it); the TCP or
      TLS connection stays open beside it to authenticate the two sides and to
      notice either one's death. Over loopback TCP the kernel copies every
      byte twice; here it is copied once, and reduced straight out of the
-     ring. Where shared memory cannot be made or mapped (other user, full
-     /dev/shm) the connection silently stays on TCP: see
+     ring. Where shared memory cannot be made or mapped (other user, out of
+     memory, an unsealed ring) the connection silently stays on TCP: see
      FERRY_ATTR_SHARED_MEMORY_LANES. 0: always TCP (a proxy or fault
      injector between peers on one host must see the bytes). With TLS, bytes
      in shared memory are not encrypted: they never leave the machine. */

@@ -4,12 +4,16 @@
 
 #include <asio/post.hpp>
 #include "core/log.h"
+#include "net/fd_limit.h"
 
 namespace ferry::master {
 
 MasterServer::MasterServer(MasterServerOptions options)
     : options_(std::move(options)), state_(options_.limits, options_.secret) {
   if (!options_.transport) options_.transport = net::make_tcp_transport();
+  net::FdLimit fds = net::raise_fd_limit();
+  strangers_ = net::StrangerGate::create(
+      "master", options_.strangers.value_or(net::StrangerLimits::within(fds.soft)));
   listener_ = net::Listener::bind(io_.get_executor(), options_.listen_host, options_.listen_port,
                                   options_.listen_port);
 }
@@ -20,15 +24,40 @@ void MasterServer::start() {
   if (started_) throw Error(Errc::invalid_usage, "the master is already running");
   if (stopped_) throw Error(Errc::invalid_usage, "the master was stopped; create a new one");
   started_ = true;
-  listener_->start([this](asio::ip::tcp::socket socket) { on_accept(std::move(socket)); });
-  thread_ = std::thread([this] {
-    try {
-      io_.run();
-    } catch (const std::exception& e) {
-      log().critical("master thread failed: {}", e.what());
-    }
+  listener_->start(strangers_, [this](asio::ip::tcp::socket socket, std::shared_ptr<net::StrangerGate::Pass> pass) {
+    on_accept(std::move(socket), std::move(pass));
   });
-  log().info("master listening on {}:{} ({})", options_.listen_host, port(), options_.transport->name());
+  thread_ = std::thread([this] { serve(); });
+  const net::StrangerLimits& caps = strangers_->limits();
+  log().info("master listening on {}:{} ({}); open-file limit {}; at most {} unwelcomed connections ({} per source)",
+             options_.listen_host, port(), options_.transport->name(), net::raise_fd_limit().soft, caps.total,
+             caps.per_source);
+}
+
+void MasterServer::serve() {
+  try {
+    io_.run();
+    return;
+  } catch (const std::exception& e) {
+    // Never a live master that serves nobody: close everything, so peers see
+    // the loss now, and tell the owner, who decides whether the process ends.
+    std::string reason = std::string("the master's serving thread failed: ") + e.what();
+    log().critical("{}; closing every connection", reason);
+    try {
+      close_all(Status::failure(Errc::master_lost, reason));
+      io_.restart();
+      io_.run_for(std::chrono::milliseconds(200));  // let the closes go out
+    } catch (const std::exception& again) {
+      log().critical("closing after the failure failed too: {}", again.what());
+    }
+    if (options_.on_failure) options_.on_failure(reason);
+  }
+}
+
+void MasterServer::close_all(const Status& why) {
+  listener_->stop();
+  for (auto& [id, served] : connections_) served.conn->close(why);
+  connections_.clear();
 }
 
 void MasterServer::stop() {
@@ -36,10 +65,7 @@ void MasterServer::stop() {
   if (!started_) return;
   std::promise<void> closed;
   asio::post(io_, [this, &closed] {
-    listener_->stop();
-    for (auto& [id, conn] : connections_)
-      conn->close(Status::failure(Errc::master_lost, "master shutting down"));
-    connections_.clear();
+    close_all(Status::failure(Errc::master_lost, "master shutting down"));
     closed.set_value();
   });
   // Let the closes flush briefly; never wait on a stuck peer.
@@ -50,33 +76,40 @@ void MasterServer::stop() {
   log().info("master stopped");
 }
 
-void MasterServer::on_accept(asio::ip::tcp::socket socket) {
-  options_.transport->open_server(std::move(socket), [this](Status st, std::shared_ptr<net::Stream> stream) {
-    asio::post(io_, [this, st, stream] { on_stream(st, stream); });
+void MasterServer::on_accept(asio::ip::tcp::socket socket, std::shared_ptr<net::StrangerGate::Pass> stranger) {
+  options_.transport->open_server(std::move(socket), [this, stranger](Status st, std::shared_ptr<net::Stream> stream) {
+    asio::post(io_, [this, st, stream, stranger] { on_stream(st, stream, stranger); });
   });
 }
 
-void MasterServer::on_stream(const Status& status, std::shared_ptr<net::Stream> stream) {
+void MasterServer::on_stream(const Status& status, std::shared_ptr<net::Stream> stream,
+                             std::shared_ptr<net::StrangerGate::Pass> stranger) {
   if (stopped_) return;
   if (!status.ok()) {
-    log().warn("dropped an incoming connection: {}", status.message);
+    if (uint64_t events = dropped_log_.admit())
+      log().warn("dropped {} incoming connection(s) in the transport handshake; last: {}", events, status.message);
     return;
   }
   ConnId id = next_conn_++;
   auto conn = net::FrameConnection::create(std::move(stream), wire::kMaxHandshakePayload);
-  connections_[id] = conn;
+  connections_[id] = {conn, std::move(stranger)};
   state_.on_connected(id, conn->remote_host(), random_nonce());
   // Counted from now, not from the last frame: heartbeats do not buy a stranger time.
   conn->set_deadline(options_.hello_timeout);
   conn->start({
       [this, id](wire::Message message) {
+        // The state's only clock (back-off); steady: a wall-clock jump must not lift or extend one.
+        state_.advance_clock(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::chrono::steady_clock::now().time_since_epoch()).count()));
         state_.on_message(id, message);
         apply_effects();
       },
       [this, id, host = conn->remote_host()](const Status& why) {
         if (!connections_.erase(id)) return;  // we closed it ourselves
         if (why.code == Errc::protocol)
-          log().warn("dropped connection {} from {}: {}", id, host, why.message);
+          if (uint64_t events = dropped_log_.admit())
+            log().warn("dropped {} connection(s) for malformed traffic; last {} from {}: {}", events, id, host,
+                       why.message);
         state_.on_disconnected(id, why.message);
         apply_effects();
       },
@@ -87,21 +120,23 @@ void MasterServer::on_stream(const Status& status, std::shared_ptr<net::Stream> 
 void MasterServer::apply_effects() {
   Effects effects = state_.take_effects();
   for (auto& send : effects.sends)
-    if (auto it = connections_.find(send.conn); it != connections_.end()) it->second->send(send.message);
+    if (auto it = connections_.find(send.conn); it != connections_.end()) it->second.conn->send(send.message);
   for (auto& d : effects.deadlines) {
     if (auto it = connections_.find(d.conn); it != connections_.end()) {
       // Its hello was accepted (the only time the state sets a deadline): the handshake is over.
-      it->second->set_deadline(std::chrono::milliseconds(0));
-      it->second->set_max_payload(wire::kMaxControlPayload);
-      it->second->set_receive_timeout(std::chrono::milliseconds(d.timeout_ms));
+      Served& served = it->second;
+      served.stranger.reset();
+      served.conn->set_deadline(std::chrono::milliseconds(0));
+      served.conn->set_max_payload(wire::kMaxControlPayload);
+      served.conn->set_receive_timeout(std::chrono::milliseconds(d.timeout_ms));
       // Heartbeats at a quarter of the deadline: three may be lost before either side gives up.
-      it->second->set_heartbeat(std::chrono::milliseconds(std::max<uint32_t>(d.timeout_ms / 4, 25)));
+      served.conn->set_heartbeat(std::chrono::milliseconds(std::max<uint32_t>(d.timeout_ms / 4, 25)));
     }
   }
   for (auto& c : effects.closes) {
     auto it = connections_.find(c.conn);
     if (it == connections_.end()) continue;
-    auto conn = it->second;
+    auto conn = it->second.conn;
     connections_.erase(it);
     conn->close(Status::failure(Errc::kicked, c.reason), c.last);
   }

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -15,6 +16,7 @@
 #include "master/master_state.h"
 #include "net/frame_connection.h"
 #include "net/listener.h"
+#include "net/stranger_gate.h"
 #include "net/transport.h"
 
 namespace ferry::master {
@@ -27,6 +29,13 @@ struct MasterServerOptions {
   std::chrono::milliseconds hello_timeout{10'000};
   std::shared_ptr<net::Transport> transport;  // null: plain TCP
   std::optional<RunSecret> secret;            // peers must prove it (core/run_secret.h)
+  // Connections not yet welcomed (net/stranger_gate.h); unset: sized by the
+  // open-file limit, which the server raises to its hard limit first.
+  std::optional<net::StrangerLimits> strangers;
+  // Called once, on the serving thread, if that thread cannot go on (an
+  // exception escaped a handler). By then every connection and the listener
+  // are closed: peers see the master lost at once rather than a deaf master.
+  std::function<void(const std::string& reason)> on_failure;
 };
 
 class MasterServer {
@@ -44,20 +53,31 @@ class MasterServer {
   void stop();
 
  private:
-  void on_accept(asio::ip::tcp::socket socket);
-  void on_stream(const Status& status, std::shared_ptr<net::Stream> stream);
+  // A connection and, until its hello is accepted, its place among the strangers.
+  struct Served {
+    std::shared_ptr<net::FrameConnection> conn;
+    std::shared_ptr<net::StrangerGate::Pass> stranger;
+  };
+
+  void serve();
+  void close_all(const Status& why);
+  void on_accept(asio::ip::tcp::socket socket, std::shared_ptr<net::StrangerGate::Pass> stranger);
+  void on_stream(const Status& status, std::shared_ptr<net::Stream> stream,
+                 std::shared_ptr<net::StrangerGate::Pass> stranger);
   void apply_effects();
 
   MasterServerOptions options_;
   asio::io_context io_;
   std::shared_ptr<net::Listener> listener_;
+  std::shared_ptr<net::StrangerGate> strangers_;
   std::thread thread_;
   bool started_ = false;                // only on the owner's thread (start/stop)
   std::atomic<bool> stopped_{false};    // also read on the serving thread (on_stream)
   // Only on the serving thread:
   MasterState state_;
-  std::map<ConnId, std::shared_ptr<net::FrameConnection>> connections_;
+  std::map<ConnId, Served> connections_;
   ConnId next_conn_ = 1;
+  LogThrottle dropped_log_;
 };
 
 }  // namespace ferry::master

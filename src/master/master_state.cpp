@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/auth_labels.h"
+#include "master/ring_verdict.h"
 #include "master/shared_state_election.h"
 
 #include "core/log.h"
@@ -31,6 +32,11 @@ void MasterState::on_connected(ConnId conn, const std::string& remote_host, cons
 }
 
 void MasterState::on_disconnected(ConnId conn, const std::string& reason) {
+  drop_connection(conn, reason);
+  forget_idle_groups();
+}
+
+void MasterState::drop_connection(ConnId conn, const std::string& reason) {
   auto it = connections_.find(conn);
   if (it == connections_.end()) return;
   auto peer = it->second.peer;
@@ -38,7 +44,14 @@ void MasterState::on_disconnected(ConnId conn, const std::string& reason) {
   if (peer) remove_peer(*peer, reason);
 }
 
+void MasterState::advance_clock(uint64_t now_ms) { now_ms_ = std::max(now_ms_, now_ms); }
+
 void MasterState::on_message(ConnId conn, const wire::Message& message) {
+  dispatch(conn, message);
+  forget_idle_groups();
+}
+
+void MasterState::dispatch(ConnId conn, const wire::Message& message) {
   auto cit = connections_.find(conn);
   if (cit == connections_.end()) return;  // already closed: late message
   if (!cit->second.peer) {
@@ -83,12 +96,15 @@ void MasterState::on_hello(ConnId conn, const wire::Hello& hello) {
                     std::to_string(limits_.min_heartbeat_timeout_ms) + ".." +
                     std::to_string(limits_.max_heartbeat_timeout_ms));
 
+  if (auto refused = refusal(from, hello.peer_group)) return kick(conn, Errc::kicked, *refused);
+
   Connection& c = connections_.at(conn);
   Peer peer;
   peer.id = next_peer_id_++;
   peer.conn = conn;
   peer.group = hello.peer_group;
   peer.connections = hello.p2p_connections;
+  peer.source = c.remote_host;
   peer.endpoint = {peer.id, hello.advertised_host.empty() ? c.remote_host : hello.advertised_host,
                    hello.advertised_port};
   c.peer = peer.id;
@@ -100,10 +116,57 @@ void MasterState::on_hello(ConnId conn, const wire::Hello& hello) {
   Group& group = groups_[hello.peer_group];
   group.id = hello.peer_group;
   group.waiting.push_back(peer.id);
+  ++pending_by_source_[peer.source];
   log().info("join: {} (group {}, p2p {}:{}, {} connections) is pending", peer_name(peer.id),
                group.id, peer.endpoint.host, peer.endpoint.port, peer.connections);
   // Nobody to ask: an empty group admits its first peers at once.
   if (group.ring.empty() && !group.proposal) start_proposal(group);
+}
+
+// Why a hello from `from` for `group` is refused, if it is.
+std::optional<std::string> MasterState::refusal(const Connection& from, uint32_t group) const {
+  if (uint64_t until = backoff_until(from.remote_host))
+    return "joiners from " + from.remote_host + " did not form their ring links; this address may join again in " +
+           std::to_string((until - now_ms_ + 999) / 1000) + " s";
+  if (auto it = pending_by_source_.find(from.remote_host);
+      it != pending_by_source_.end() && it->second >= limits_.max_pending_per_source)
+    return std::to_string(it->second) + " joiners from " + from.remote_host +
+           " already wait for admission (the most one address may have); retry once they are admitted";
+  if (auto it = groups_.find(group); it != groups_.end() && it->second.waiting.size() >= limits_.max_pending_per_group)
+    return "peer group " + std::to_string(group) + " already has " + std::to_string(it->second.waiting.size()) +
+           " joiners waiting (the most a group may have); retry once they are admitted";
+  return std::nullopt;
+}
+
+uint64_t MasterState::backoff_until(const std::string& host) const {
+  auto it = backoff_.find(host);
+  return it != backoff_.end() && it->second.until_ms > now_ms_ ? it->second.until_ms : 0;
+}
+
+void MasterState::note_backoff(const std::string& source) {
+  auto it = backoff_.find(source);
+  if (it != backoff_.end() && now_ms_ - it->second.last_eviction_ms >= limits_.backoff_forget_ms) {
+    backoff_.erase(it);
+    it = backoff_.end();
+  }
+  if (it == backoff_.end()) {
+    if (backoff_.size() >= limits_.max_backoff_sources) {
+      auto oldest = std::min_element(backoff_.begin(), backoff_.end(), [](const auto& a, const auto& b) {
+        return a.second.last_eviction_ms < b.second.last_eviction_ms;
+      });
+      backoff_.erase(oldest);
+    }
+    it = backoff_.emplace(source, Backoff{}).first;
+  }
+  Backoff& b = it->second;
+  uint64_t wait = limits_.backoff_initial_ms;
+  for (uint32_t i = 0; i < b.evictions && wait < limits_.backoff_max_ms; ++i) wait *= 2;
+  wait = std::min(wait, limits_.backoff_max_ms);
+  ++b.evictions;
+  b.last_eviction_ms = now_ms_;
+  b.until_ms = now_ms_ + wait;
+  log().warn("join: joiners from {} are refused for {} s (eviction {} of this address)", source, wait / 1000,
+             b.evictions);
 }
 
 void MasterState::handle(Peer& peer, const wire::Hello&) {
@@ -184,31 +247,55 @@ void MasterState::handle(Peer& peer, const wire::TopologyReady& m) {
   Group& group = group_of(peer);
   if (!group.proposal || group.proposal->epoch != m.epoch || !contains(group.proposal->members, peer.id))
     return;  // from a proposal already superseded
-  if (m.code != 0) {
-    // Blame the member named as unreachable; a name outside the proposal blames the reporter.
-    PeerId culprit = contains(group.proposal->members, m.unreachable_peer) ? m.unreachable_peer : peer.id;
+  if (group.proposal->answers.count(peer.id)) return;  // its first answer stands
+  if (m.code != 0)
     log().warn("phase: group {} epoch {} failed at {}: {}", group.id, m.epoch, peer_name(peer.id), m.reason);
-    kick(peers_.at(culprit).conn, Errc::connect,
-         "unreachable for the ring of epoch " + std::to_string(m.epoch) + ": " + m.reason);
-    return;  // removing the culprit re-proposes
+  group.proposal->answers[peer.id] = m;
+  settle_proposal(group);
+}
+
+void MasterState::settle_proposal(Group& group) {
+  Proposal& p = *group.proposal;
+  std::vector<VerdictMember> members;
+  for (PeerId id : p.members) {
+    VerdictMember m{id, peers_.at(id).phase == Phase::accepted, std::nullopt};
+    if (auto it = p.answers.find(id); it != p.answers.end()) m.answer = it->second;
+    members.push_back(std::move(m));
   }
-  group.proposal->ready.insert(peer.id);
-  maybe_commit_proposal(group);
+  auto verdict = ring_verdict(members);
+  if (!verdict) return;  // answers that could still matter are missing
+  if (verdict->empty()) return maybe_commit_proposal(group);
+  uint64_t epoch = p.epoch;
+  log().warn("phase: group {} epoch {} failed; evicting {} peers", group.id, epoch, verdict->size());
+  group.proposal.reset();
+  group.settling = true;
+  for (const Culprit& culprit : *verdict) {
+    const Peer& peer = peers_.at(culprit.id);
+    std::string why = "evicted from the ring of epoch " + std::to_string(epoch) + ": " + culprit.why;
+    if (peer.phase == Phase::pending) note_backoff(peer.source);
+    kick(peer.conn, Errc::connect, why);
+  }
+  group.settling = false;
+  start_proposal(group);
 }
 
 void MasterState::maybe_commit_proposal(Group& group) {
   if (!group.proposal) return;
   Proposal& p = *group.proposal;
-  if (p.ready.size() < p.members.size()) return;
   group.epoch = p.epoch;
   group.ring = p.members;
   group.broken = false;
-  group.collectives.clear();
+  clear_collectives(group);
   group.topology_votes.clear();
   group.links_broken_vote = false;
   group.pending_queries.clear();
   for (PeerId id : group.ring) {
-    peers_.at(id).phase = Phase::accepted;
+    Peer& peer = peers_.at(id);
+    if (peer.phase == Phase::pending) {
+      auto it = pending_by_source_.find(peer.source);
+      if (--it->second == 0) pending_by_source_.erase(it);
+    }
+    peer.phase = Phase::accepted;
     erase_value(group.waiting, id);
   }
   group.proposal.reset();
@@ -218,7 +305,7 @@ void MasterState::maybe_commit_proposal(Group& group) {
 
 void MasterState::renew_epoch(Group& group) {
   group.epoch = next_epoch_++;
-  group.collectives.clear();
+  clear_collectives(group);
   group.pending_queries.clear();
   log().debug("phase: group {} renews its ring as epoch {}", group.id, group.epoch);
   send_all(group.ring, done_message(group));
@@ -265,19 +352,30 @@ void MasterState::begin_collective(Peer& peer, const wire::CollectiveBegin& m, c
   if (m.epoch != group.epoch || group.broken || group.proposal)
     return refuse(Errc::peer_lost, "the ring changed (a peer was lost or is joining); call update_topology");
 
-  auto [it, fresh] = group.collectives.try_emplace(m.seq);
-  Collective& c = it->second;
-  if (fresh) c.members = group.ring;
-  if (c.begins.count(peer.id))
+  if (auto it = group.collectives.find(m.seq); it != group.collectives.end() && it->second.begins.count(peer.id))
     return kick(peer.conn, Errc::protocol, "collective " + std::to_string(m.seq) + " begun twice");
+  if (peer.open_collectives >= limits_.max_open_collectives_per_peer)
+    return kick(peer.conn, Errc::protocol,
+                "more than " + std::to_string(limits_.max_open_collectives_per_peer) +
+                    " collectives open at once (begun here, not yet begun or ended by the other members)");
+  if (sync && peer.open_syncs >= limits_.max_open_syncs_per_peer)
+    return kick(peer.conn, Errc::protocol,
+                "more than " + std::to_string(limits_.max_open_syncs_per_peer) + " shared-state syncs open at once");
+  auto it = group.collectives.try_emplace(m.seq).first;
+  Collective& c = it->second;
+  const std::vector<PeerId>& members = group.ring;
   // Compare with an earlier begin (before this one joins them, or it would compare with itself).
   std::optional<std::pair<PeerId, wire::CollectiveBegin>> earlier;
   if (!c.begins.empty()) earlier = *c.begins.begin();
   c.begins[peer.id] = m;
-  if (sync) c.sync_begins[peer.id] = *sync;
+  ++peer.open_collectives;
+  if (sync) {
+    c.sync_begins[peer.id] = *sync;
+    ++peer.open_syncs;
+  }
   if (c.verdict) {
     send(peer.id, *c.verdict);
-    if (c.begins.size() == c.members.size()) group.collectives.erase(it);
+    if (c.begins.size() == members.size()) erase_collective(group, it);
     return;
   }
   if (earlier && !earlier->second.same_collective(m)) {
@@ -292,13 +390,13 @@ void MasterState::begin_collective(Peer& peer, const wire::CollectiveBegin& m, c
                                 peer_name(earlier->first) + " has " + describe(earlier->second) + ", " +
                                 peer_name(peer.id) + " has " + describe(m));
   }
-  if (c.begins.size() == c.members.size()) start_collective(group, m.seq);
+  if (c.begins.size() == members.size()) start_collective(group, m.seq);
 }
 
 void MasterState::start_collective(Group& group, uint32_t seq) {
   Collective& c = group.collectives.at(seq);
   c.go_sent = true;
-  if (c.sync_begins.empty()) return send_all(c.members, wire::CollectiveGo{group.epoch, seq});
+  if (c.sync_begins.empty()) return send_all(group.ring, wire::CollectiveGo{group.epoch, seq});
   std::vector<SyncCandidate> candidates;
   for (auto& [id, begin] : c.sync_begins) {
     const Peer& p = peers_.at(id);
@@ -334,10 +432,10 @@ void MasterState::handle(Peer& peer, const wire::CollectiveEnd& m) {
   if (!c.go_sent)
     return kick(peer.conn, Errc::protocol, "collective " + std::to_string(m.seq) + " ended before go");
   c.ended_ok.insert(peer.id);
-  if (c.ended_ok.size() == c.members.size()) {
+  if (c.ended_ok.size() == group.ring.size()) {
     if (c.elected_revision) group.shared_revision = c.elected_revision;
-    send_all(c.members, wire::CollectiveResult{group.epoch, m.seq, 0, ""});
-    group.collectives.erase(it);
+    send_all(group.ring, wire::CollectiveResult{group.epoch, m.seq, 0, ""});
+    erase_collective(group, it);
   }
 }
 
@@ -349,7 +447,7 @@ void MasterState::abort_collective(Group& group, uint32_t seq, Errc code, const 
   log().info("phase: group {} epoch {} collective {} aborted: {}", group.id, group.epoch, seq, reason);
   for (const auto& [id, begin] : c.begins) send(id, *c.verdict);
   // Members still to begin hear the verdict when they do; a broken ring answers them anyway.
-  if (c.begins.size() == c.members.size() || group.broken) group.collectives.erase(it);
+  if (c.begins.size() == group.ring.size() || group.broken) erase_collective(group, it);
 }
 
 void MasterState::abort_all_collectives(Group& group, Errc code, const std::string& reason) {
@@ -357,7 +455,21 @@ void MasterState::abort_all_collectives(Group& group, Errc code, const std::stri
   for (const auto& [seq, c] : group.collectives)
     if (!c.verdict) open.push_back(seq);
   for (uint32_t seq : open) abort_collective(group, seq, code, reason);
-  if (group.broken) group.collectives.clear();
+  if (group.broken) clear_collectives(group);
+}
+
+void MasterState::erase_collective(Group& group, std::map<uint32_t, Collective>::iterator it) {
+  for (const auto& [id, begin] : it->second.begins) {
+    auto pit = peers_.find(id);
+    if (pit == peers_.end()) continue;
+    --pit->second.open_collectives;
+    if (it->second.sync_begins.count(id)) --pit->second.open_syncs;
+  }
+  group.collectives.erase(it);
+}
+
+void MasterState::clear_collectives(Group& group) {
+  while (!group.collectives.empty()) erase_collective(group, group.collectives.begin());
 }
 
 // --- leaving -------------------------------------------------------------------
@@ -365,10 +477,14 @@ void MasterState::abort_all_collectives(Group& group, Errc code, const std::stri
 void MasterState::kick(ConnId conn, Errc code, const std::string& reason) {
   auto it = connections_.find(conn);
   if (it == connections_.end()) return;
-  std::string who = it->second.peer ? peer_name(*it->second.peer) : "connection from " + it->second.remote_host;
-  log().warn("kick: {}: {}", who, reason);
+  if (it->second.peer) {
+    log().warn("kick: {}: {}", peer_name(*it->second.peer), reason);
+  } else if (uint64_t events = stranger_kicks_log_.admit(LogThrottle::Clock::time_point(std::chrono::milliseconds(now_ms_)))) {
+    // Strangers come in storms: one line a second stands for all of them.
+    log().warn("kick: {} connection(s) before their hello; last from {}: {}", events, it->second.remote_host, reason);
+  }
   effects_.closes.push_back({conn, wire::Kick{static_cast<uint32_t>(code), wire::bounded_reason(reason)}, reason});
-  on_disconnected(conn, "kicked: " + reason);
+  drop_connection(conn, "kicked: " + reason);
 }
 
 void MasterState::remove_peer(PeerId id, const std::string& reason) {
@@ -380,7 +496,12 @@ void MasterState::remove_peer(PeerId id, const std::string& reason) {
     effects_.closes.push_back({peer.conn, std::nullopt, reason});
     connections_.erase(cit);
   }
+  if (peer.phase == Phase::pending) {
+    auto it = pending_by_source_.find(peer.source);
+    if (--it->second == 0) pending_by_source_.erase(it);
+  }
   Group& group = groups_[peer.group];
+  maybe_idle_.insert(group.id);
   log().info("leave: {} (group {}): {}", peer_name(id), group.id, reason);
   erase_value(group.waiting, id);
   group.topology_votes.erase(id);
@@ -390,6 +511,7 @@ void MasterState::remove_peer(PeerId id, const std::string& reason) {
     group.broken = true;
     abort_all_collectives(group, Errc::peer_lost, peer_name(id) + " was lost: " + reason);
   }
+  if (group.settling) return;  // settle_proposal proposes once, when every culprit is gone
   if (group.proposal && contains(group.proposal->members, id)) {
     log().info("phase: group {} epoch {} lost {}; proposing again", group.id, group.proposal->epoch,
                  peer_name(id));
@@ -399,6 +521,16 @@ void MasterState::remove_peer(PeerId id, const std::string& reason) {
   }
   if (group.ring.empty() && !group.proposal && !group.waiting.empty()) return start_proposal(group);
   maybe_complete_votes(group);
+}
+
+// Erased only between events: a handler may still hold a reference to its group.
+void MasterState::forget_idle_groups() {
+  for (uint32_t id : maybe_idle_) {
+    auto it = groups_.find(id);
+    if (it != groups_.end() && it->second.ring.empty() && it->second.waiting.empty() && !it->second.proposal)
+      groups_.erase(it);
+  }
+  maybe_idle_.clear();
 }
 
 // --- helpers -------------------------------------------------------------------

@@ -1,15 +1,30 @@
 // The master's brain: a single-threaded, deterministic state machine fed by
 // connection events and wire messages, answering with effects (messages to
-// send, connections to close). No sockets, no clocks, no threads: the same
-// inputs always give the same outputs, so every rule is unit-testable.
+// send, connections to close). No sockets, no threads, and no clock of its
+// own: the caller says what time it is (advance_clock), so the same inputs
+// always give the same outputs and every rule is unit-testable.
 //
 // Membership, per peer group:
 //   pending  --(accepted members all vote topology, or the group is empty)-->
 //   in a proposal (every member dials its ring neighbours, reports ready) -->
 //   accepted (the proposal committed: topology_done).
-// A proposal that loses a member, or whose member cannot be reached, is
-// re-proposed without that peer under a new epoch; each retry drops at least
-// one peer, so it terminates.
+// A proposal that loses a member is re-proposed without it at once. One whose
+// links do not all form is decided when the answers allow (ring_verdict.h:
+// a peer is evicted only on corroboration, never on one peer's word), then
+// every culprit goes at once and the rest are proposed again; each retry
+// drops at least one peer, so it terminates.
+//
+// Insiders (peers that hold the run secret) are bounded too:
+//  - Pending joiners are capped per group and per source address.
+//  - A joiner evicted because its links did not form puts its source address
+//    in back-off (doubling, capped, forgotten after a quiet spell): hellos
+//    from it are refused until then, so fake joiners cannot stall a group
+//    round after round. Keyed by address: an attacker with many addresses
+//    still costs a round per address per back-off period (at most one link
+//    timeout per round, whatever the number of fakes in it).
+//  - A peer may hold a bounded number of collectives open (begun, not yet
+//    decided); past that it is kicked (protocol). Groups left with no ring,
+//    no joiner and no proposal are forgotten.
 //
 // Collectives (per committed epoch, numbered seq = 0, 1, ... in issue order):
 //   every member sends collective_begin(seq); all agree -> collective_go to
@@ -27,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "core/log_throttle.h"
 #include "core/run_secret.h"
 #include "wire/messages.h"
 
@@ -59,6 +75,28 @@ struct MasterLimits {
   uint32_t min_heartbeat_timeout_ms = 100;
   uint32_t max_heartbeat_timeout_ms = 3'600'000;
   uint32_t default_heartbeat_timeout_ms = 10'000;
+  // Joiners waiting for admission. Per source: the integration tests run up
+  // to ~16 peers from one loopback address; twice that leaves room. Per group:
+  // a run that starts all at once has every peer but the first pending, so a
+  // thousand-peer start still fits, while one proposal stays bounded.
+  uint32_t max_pending_per_source = 32;
+  uint32_t max_pending_per_group = 1024;
+  // Back-off of a source whose joiner was evicted because its links did not
+  // form: 30 s, doubling per eviction, at most 10 min; forgotten after an
+  // hour without one. The table holds at most max_backoff_sources addresses
+  // (the oldest entry goes first).
+  uint64_t backoff_initial_ms = 30'000;
+  uint64_t backoff_max_ms = 600'000;
+  uint64_t backoff_forget_ms = 3'600'000;
+  size_t max_backoff_sources = 4096;
+  // Collectives a peer may have open at the master. An honest peer has one
+  // open per collective it has in flight, and the library does not cap those
+  // (allreduce_with_retry keeps 4; a per-tensor loop over a large model a few
+  // thousand); a record costs ~0.4 KB (200,000 grew the master by 82 MB).
+  uint32_t max_open_collectives_per_peer = 16'384;
+  // Shared-state syncs block their caller, so an honest peer has one per
+  // thread; each begin may hold up to 4 MiB of tensor digests.
+  uint32_t max_open_syncs_per_peer = 8;
 };
 
 class MasterState {
@@ -69,6 +107,9 @@ class MasterState {
   // `nonce`: fresh randomness from the caller (the state machine itself stays deterministic).
   void on_connected(ConnId conn, const std::string& remote_host, const std::string& nonce);
   void on_message(ConnId conn, const wire::Message& message);
+  // The time, in ms on any monotonic clock; call before each event. It never
+  // goes back (an earlier value is ignored). Only back-off reads it.
+  void advance_clock(uint64_t now_ms);
   // The connection is gone (closed, silent, malformed traffic): drop its peer.
   void on_disconnected(ConnId conn, const std::string& reason);
   Effects take_effects();
@@ -81,6 +122,9 @@ class MasterState {
   std::optional<uint64_t> shared_revision(uint32_t group) const;
   uint64_t epoch(uint32_t group) const;
   bool ring_broken(uint32_t group) const;
+  size_t group_count() const { return groups_.size(); }
+  // When hellos from `host` are accepted again (0: they are now).
+  uint64_t backoff_until(const std::string& host) const;
 
  private:
   enum class Phase { pending, accepted };
@@ -92,16 +136,20 @@ class MasterState {
     wire::RingMember endpoint;
     uint32_t connections = 0;
     Phase phase = Phase::pending;
+    std::string source;              // the address its connection came from
+    uint32_t open_collectives = 0;   // records in its group that hold its begin
+    uint32_t open_syncs = 0;         // ... of which shared-state syncs
   };
 
   struct Proposal {
     uint64_t epoch = 0;
     std::vector<PeerId> members;
-    std::set<PeerId> ready;
+    std::map<PeerId, wire::TopologyReady> answers;
   };
 
+  // Lives only while the ring it began on stands (a commit, a renewal or a
+  // lost member clears them all), so its members are the group's ring.
   struct Collective {
-    std::vector<PeerId> members;  // the ring when it began
     std::map<PeerId, wire::CollectiveBegin> begins;        // what every kind must agree on
     std::map<PeerId, wire::SyncBegin> sync_begins;         // shared-state syncs only
     std::optional<uint64_t> elected_revision;              // a sync's revision, set when planned
@@ -124,6 +172,13 @@ class MasterState {
     std::optional<Proposal> proposal;
     std::map<uint32_t, Collective> collectives;  // open ones, by seq
     std::optional<uint64_t> shared_revision;      // of the last committed shared-state sync
+    bool settling = false;  // evicting a proposal's culprits: one re-proposal afterwards, not one each
+  };
+
+  struct Backoff {
+    uint64_t until_ms = 0;
+    uint64_t last_eviction_ms = 0;
+    uint32_t evictions = 0;
   };
 
   struct Connection {
@@ -143,6 +198,8 @@ class MasterState {
   void handle(Peer& peer, const wire::CollectiveEnd& m);
   void handle(Peer& peer, const wire::Leave& m);
   void on_hello(ConnId conn, const wire::Hello& hello);
+  void dispatch(ConnId conn, const wire::Message& message);
+  void drop_connection(ConnId conn, const std::string& reason);
 
   void kick(ConnId conn, Errc code, const std::string& reason);
   void remove_peer(PeerId id, const std::string& reason);
@@ -153,6 +210,12 @@ class MasterState {
   void start_proposal(Group& group);
   void renew_epoch(Group& group);
   void maybe_commit_proposal(Group& group);
+  void settle_proposal(Group& group);
+  std::optional<std::string> refusal(const Connection& from, uint32_t group) const;
+  void note_backoff(const std::string& source);
+  void forget_idle_groups();
+  void erase_collective(Group& group, std::map<uint32_t, Collective>::iterator it);
+  void clear_collectives(Group& group);
   void abort_collective(Group& group, uint32_t seq, Errc code, const std::string& reason);
   void abort_all_collectives(Group& group, Errc code, const std::string& reason);
 
@@ -164,6 +227,11 @@ class MasterState {
   std::map<ConnId, Connection> connections_;
   std::map<PeerId, Peer> peers_;
   std::map<uint32_t, Group> groups_;
+  std::map<std::string, uint32_t> pending_by_source_;  // joiners waiting, per address; no zero entries
+  std::map<std::string, Backoff> backoff_;             // at most limits_.max_backoff_sources
+  std::set<uint32_t> maybe_idle_;                      // groups that lost a peer during this event
+  uint64_t now_ms_ = 0;
+  LogThrottle stranger_kicks_log_;  // on the state's clock, like everything else here
   PeerId next_peer_id_ = 1;
   uint64_t next_epoch_ = 1;
   Effects effects_;

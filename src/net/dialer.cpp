@@ -31,6 +31,10 @@ struct DialAttempt : std::enable_shared_from_this<DialAttempt> {
   void connect(const asio::ip::tcp::resolver::results_type& results) {
     asio::async_connect(socket, results, [self = shared_from_this()](std::error_code ec, const auto&) {
       if (self->finished) return;
+      // Out of descriptors or buffers is this process's trouble, not the far end's: say so (Errc::system).
+      if (ec == std::errc::too_many_files_open || ec == std::errc::too_many_files_open_in_system ||
+          ec == std::errc::no_buffer_space || ec == std::errc::not_enough_memory)
+        return self->fail(Errc::system, "out of local resources: " + ec.message());
       if (ec) return self->fail(Errc::connect, ec.message());
       if (Status tuned = apply_tuning(self->socket, self->tuning); !tuned.ok())
         return self->fail(tuned.code, tuned.message);

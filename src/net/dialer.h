@@ -14,7 +14,8 @@
 namespace ferry::net {
 
 // `done` runs exactly once: Errc::connect when refused or unreachable,
-// Errc::timeout when the deadline passed first.
+// Errc::timeout when the deadline passed first, Errc::system when this
+// process is out of descriptors or buffers (its own trouble, not the far end's).
 void dial(asio::any_io_executor executor, const Endpoint& endpoint, std::chrono::milliseconds timeout,
           std::shared_ptr<Transport> transport, StreamReady done, SocketTuning tuning = {});
 

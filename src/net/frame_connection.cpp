@@ -1,5 +1,7 @@
 #include "net/frame_connection.h"
 
+#include <new>
+
 #include <asio/dispatch.hpp>
 #include <asio/post.hpp>
 
@@ -79,19 +81,36 @@ void FrameConnection::read_header() {
   });
 }
 
+namespace {
+// One connection's frame (or what its handler built from it) did not fit in
+// memory: that connection goes, the process and its other connections stay.
+Status out_of_memory() { return Status::failure(Errc::system, "out of memory while serving this connection"); }
+}  // namespace
+
 void FrameConnection::read_payload() {
-  payload_.resize(header_.length);
+  try {
+    payload_.resize(header_.length);
+  } catch (const std::bad_alloc&) {
+    return finish(out_of_memory());
+  }
   stream_->read_exact(asio::buffer(payload_), [self = shared_from_this()](std::error_code ec, size_t) {
     if (self->state_ == State::closed) return;
     if (ec) return self->finish(Status::failure(Errc::peer_lost, "connection closed: " + ec.message()));
     self->last_receive_ = Clock::now();
-    auto decoded = wire::decode_message(self->header_.type, self->payload_);
-    if (!decoded.status.ok()) return self->finish(decoded.status);
-    if (!std::holds_alternative<wire::Heartbeat>(*decoded.message) && self->state_ == State::open &&
-        self->handlers_.on_message)
-      self->handlers_.on_message(std::move(*decoded.message));
+    try {
+      self->deliver_payload();
+    } catch (const std::bad_alloc&) {
+      return self->finish(out_of_memory());
+    }
     if (self->state_ != State::closed) self->read_header();
   });
+}
+
+void FrameConnection::deliver_payload() {
+  auto decoded = wire::decode_message(header_.type, payload_);
+  if (!decoded.status.ok()) return finish(decoded.status);
+  if (!std::holds_alternative<wire::Heartbeat>(*decoded.message) && state_ == State::open && handlers_.on_message)
+    handlers_.on_message(std::move(*decoded.message));
 }
 
 void FrameConnection::enqueue(std::vector<uint8_t> frame) {

@@ -28,7 +28,10 @@ namespace ferry::net {
 class FrameConnection : public std::enable_shared_from_this<FrameConnection> {
  public:
   struct Handlers {
-    std::function<void(wire::Message)> on_message;  // heartbeats are consumed here, not delivered
+    // Heartbeats are consumed here, not delivered. A std::bad_alloc thrown
+    // here closes this connection (Errc::system); other exceptions propagate
+    // to the io_context's runner.
+    std::function<void(wire::Message)> on_message;
     std::function<void(const Status&)> on_closed;
   };
   using Clock = std::chrono::steady_clock;
@@ -58,6 +61,7 @@ class FrameConnection : public std::enable_shared_from_this<FrameConnection> {
   FrameConnection(std::shared_ptr<Stream> stream, uint32_t max_payload);
   void read_header();
   void read_payload();
+  void deliver_payload();  // may throw std::bad_alloc, which closes this connection only
   void enqueue(std::vector<uint8_t> frame);
   void write_next();
   void finish(Status reason);

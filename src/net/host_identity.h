@@ -1,7 +1,8 @@
 // Who shares this machine with whom, for choosing a ring link's transport:
 // two peers whose keys match run on one kernel (boot id), see one network
 // (network namespace: a peer in an emulated WAN's namespace must stay on
-// TCP) and one /dev/shm (mount namespace), so a shared-memory ring can join them.
+// TCP) and one /proc (mount namespace: a ring's sealed memfd is opened through
+// /proc/<pid>/fd), so a shared-memory ring can join them.
 #pragma once
 
 #include <string>

@@ -37,7 +37,8 @@ std::shared_ptr<Listener> Listener::bind(asio::any_io_executor executor, const s
                                  std::to_string(port_max) + ": " + last.message());
 }
 
-void Listener::start(OnAccept on_accept) {
+void Listener::start(std::shared_ptr<StrangerGate> gate, OnAccept on_accept) {
+  gate_ = std::move(gate);
   on_accept_ = std::move(on_accept);
   asio::post(acceptor_.get_executor(), [self = shared_from_this()] { self->accept_next(); });
 }
@@ -58,12 +59,17 @@ void Listener::accept_next() {
     if (self->stopped_) return;
     if (ec) {
       // Out of file descriptors and the like: back off instead of spinning.
-      log().warn("accept failed: {}; retrying in 100 ms", ec.message());
+      if (uint64_t events = self->failure_log_.admit())
+        log().warn("accept failed {} time(s): {}; retrying every 100 ms", events, ec.message());
       self->retry_timer_.expires_after(std::chrono::milliseconds(100));
       self->retry_timer_.async_wait([self](std::error_code) { self->accept_next(); });
       return;
     }
-    if (self->on_accept_) self->on_accept_(std::move(socket));
+    std::error_code peer_ec;
+    auto source = socket.remote_endpoint(peer_ec);
+    // Gone already, or over a cap: closed here, before it costs a read or a timer.
+    if (!peer_ec && self->on_accept_)
+      if (auto pass = self->gate_->admit(source.address())) self->on_accept_(std::move(socket), std::move(pass));
     self->accept_next();
   });
 }

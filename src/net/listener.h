@@ -1,6 +1,8 @@
 // A TCP listener bound to the first free port of a range, accepting until
-// stopped. Accepted sockets go to the callback raw: the owner decides which
-// Transport wraps them and with what deadline.
+// stopped. Each accepted socket must first get a pass from the listener's
+// StrangerGate (or it is closed at once); it then goes to the callback raw,
+// with its pass: the owner decides which Transport wraps it, with what
+// deadline, and releases the pass when the connection has proved itself.
 #pragma once
 
 #include <functional>
@@ -11,12 +13,14 @@
 #include <asio/steady_timer.hpp>
 
 #include "core/error.h"
+#include "core/log_throttle.h"
+#include "net/stranger_gate.h"
 
 namespace ferry::net {
 
 class Listener : public std::enable_shared_from_this<Listener> {
  public:
-  using OnAccept = std::function<void(asio::ip::tcp::socket)>;
+  using OnAccept = std::function<void(asio::ip::tcp::socket, std::shared_ptr<StrangerGate::Pass>)>;
 
   // Binds host:[port_min..port_max] (0/0: any free port). Throws Error
   // (Errc::connect) when no port in the range can be bound, Errc::invalid_argument
@@ -25,7 +29,7 @@ class Listener : public std::enable_shared_from_this<Listener> {
                                         uint16_t port_min, uint16_t port_max);
 
   uint16_t port() const { return port_; }
-  void start(OnAccept on_accept);
+  void start(std::shared_ptr<StrangerGate> gate, OnAccept on_accept);
   void stop();  // thread-safe
 
  private:
@@ -35,6 +39,8 @@ class Listener : public std::enable_shared_from_this<Listener> {
   asio::ip::tcp::acceptor acceptor_;
   asio::steady_timer retry_timer_;
   OnAccept on_accept_;
+  std::shared_ptr<StrangerGate> gate_;
+  LogThrottle failure_log_;
   uint16_t port_ = 0;
   bool stopped_ = false;
 };

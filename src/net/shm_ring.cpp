@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -26,21 +25,34 @@ std::error_code last_error() { return {errno, std::system_category()}; }
 std::error_code protocol_error() { return std::make_error_code(std::errc::protocol_error); }
 std::error_code closed_error() { return std::make_error_code(std::errc::connection_aborted); }
 
-std::string random_name() {
-  uint8_t bytes[16];
-  size_t got = 0;
-  while (got < sizeof bytes) {
-    ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
-    if (n < 0 && errno != EINTR) throw Error(Errc::system, std::string("getrandom: ") + std::strerror(errno));
-    if (n > 0) got += static_cast<size_t>(n);
+// Seals every ring carries: nobody, not even a process that opens the file
+// through /proc, can shrink it under a mapping (SIGBUS) or unseal it.
+constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+// Older headers lack it; kernels before 6.3 refuse it (then we go without).
+constexpr unsigned kNoExecSeal = 0x0008U;  // MFD_NOEXEC_SEAL
+constexpr const char* kNamePrefix = "memfd:";
+
+int make_memfd() {
+  // Without an exec flag, kernels since 6.3 log a warning per process.
+  int fd = ::memfd_create("ferry-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING | kNoExecSeal);
+  if (fd < 0 && errno == EINVAL) fd = ::memfd_create("ferry-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  return fd;
+}
+
+// "memfd:<pid>:<fd>:<inode>", each a decimal number; false for anything else.
+bool parse_name(const std::string& name, uint64_t& pid, uint64_t& fd, uint64_t& inode) {
+  if (name.size() > 64 || name.rfind(kNamePrefix, 0) != 0) return false;
+  uint64_t* fields[] = {&pid, &fd, &inode};
+  size_t at = std::strlen(kNamePrefix);
+  for (size_t i = 0; i < 3; ++i) {
+    size_t digits = 0;
+    *fields[i] = 0;
+    for (; at < name.size() && name[at] >= '0' && name[at] <= '9' && digits < 19; ++at, ++digits)
+      *fields[i] = *fields[i] * 10 + static_cast<uint64_t>(name[at] - '0');
+    if (digits == 0) return false;
+    if (i < 2 && (at == name.size() || name[at++] != ':')) return false;
   }
-  static const char* hex = "0123456789abcdef";
-  std::string name = "/ferry-";
-  for (uint8_t b : bytes) {
-    name.push_back(hex[b >> 4]);
-    name.push_back(hex[b & 15]);
-  }
-  return name;
+  return at == name.size() && pid > 0 && pid <= INT_MAX && fd <= INT_MAX;
 }
 
 // Shared (not private) futexes: the two sides are different processes.
@@ -102,15 +114,22 @@ std::unique_ptr<ShmRing> ShmRing::create(size_t capacity) {
   static_assert(sizeof(Control) <= kPage);
   capacity = round_to_pages(std::max<size_t>(capacity, kPage));
   if (capacity > kMaxCapacity) throw Error(Errc::invalid_argument, "shared-memory ring too large");
-  std::string name = random_name();
-  int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) throw Error(Errc::system, "shm_open " + name + ": " + std::strerror(errno));
-  std::unique_ptr<ShmRing> ring(new ShmRing(Role::writer, name, fd, capacity));
-  // Reserve the pages now: a tmpfs that runs out would otherwise kill us with
+  int fd = make_memfd();
+  if (fd < 0) throw Error(Errc::system, std::string("memfd_create: ") + std::strerror(errno));
+  std::unique_ptr<ShmRing> ring(new ShmRing(Role::writer, "", fd, capacity));
+  const off_t total = static_cast<off_t>(kPage + capacity);
+  // Reserve the pages now: running out of memory would otherwise kill us with
   // SIGBUS on first touch instead of failing here, where TCP can take over.
-  if (int err = ::posix_fallocate(fd, 0, static_cast<off_t>(kPage + capacity)); err != 0)
+  if (int err = ::posix_fallocate(fd, 0, total); err != 0)
     throw Error(Errc::system, "reserving a " + std::to_string(capacity) + "-byte shared-memory ring: " +
                                   std::strerror(err));
+  if (::fcntl(fd, F_ADD_SEALS, kSeals) != 0)
+    throw Error(Errc::system, std::string("sealing a shared-memory ring: ") + std::strerror(errno));
+  // Until the seals were on, another process could have resized it through /proc.
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw Error(Errc::system, std::string("fstat: ") + std::strerror(errno));
+  if (st.st_size != total) throw Error(Errc::system, "a shared-memory ring was resized before it was sealed");
+  ring->name_ = kNamePrefix + std::to_string(::getpid()) + ":" + std::to_string(fd) + ":" + std::to_string(st.st_ino);
   if (auto ec = ring->map()) throw Error(Errc::system, "mapping a shared-memory ring: " + ec.message());
   auto* c = new (ring->mapping_) Control{};
   c->magic = kMagic;
@@ -120,24 +139,28 @@ std::unique_ptr<ShmRing> ShmRing::create(size_t capacity) {
 }
 
 std::unique_ptr<ShmRing> ShmRing::attach(const std::string& name) {
-  if (name.size() < 2 || name.size() > 64 || name[0] != '/' || name.find('/', 1) != std::string::npos)
-    throw Error(Errc::protocol, "not a shared-memory ring name");
-  int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
-  if (fd < 0) throw Error(Errc::system, "shm_open " + name + ": " + std::strerror(errno));
+  uint64_t pid = 0, writer_fd = 0, inode = 0;
+  if (!parse_name(name, pid, writer_fd, inode)) throw Error(Errc::protocol, "not a shared-memory ring name");
+  const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(writer_fd);
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) throw Error(Errc::system, "opening shared-memory ring " + path + ": " + std::strerror(errno));
+  std::unique_ptr<ShmRing> ring(new ShmRing(Role::reader, name, fd, 0));
+  // The inode tells a recycled pid or descriptor from the ring that was named.
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    throw Error(Errc::system, std::string("fstat: ") + std::strerror(err));
-  }
+  if (::fstat(fd, &st) != 0) throw Error(Errc::system, std::string("fstat: ") + std::strerror(errno));
+  if (!S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_ino) != inode)
+    throw Error(Errc::protocol, "shared-memory ring " + name + " is another file");
+  // Sealed first, measured second: once it cannot shrink, the size we map stays.
+  int seals = ::fcntl(fd, F_GET_SEALS);
+  if (seals < 0 || (seals & kSeals) != kSeals)
+    throw Error(Errc::protocol, "shared-memory ring " + name + " is not sealed against shrinking");
+  if (::fstat(fd, &st) != 0) throw Error(Errc::system, std::string("fstat: ") + std::strerror(errno));
   size_t total = static_cast<size_t>(st.st_size);
-  if (total < 2 * kPage || total % kPage != 0 || total - kPage > kMaxCapacity) {
-    ::close(fd);
+  if (total < 2 * kPage || total % kPage != 0 || total - kPage > kMaxCapacity)
     throw Error(Errc::protocol, "shared-memory ring " + name + " has the wrong size");
-  }
-  std::unique_ptr<ShmRing> ring(new ShmRing(Role::reader, name, fd, total - kPage));
-  ring->linked_ = false;  // the writer's to unlink
+  ring->capacity_ = total - kPage;
   if (auto ec = ring->map()) throw Error(Errc::system, "mapping a shared-memory ring: " + ec.message());
+  ring->close_descriptor();  // the mapping holds the segment; nobody need reach it through us
   ring->control_ = static_cast<Control*>(ring->mapping_);
   if (ring->control_->magic != kMagic || ring->control_->capacity != ring->capacity_)
     throw Error(Errc::protocol, "shared-memory ring " + name + " has no valid header");
@@ -161,15 +184,15 @@ std::error_code ShmRing::map() {
 
 ShmRing::~ShmRing() {
   close();
-  unlink();
   if (mapping_) ::munmap(mapping_, mapping_bytes_);
-  if (fd_ >= 0) ::close(fd_);
+  close_descriptor();
 }
 
-void ShmRing::unlink() {
-  if (!linked_) return;
-  linked_ = false;
-  ::shm_unlink(name_.c_str());
+void ShmRing::unlink() { close_descriptor(); }
+
+void ShmRing::close_descriptor() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
 }
 
 void ShmRing::close() {

@@ -4,11 +4,18 @@
 // wakeups; here the writer copies once into the ring and the reader may
 // combine straight from it (borrow), so the copy the kernel made is gone.
 //
-// The segment is a POSIX shared-memory object (shm_open) with a random name:
-// the writer creates it (O_EXCL, mode 0600), names it to the reader over the
-// link's authenticated TCP connection, and unlinks it once the reader has
-// answered; a crash in between leaves one small /dev/shm file behind. Its
-// data area is mapped twice back to back, so any span of up to `capacity`
+// The segment is a memfd sealed against resizing (F_SEAL_SHRINK|GROW|SEAL).
+// The writer names it to the reader over the link's authenticated TCP
+// connection as "memfd:<pid>:<fd>:<inode>"; the reader opens
+// /proc/<pid>/fd/<fd>, checks the inode and the seals (an unsealed file is
+// refused: the lane stays on TCP), maps it and closes its descriptor; the
+// writer closes its own once the reader has answered (unlink()). Nothing is
+// left in /dev/shm, even by a crash.
+// Sealed rather than SIGBUS-guarded: a seal binds every opener, even a stranger
+// reaching the file through /proc, and readers reduce straight out of borrowed
+// spans in code far from here, which no per-copy guard could cover.
+//
+// Its data area is mapped twice back to back, so any span of up to `capacity`
 // bytes starting anywhere is contiguous: reads and writes never split at the
 // wrap and a borrowed chunk is one pointer.
 //
@@ -39,11 +46,12 @@ class ShmRing {
   using Alive = std::function<bool()>;
   static constexpr std::chrono::milliseconds kLivenessPoll{50};
 
-  // Writer: creates a fresh segment with `capacity` data bytes (rounded up to
-  // whole pages). Throws Error(Errc::system) when shared memory is unavailable.
+  // Writer: creates a fresh sealed segment with `capacity` data bytes (rounded
+  // up to whole pages). Throws Error(Errc::system) when shared memory is unavailable.
   static std::unique_ptr<ShmRing> create(size_t capacity);
   // Reader: maps the segment the writer named. Errc::protocol when it is not
-  // a ring (wrong size or header), Errc::system when it cannot be opened.
+  // a ring (a malformed name, another file, not sealed against shrinking, wrong
+  // size or header), Errc::system when it cannot be opened.
   static std::unique_ptr<ShmRing> attach(const std::string& name);
   ~ShmRing();
   ShmRing(const ShmRing&) = delete;
@@ -52,7 +60,9 @@ class ShmRing {
   const std::string& name() const { return name_; }
   size_t capacity() const { return capacity_; }
   Role role() const { return role_; }
-  // Removes the name (the mappings stay). Idempotent; the writer calls it.
+  // Closes the descriptor the name points at (the mappings stay), so no
+  // process reaches the segment through it any more. Idempotent; the writer
+  // calls it once the reader has mapped the ring or refused it.
   void unlink();
   void set_alive(Alive alive) { alive_ = std::move(alive); }
 
@@ -78,6 +88,7 @@ class ShmRing {
   struct Control;
   ShmRing(Role role, std::string name, int fd, size_t capacity);
   std::error_code map();
+  void close_descriptor();
   // Blocks until `ready()` holds; `signal`/`waiting` are the futex word and
   // flag the far side checks after it moves its counter.
   template <class Ready>
@@ -87,7 +98,7 @@ class ShmRing {
 
   const Role role_;
   std::string name_;
-  int fd_ = -1;
+  int fd_ = -1;  // the segment's descriptor until mapped and, for the writer, named to the reader
   size_t capacity_ = 0;
   void* mapping_ = nullptr;  // header page + the data area twice
   size_t mapping_bytes_ = 0;
@@ -95,7 +106,6 @@ class ShmRing {
   uint8_t* data_ = nullptr;
   uint64_t position_ = 0;  // this side's own counter (head for the writer, tail for the reader)
   std::atomic<bool> closed_{false};
-  bool linked_ = true;
   Alive alive_;
 };
 

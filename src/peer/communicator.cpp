@@ -7,7 +7,9 @@
 #include <asio/post.hpp>
 
 #include "core/log.h"
+#include "net/fd_limit.h"
 #include "net/frame_io.h"
+#include "peer/escaped_exception.h"
 #include "peer/p2p_inbound.h"
 
 namespace ferry::peer {
@@ -51,8 +53,10 @@ Communicator::Communicator(CommConfig config)
       watchdog_strand_(asio::make_strand(io_.get_executor())),
       watchdog_(watchdog_strand_) {
   listener_ = net::Listener::bind(io_.get_executor(), config_.listen_host, config_.port_min, config_.port_max);
-  listener_->start([this](asio::ip::tcp::socket socket) {
-    accept_p2p(std::move(socket), link_options_,
+  // Raised before anything opens descriptors; the caps on strangers are sized from it.
+  auto strangers = net::StrangerGate::create("p2p", net::StrangerLimits::within(net::raise_fd_limit().soft));
+  listener_->start(strangers, [this](asio::ip::tcp::socket socket, std::shared_ptr<net::StrangerGate::Pass> pass) {
+    accept_p2p(std::move(socket), std::move(pass), link_options_,
                {[this](const wire::LinkHello& hello, const std::string& proof, const std::shared_ptr<net::Stream>& s) {
                   membership_.offer_link(hello, proof, s);
                 },
@@ -61,17 +65,31 @@ Communicator::Communicator(CommConfig config)
                 }});
   });
   asio::dispatch(watchdog_strand_, [this] { arm_watchdog(); });
-  for (uint32_t i = 0; i < config_.io_threads; ++i)
-    threads_.emplace_back([this] {
-      // Reductions run here: a fixed IEEE environment (no flush-to-zero inherited
-      // from whichever thread created us) makes results reproducible.
-      std::fesetenv(FE_DFL_ENV);
-      try {
-        io_.run();
-      } catch (const std::exception& e) {
-        log().critical("ferry io thread failed: {}", e.what());
-      }
-    });
+  try {
+    for (uint32_t i = 0; i < config_.io_threads; ++i) threads_.emplace_back([this] { serve_io(); });
+  } catch (const std::system_error& e) {
+    // No destructor runs for a constructor that throws: the threads made so far end here.
+    io_.stop();
+    for (auto& t : threads_) t.join();
+    throw Error(Errc::system, std::string("cannot start the communicator's io threads: ") + e.what());
+  }
+}
+
+void Communicator::serve_io() {
+  // Reductions run here: a fixed IEEE environment (no flush-to-zero inherited
+  // from whichever thread created us) makes results reproducible.
+  std::fesetenv(FE_DFL_ENV);
+  // A handler that throws fails the communicator, so every caller hears why;
+  // the thread itself serves on (Asio allows run() again after a throw), or
+  // the leave, the closes and the destroy that follow would have no thread.
+  for (;;) {
+    try {
+      io_.run();
+      return;
+    } catch (...) {
+      die(status_of_current_exception("a communicator io thread failed"));  // logs the first
+    }
+  }
 }
 
 Communicator::~Communicator() {

@@ -107,6 +107,8 @@ class Communicator final : private MasterSession::Events {
   void on_fetch_hello(const wire::FetchHello& hello, const std::string& welcome_proof,
                       const std::shared_ptr<net::Stream>& stream);
   void die(const Status& why);
+  // Body of each io thread: runs io_ until it stops; a handler's exception fails the communicator.
+  void serve_io();
   void arm_watchdog();
   OpDeadlines op_deadlines() const;
 

@@ -2,6 +2,8 @@
 
 #include <pthread.h>
 
+#include "peer/escaped_exception.h"
+
 namespace ferry::peer {
 
 InLane::InLane(std::shared_ptr<net::Stream> stream, uint32_t lane, FindStarted find_started,
@@ -38,16 +40,18 @@ void InLane::join() {
 }
 
 void InLane::run() {
-  std::string name = "ferry-in-" + std::to_string(lane_);
-  pthread_setname_np(pthread_self(), name.c_str());
-  for (;;) {
-    Status st = receive_one();
-    if (st.ok()) continue;
-    if (!closed_.exchange(true)) {
-      stream_->abort();
-      if (on_error_) on_error_(st);
-    }
-    return;
+  Status st;
+  // Nothing may escape a lane's thread (std::terminate): what does fails the link.
+  try {
+    std::string name = "ferry-in-" + std::to_string(lane_);
+    pthread_setname_np(pthread_self(), name.c_str());
+    while (st.ok()) st = receive_one();
+  } catch (...) {
+    st = status_of_current_exception("an in-lane failed");
+  }
+  if (!closed_.exchange(true)) {
+    stream_->abort();
+    if (on_error_) on_error_(st);
   }
 }
 

@@ -30,6 +30,7 @@ class InLane : public std::enable_shared_from_this<InLane> {
   InLane(std::shared_ptr<net::Stream> stream, uint32_t lane, FindStarted find_started, OnError on_error);
   ~InLane();
 
+  // Throws std::system_error when no thread can be made.
   void start();
   void close();
   void join();

@@ -36,10 +36,13 @@ void LinkSetup::arm_timer() {
   timer_.async_wait([self = shared_from_this()](std::error_code ec) {
     if (ec) return;
     bool outgoing_missing;
+    std::optional<Outcome> failed;
     {
       std::lock_guard lock(self->mu_);
       outgoing_missing = self->out_ready_ < self->out_.size();
+      failed = std::move(self->outgoing_failure_);
     }
+    if (failed) return self->finish(std::move(*failed));  // the dial's failure, not a timeout's guess
     const auto& blame = outgoing_missing ? self->next_ : self->prev_;
     self->finish({Status::failure(Errc::timeout, std::string(outgoing_missing ? "links to" : "links from") +
                                                      " peer " + std::to_string(blame.peer_id) + " (" + blame.host +
@@ -52,9 +55,11 @@ void LinkSetup::arm_timer() {
 void LinkSetup::dial_lane(uint32_t lane) {
   auto self = shared_from_this();
   auto fail = [self](const Status& st) {
+    // Out of local resources: this peer's own trouble, so it names itself, not the next peer.
+    if (st.code == Errc::system) return self->outgoing_failed({st, nullptr, self->self_id_});
     Errc code = st.code == Errc::timeout || st.code == Errc::auth ? st.code : Errc::connect;
-    self->finish({Status::failure(code, "peer " + std::to_string(self->next_.peer_id) + ": " + st.message), nullptr,
-                  self->next_.peer_id});
+    self->outgoing_failed({Status::failure(code, "peer " + std::to_string(self->next_.peer_id) + ": " + st.message),
+                           nullptr, self->next_.peer_id});
   };
   net::dial(
       executor_, {next_.host, next_.port}, options_.timeout, options_.transport,
@@ -127,10 +132,25 @@ bool LinkSetup::offer_inbound(const wire::LinkHello& hello, const std::string& w
   return true;
 }
 
+void LinkSetup::outgoing_failed(Outcome outcome) {
+  {
+    std::lock_guard lock(mu_);
+    if (!done_ || outgoing_failure_) return;
+    // Closing our inbound lanes now would make the previous peer blame us for
+    // a link that is fine: report once they are all up (or the timer fires).
+    if (in_ready_ < in_.size()) {
+      outgoing_failure_ = std::move(outcome);
+      return;
+    }
+  }
+  finish(std::move(outcome));
+}
+
 void LinkSetup::lane_ready(bool outgoing, uint32_t lane, std::shared_ptr<net::Stream> stream, bool shared_memory) {
   std::shared_ptr<RingLinks> links;
   std::vector<std::shared_ptr<net::Stream>> out, in;
   SharedMemoryLanes shared_memory_lanes;
+  std::optional<Outcome> failed;
   {
     std::lock_guard lock(mu_);
     if (!done_) {
@@ -140,13 +160,20 @@ void LinkSetup::lane_ready(bool outgoing, uint32_t lane, std::shared_ptr<net::St
     (outgoing ? out_ : in_)[lane] = std::move(stream);
     ++(outgoing ? out_ready_ : in_ready_);
     if (shared_memory) ++(outgoing ? shared_memory_.out : shared_memory_.in);
-    if (out_ready_ < out_.size() || in_ready_ < in_.size()) return;
-    out = out_;
-    in = in_;
-    shared_memory_lanes = shared_memory_;
+    if (outgoing_failure_) {
+      if (in_ready_ < in_.size()) return;
+      failed = std::move(outgoing_failure_);
+    } else {
+      if (out_ready_ < out_.size() || in_ready_ < in_.size()) return;
+      out = out_;
+      in = in_;
+      shared_memory_lanes = shared_memory_;
+    }
   }
+  if (failed) return finish(std::move(*failed));
   links = std::make_shared<RingLinks>(topology_.epoch, static_cast<uint32_t>(out.size()), options_.ops, shared_memory_lanes);
-  links->start(std::move(out), std::move(in));
+  // A full descriptor table or thread limit here is this peer's own: it names itself, not a neighbour.
+  if (Status st = links->start(std::move(out), std::move(in)); !st.ok()) return finish({st, nullptr, self_id_});
   finish({Status::success(), links, 0});
 }
 

@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include <asio/steady_timer.hpp>
@@ -72,6 +73,8 @@ class LinkSetup : public std::enable_shared_from_this<LinkSetup> {
   // The inbound stream as this lane will use it: over the hello's ring when it maps.
   std::shared_ptr<net::Stream> accept_ring(const wire::LinkHello& hello, const std::shared_ptr<net::Stream>& stream);
   void lane_ready(bool outgoing, uint32_t lane, std::shared_ptr<net::Stream> stream, bool shared_memory);
+  // A lane to the next peer failed: finish now, or once the inbound lanes are up.
+  void outgoing_failed(Outcome outcome);
   void finish(Outcome outcome);
 
   asio::any_io_executor executor_;
@@ -87,6 +90,7 @@ class LinkSetup : public std::enable_shared_from_this<LinkSetup> {
   std::vector<std::shared_ptr<net::Stream>> out_, in_;  // guarded by mu_
   size_t out_ready_ = 0, in_ready_ = 0;              // guarded by mu_
   SharedMemoryLanes shared_memory_;       // guarded by mu_
+  std::optional<Outcome> outgoing_failure_;  // guarded by mu_; reported once the inbound lanes are up
 };
 
 }  // namespace ferry::peer

@@ -6,8 +6,11 @@
 #include <unistd.h>
 
 #include <array>
+#include <cstring>
+#include <utility>
 
 #include "core/hash.h"
+#include "peer/escaped_exception.h"
 
 namespace ferry::peer {
 
@@ -15,13 +18,14 @@ OutLane::OutLane(std::shared_ptr<net::Stream> stream, uint32_t lane, std::shared
                  OnError on_error)
     : stream_(std::move(stream)), lane_(lane), queue_(std::move(queue)), on_error_(std::move(on_error)),
       wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
-  if (wake_fd_ < 0) throw Error(Errc::system, "eventfd failed");
+  // Typically EMFILE: a full descriptor table fails this link set-up, not the process.
+  if (wake_fd_ < 0) throw Error(Errc::system, std::string("cannot create an eventfd: ") + std::strerror(errno));
 }
 
 OutLane::~OutLane() {
   close();
   if (thread_.joinable()) thread_.detach();  // only if never joined: see RingLinks
-  ::close(wake_fd_);
+  if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
 void OutLane::start() {
@@ -65,9 +69,20 @@ bool OutLane::next(SendQueue::Item& item) {
 }
 
 void OutLane::run() {
-  std::string name = "ferry-out-" + std::to_string(lane_);
-  pthread_setname_np(pthread_self(), name.c_str());
+  // Nothing may escape a lane's thread (std::terminate): what does fails the
+  // link, and the chunk in hand is dropped so that its collective can end.
   SendQueue::Item item;
+  try {
+    std::string name = "ferry-out-" + std::to_string(lane_);
+    pthread_setname_np(pthread_self(), name.c_str());
+    write_until_closed(item);
+  } catch (...) {
+    if (item.owner) std::exchange(item.owner, nullptr)->chunk_dropped();
+    fail(status_of_current_exception("an out-lane failed"));
+  }
+}
+
+void OutLane::write_until_closed(SendQueue::Item& item) {
   while (next(item)) {
     if (item.checksum_pending) item.header.checksum = hash_bytes(item.payload, item.header.length);
     auto header = wire::encode_chunk_header(item.header);

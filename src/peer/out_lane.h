@@ -29,9 +29,11 @@ class OutLane : public std::enable_shared_from_this<OutLane> {
  public:
   using OnError = std::function<void(const Status&)>;
 
+  // Throws Error (Errc::system) when its eventfd cannot be made (a full descriptor table).
   OutLane(std::shared_ptr<net::Stream> stream, uint32_t lane, std::shared_ptr<SendQueue> queue, OnError on_error);
   ~OutLane();
 
+  // Throws std::system_error when no thread can be made.
   void start();
   // Stops the lane (the chunk it is writing is dropped); the queue stays the link's to close.
   void close();
@@ -40,6 +42,7 @@ class OutLane : public std::enable_shared_from_this<OutLane> {
 
  private:
   void run();
+  void write_until_closed(SendQueue::Item& item);  // item: the chunk in hand, if any
   bool next(SendQueue::Item& item);  // false once closed
   void fail(const Status& why);
   bool close_once();      // true for the call that closed it

@@ -5,23 +5,29 @@
 #include <asio/dispatch.hpp>
 
 #include "core/log.h"
+#include "core/log_throttle.h"
 #include "net/dialer.h"
 #include "peer/p2p_handshake.h"
 
 namespace ferry::peer {
 
-void accept_p2p(asio::ip::tcp::socket socket, const LinkOptions& options, InboundRoutes routes) {
+void accept_p2p(asio::ip::tcp::socket socket, std::shared_ptr<net::StrangerGate::Pass> stranger,
+                const LinkOptions& options, InboundRoutes routes) {
   if (Status tuned = net::apply_tuning(socket, options.tuning); !tuned.ok()) log().warn("inbound link: {}", tuned.message);
   options.transport->open_server(
-      std::move(socket), [secret = options.secret, timeout = options.timeout, routes = std::move(routes)](
+      std::move(socket), [secret = options.secret, timeout = options.timeout, routes = std::move(routes), stranger](
                              Status st, std::shared_ptr<net::Stream> stream) {
         if (!st.ok()) return log().debug("dropped an inbound link: {}", st.message);
-        asio::dispatch(stream->executor(), [secret, timeout, routes, stream] {
+        asio::dispatch(stream->executor(), [secret, timeout, routes, stream, stranger] {
           acceptor_handshake(stream, secret, timeout,
-                             [routes, stream](Status hst, std::optional<AcceptedHello> accepted) {
+                             [routes, stream, stranger](Status hst, std::optional<AcceptedHello> accepted) {
+                               stranger->release();  // proved, or refused and closed: no longer a stranger
                                if (!hst.ok()) {
+                                 static LogThrottle refusals;  // a storm of bad proofs is one line a second
                                  if (hst.code == Errc::auth)
-                                   log().warn("refused a p2p connection from {}: {}", stream->remote_host(), hst.message);
+                                   if (uint64_t events = refusals.admit())
+                                     log().warn("refused {} p2p connection(s) that failed authentication; last from {}: {}",
+                                                events, stream->remote_host(), hst.message);
                                  return;
                                }
                                if (auto* link = std::get_if<wire::LinkHello>(&accepted->hello))

@@ -13,6 +13,7 @@
 
 #include <asio/ip/tcp.hpp>
 
+#include "net/stranger_gate.h"
 #include "peer/link_setup.h"
 
 namespace ferry::peer {
@@ -22,7 +23,10 @@ struct InboundRoutes {
   std::function<void(const wire::FetchHello&, const std::string& welcome_proof, const std::shared_ptr<net::Stream>&)> fetch;
 };
 
-void accept_p2p(asio::ip::tcp::socket socket, const LinkOptions& options, InboundRoutes routes);
+// `stranger` holds the connection's place under the listener's caps until its
+// handshake ends, either way (net/stranger_gate.h).
+void accept_p2p(asio::ip::tcp::socket socket, std::shared_ptr<net::StrangerGate::Pass> stranger,
+                const LinkOptions& options, InboundRoutes routes);
 
 // The fetch side's dial: connects to a shared-state holder, says `hello`,
 // waits for its welcome, and returns the stream in blocking mode. Blocks the

@@ -1,5 +1,7 @@
 #include "peer/ring_links.h"
 
+#include "peer/escaped_exception.h"
+
 namespace ferry::peer {
 
 RingLinks::RingLinks(uint64_t epoch, uint32_t lanes, std::weak_ptr<OpRegistry> ops, SharedMemoryLanes shared_memory)
@@ -10,7 +12,19 @@ RingLinks::~RingLinks() {
   join();  // a lane's own thread cannot join itself; its lane detaches it (see OutLane/InLane)
 }
 
-void RingLinks::start(std::vector<std::shared_ptr<net::Stream>> out, std::vector<std::shared_ptr<net::Stream>> in) {
+Status RingLinks::start(std::vector<std::shared_ptr<net::Stream>> out, std::vector<std::shared_ptr<net::Stream>> in) {
+  try {
+    start_lanes(std::move(out), std::move(in));
+    return Status::success();
+  } catch (...) {
+    // Lanes already started stop with the rest; streams not yet in a lane close as they go.
+    Status why = status_of_current_exception("cannot start the links of epoch " + std::to_string(epoch_));
+    close(why);
+    return why;
+  }
+}
+
+void RingLinks::start_lanes(std::vector<std::shared_ptr<net::Stream>> out, std::vector<std::shared_ptr<net::Stream>> in) {
   std::weak_ptr<RingLinks> weak = weak_from_this();
   auto on_error = [weak](const Status& why) {
     if (auto self = weak.lock()) self->close(why);

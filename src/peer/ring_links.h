@@ -33,8 +33,11 @@ class RingLinks : public std::enable_shared_from_this<RingLinks> {
   ~RingLinks();
 
   // Takes the handshaken streams (empty for a world of one), switches them to
-  // blocking mode and starts the lane threads.
-  void start(std::vector<std::shared_ptr<net::Stream>> out, std::vector<std::shared_ptr<net::Stream>> in);
+  // blocking mode and starts the lane threads. A lane that cannot get its
+  // eventfd or thread (a full descriptor table, a thread limit) closes the
+  // whole set and is the failure returned (Errc::system); nothing throws.
+  [[nodiscard]] Status start(std::vector<std::shared_ptr<net::Stream>> out,
+                             std::vector<std::shared_ptr<net::Stream>> in);
   uint64_t epoch() const { return epoch_; }
   uint32_t lanes() const { return lanes_; }
   uint32_t shared_memory_lanes() const { return shared_memory_.out + shared_memory_.in; }
@@ -52,6 +55,8 @@ class RingLinks : public std::enable_shared_from_this<RingLinks> {
   Status failure() const;
 
  private:
+  void start_lanes(std::vector<std::shared_ptr<net::Stream>> out, std::vector<std::shared_ptr<net::Stream>> in);
+
   const uint64_t epoch_;
   const uint32_t lanes_;
   const SharedMemoryLanes shared_memory_;

@@ -101,7 +101,7 @@ RingMembership::Commit RingMembership::commit(const wire::TopologyDone& done) {
     committed_.links = std::exchange(proposed_links_, nullptr);
     if (!committed_.links) {  // a world of one: no lanes, but links all the same (they route nothing)
       committed_.links = std::make_shared<RingLinks>(done.epoch, 0, options_.ops);
-      committed_.links->start({}, {});
+      (void)committed_.links->start({}, {});  // no lanes: nothing to make, nothing to fail
     }
     proposed_.reset();
     setup_.reset();

@@ -9,6 +9,7 @@
 #include "core/content_hash.h"
 #include "core/hash.h"
 #include "core/log.h"
+#include "peer/escaped_exception.h"
 #include "wire/fetch_frames.h"
 #include "wire/frame.h"
 
@@ -340,16 +341,27 @@ void SharedStateSync::serve_loop(const std::shared_ptr<net::Stream>& stream) {
 
 void SharedStateSync::spawn(std::function<void()> body) {
   if (!try_hold()) return;
-  std::lock_guard lock(mu_);
-  threads_.emplace_back([self = shared_from_this(), body = std::move(body)]() mutable {
-    {
-      // Destroyed here, before the release: no socket of ours outlives the
-      // collective (and with it, possibly, the communicator's io_context).
-      auto run = std::move(body);
-      run();
-    }
-    self->release();
-  });
+  // A transfer that throws, or a thread the system refuses, fails this sync
+  // with the reason: never std::terminate, never a hold that is not given back.
+  try {
+    std::lock_guard lock(mu_);
+    threads_.emplace_back([self = shared_from_this(), body = std::move(body)]() mutable {
+      {
+        // Destroyed here, before the release: no socket of ours outlives the
+        // collective (and with it, possibly, the communicator's io_context).
+        auto run = std::move(body);
+        try {
+          run();
+        } catch (...) {
+          self->fail_local(status_of_current_exception("a shared-state transfer failed"));
+        }
+      }
+      self->release();
+    });
+  } catch (...) {
+    fail_local(status_of_current_exception("cannot start a shared-state transfer thread"));
+    release();
+  }
 }
 
 void SharedStateSync::track(const std::shared_ptr<net::Stream>& stream) {

@@ -125,6 +125,10 @@ int64_t attribute(ferry_comm* comm, ferry_attribute a) {
 
 void grow_group(ferry_comm* comm, int64_t target) {
   must(ferry_connect(comm), "ferry_connect");
+  wait_for_group(comm, target);
+}
+
+void wait_for_group(ferry_comm* comm, int64_t target) {
   while (attribute(comm, FERRY_ATTR_GROUP_WORLD_SIZE) < target) {
     must(ferry_update_topology(comm), "ferry_update_topology");
     // Everyone saw the same topology_done, so everyone leaves this loop together.

@@ -83,6 +83,8 @@ int64_t attribute(ferry_comm* comm, ferry_attribute attribute);
 // ferry_connect, then ferry_update_topology until the group has `target` peers.
 // Every peer of a group must call it with the same target.
 void grow_group(ferry_comm* comm, int64_t target);
+// The same for a peer already connected.
+void wait_for_group(ferry_comm* comm, int64_t target);
 
 // Runs body(rank) on `peers` threads and joins them. Returns one entry per
 // rank: empty when body returned, else the failure's message.

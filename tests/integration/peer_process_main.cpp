@@ -5,13 +5,19 @@
 //   ready rank=R world=W
 //   op round=I result=CODE world=W value=V t=SECONDS        (t: CLOCK_MONOTONIC, comparable across processes)
 //   next result=CODE t=SECONDS                              (--probe-after-fatal: the call after a fatal one)
+//   starved fds=N t=SECONDS / fed t=SECONDS                 (--starve-fds-on-admit: the table full, then freed)
 //   done
 // A retryable failure is followed by ferry_update_topology, as a training loop would.
 // A fatal one (master lost, kicked) ends the process with status 3.
 #include <CLI/CLI.hpp>
 
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <ctime>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,6 +38,31 @@ int64_t attr(ferry_comm* comm, ferry_attribute a) {
   return v;
 }
 
+// Fills this process's descriptor table (as ~1000 idle strangers on the p2p
+// port would) and empties it again after `hold_ms`, on a thread of its own:
+// the caller goes on with a table in which every new descriptor fails (EMFILE).
+class FdHog {
+ public:
+  explicit FdHog(uint32_t hold_ms) {
+    for (int fd; (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) fds_.push_back(fd);
+    std::printf("starved fds=%zu t=%.6f\n", fds_.size(), monotonic_s());
+    std::fflush(stdout);
+    freer_ = std::thread([this, hold_ms] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));
+      for (int fd : fds_) ::close(fd);
+      std::printf("fed t=%.6f\n", monotonic_s());
+      std::fflush(stdout);
+    });
+  }
+  ~FdHog() { freer_.join(); }
+  FdHog(const FdHog&) = delete;
+  FdHog& operator=(const FdHog&) = delete;
+
+ private:
+  std::vector<int> fds_;
+  std::thread freer_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -39,7 +70,8 @@ int main(int argc, char** argv) {
   std::string master, mode = "loop";
   int peers = 2, rounds = 10;
   size_t floats = 1 << 20;
-  uint32_t connections = 2, heartbeat_ms = 2000, progress_ms = 5000, timeout_ms = 20000;
+  uint32_t connections = 2, heartbeat_ms = 2000, progress_ms = 5000, timeout_ms = 20000, io_threads = 2;
+  uint32_t fd_limit = 0, starve_fds_ms = 0;
   bool admit = false, probe_after_fatal = false, shared_memory = false;
   app.add_option("--master", master)->required();
   app.add_option("--peers", peers, "wait until the group has this many peers");
@@ -54,7 +86,20 @@ int main(int argc, char** argv) {
   app.add_flag("--probe-after-fatal", probe_after_fatal,
                "after a fatal failure, make one more all-reduce and report its result (it must fail the same way)");
   app.add_flag("--shared-memory", shared_memory, "ring bytes through shared memory (default: all on TCP)");
+  app.add_option("--io-threads", io_threads);
+  uint16_t p2p_port = 0;
+  app.add_option("--p2p-port", p2p_port, "listen for ring links on this port (default: any free one)");
+  app.add_option("--fd-limit", fd_limit, "set RLIMIT_NOFILE (soft and hard) to this first, so the library cannot raise it");
+  app.add_option("--starve-fds-on-admit", starve_fds_ms,
+                 "with --admit: before the first admission's update_topology, fill the descriptor table for this many ms");
   CLI11_PARSE(app, argc, argv);
+  if (fd_limit > 0) {
+    rlimit limit{fd_limit, fd_limit};
+    if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+      std::perror("setrlimit");
+      return 2;
+    }
+  }
 
   ferry_comm_params params;
   ferry_comm_params_init(&params);
@@ -65,6 +110,8 @@ int main(int argc, char** argv) {
   params.progress_timeout_ms = progress_ms;
   params.timeout_ms = timeout_ms;
   params.shared_memory = shared_memory ? 1 : 0;
+  params.io_threads = io_threads;
+  params.p2p_port_min = params.p2p_port_max = p2p_port;
   ferry_comm* comm = nullptr;
   if (ferry_comm_create(&params, &comm) != FERRY_OK || ferry_connect(comm) != FERRY_OK) {
     std::fprintf(stderr, "join failed: %s\n", ferry_last_error());
@@ -90,10 +137,16 @@ int main(int argc, char** argv) {
   std::vector<float> data(floats);
   ferry_allreduce_desc desc;
   ferry_allreduce_desc_init(&desc);
+  std::optional<FdHog> hog;
   for (int round = 0; round < rounds; ++round) {
-    if (admit) {
+    // Not in round 0: a newcomer's ferry_connect was the others' update_topology
+    // of its admission, whose next call is the all-reduce.
+    if (admit && round > 0) {
       uint32_t pending = 0;
-      if (ferry_peers_pending(comm, &pending) == FERRY_OK && pending > 0) ferry_update_topology(comm);
+      if (ferry_peers_pending(comm, &pending) == FERRY_OK && pending > 0) {
+        if (starve_fds_ms > 0 && !hog) hog.emplace(starve_fds_ms);
+        ferry_update_topology(comm);
+      }
     }
     std::fill(data.begin(), data.end(), 1.0f);
     ferry_op_info info{};

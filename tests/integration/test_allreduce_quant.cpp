@@ -171,7 +171,7 @@ TEST_CASE("quant: sum error stays within N(N+1)/2 * block range / (2L) of an f64
   for (size_t r = 1; r < peers; ++r) CHECK(outputs[r] == outputs[0]);
 }
 
-TEST_CASE("quant: a NaN makes its block NaN on every peer; constant blocks are exact", "[allreduce][quant]") {
+TEST_CASE("quant: a NaN makes its block NaN on every peer, constant blocks are exact", "[allreduce][quant]") {
   EmbeddedMaster master;
   std::vector<std::vector<float>> out(3);
   auto results = run_peers(3, [&](size_t) {
@@ -195,7 +195,7 @@ TEST_CASE("quant: a NaN makes its block NaN on every peer; constant blocks are e
   }
 }
 
-TEST_CASE("quant: bytes on the wire shrink as promised; bad combinations are refused", "[allreduce][quant]") {
+TEST_CASE("quant: bytes on the wire shrink as promised, bad combinations are refused", "[allreduce][quant]") {
   EmbeddedMaster master;
   const size_t count = 1 << 20;
   std::vector<uint64_t> sent(6);

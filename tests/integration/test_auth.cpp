@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "harness.h"
+#include "stranger_crowd.h"
 #include "wire/frame.h"
 #include "wire/messages.h"
 
@@ -64,18 +65,6 @@ ferry_result join(const std::string& master, const std::string& secret_file, uin
   return r;
 }
 
-uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 // Reads one whole frame from a blocking socket; nullopt on close.
 std::optional<ferry::wire::Message> read_frame(int fd) {
   std::array<uint8_t, ferry::wire::kFrameHeaderBytes> head{};
@@ -91,7 +80,7 @@ std::optional<ferry::wire::Message> read_frame(int fd) {
 
 }  // namespace
 
-TEST_CASE("auth: peers holding the run secret join, all-reduce and sync; others are refused", "[auth]") {
+TEST_CASE("auth: peers holding the run secret join, all-reduce and sync, others are refused", "[auth]") {
   SecretFiles files;
   std::string good = files.write("good", "correct horse battery staple\n");
   std::string other = files.write("other", "a different secret, long enough");
@@ -170,7 +159,7 @@ TEST_CASE("auth: a peer's p2p listener refuses a stranger's link and fetch hands
   std::string secret = files.write("s", "the secret of this run");
   std::string address;
   ferry_master* master = start_master(secret, &address);
-  uint16_t p2p = free_port();
+  uint16_t p2p = free_loopback_port();
   ferry_comm* comm = nullptr;
   REQUIRE(join(address, secret, p2p, &comm) == FERRY_OK);
 

@@ -110,7 +110,7 @@ std::vector<Garbage> garbage_cases() {
 
 }  // namespace
 
-TEST_CASE("master: malformed and forbidden frames close their connection; the run goes on unharmed",
+TEST_CASE("master: malformed and forbidden frames close their connection, the run goes on unharmed",
           "[master][robustness]") {
   EmbeddedMaster master;
   std::string garbage_problems;

@@ -24,9 +24,11 @@
 #include <random>
 #include <thread>
 
+#include "child_process.h"  // tools/common
 #include "core/hash.h"
 #include "forged_frame.h"
 #include "harness.h"
+#include "stranger_crowd.h"
 #include "wire/frame.h"
 #include "wire/messages.h"
 
@@ -466,11 +468,7 @@ TEST_CASE("master: a storm of garbage, forbidden and replayed frames leaves an a
       must(ferry_connect(comms[who]), "ferry_connect (fresh peer)");
     }
     ferry_comm* comm = comms[who];
-    while (attribute(comm, FERRY_ATTR_GROUP_WORLD_SIZE) < static_cast<int64_t>(kPeers + 1)) {
-      must(ferry_update_topology(comm), "ferry_update_topology");
-      if (attribute(comm, FERRY_ATTR_GROUP_WORLD_SIZE) < static_cast<int64_t>(kPeers + 1))
-        std::this_thread::sleep_for(5ms);
-    }
+    wait_for_group(comm, kPeers + 1);
     double one = 1.0;
     ferry_allreduce_desc desc;
     ferry_allreduce_desc_init(&desc);
@@ -483,4 +481,114 @@ TEST_CASE("master: a storm of garbage, forbidden and replayed frames leaves an a
   ferry_master_destroy(master);
   fs::remove_all(dir);
   CHECK(Clock::now() - started < 30s);
+}
+
+// Attacks 1 and 3 of issue 22, against a ferry-master process with its address
+// space capped at 768 MiB and 1024 descriptors (soft = hard, so raising the
+// limit cannot help): while a 3-peer authenticated run checks every result,
+// one source (127.0.0.2) keeps ~1500 idle connections open and fires
+// 12-byte headers announcing 4 MiB hellos. The master must stay small, keep
+// its descriptors for the run, and admit a fresh peer from another address
+// while the attack goes on. On the old master the headers took it to 1.2 GB
+// (its serving thread died of bad_alloc under the cap) and the idle crowd
+// filled its descriptor table, so the fresh peer got ConnectError.
+TEST_CASE("master: a stranger's header storm and idle crowd under tight limits cost the run nothing",
+          "[master][storm][strangers]") {
+  using ferry::tooling::Child;
+  using ferry::tooling::ChildSet;
+  raise_own_fd_limit();
+  fs::path dir = fs::temp_directory_path() / ("ferry-strangers-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::string secret = (dir / "secret").string();
+  std::ofstream(secret) << "the stranger test's run secret, 32+ bytes\n";
+  SecretEnvironment env(secret);
+
+  ChildSet children(false);
+  Child& master = children.spawn("ferry-master", {"prlimit", "--as=805306368", "--nofile=1024:1024", FERRY_MASTER_BIN,
+                                                  "--listen", "127.0.0.1:0", "--log-level", "warn"});
+  REQUIRE(children.pump_until([&] { return !master.running() || master.out().find('\n') != std::string::npos; },
+                              ferry::tooling::Clock::now() + 15s));
+  const std::string line = master.out().substr(0, master.out().find('\n'));
+  REQUIRE(line.rfind("ferry-master listening on ", 0) == 0);
+  const uint16_t port = static_cast<uint16_t>(std::stoi(line.substr(line.rfind(':') + 1)));
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+
+  constexpr size_t kCrowd = 1500;
+  constexpr size_t kHeadersPerRound = 100;
+  const auto big_hello = forged_frame_header(wire::kFrameMagic, wire::kProtocolVersion,
+                                             static_cast<uint16_t>(wire::MessageType::hello), 4u << 20);
+  std::atomic<bool> attack_on{false}, stop_attack{false};
+  std::atomic<size_t> master_fds_peak{0}, crowd_peak{0}, headers_sent{0};
+  std::thread attacker([&] {
+    StrangerCrowd idle, headers;
+    while (!stop_attack) {
+      idle.top_up(kCrowd, "127.0.0.2", port);
+      headers.disperse();
+      headers_sent += headers.arrive(kHeadersPerRound, "127.0.0.2", port, big_hello);
+      crowd_peak = std::max<size_t>(crowd_peak, idle.still_open());
+      master_fds_peak = std::max(master_fds_peak.load(), open_fds(master.pid()));
+      attack_on = true;
+      std::this_thread::sleep_for(300ms);
+    }
+  });
+
+  const size_t count = 20011;
+  std::vector<std::string> wrong(kPeers);
+  std::vector<ferry_comm*> comms(kPeers + 1, nullptr);
+  auto results = run_peers(kPeers, [&](size_t who) {
+    ferry_comm* comm = create_peer(address);
+    comms[who] = comm;
+    grow_group(comm, kPeers);
+    size_t rank = static_cast<size_t>(attribute(comm, FERRY_ATTR_RANK));
+    std::vector<float> data(count);
+    ferry_allreduce_desc desc;
+    ferry_allreduce_desc_init(&desc);
+    for (size_t round = 0; round < 50; ++round) {
+      while (round == 10 && !attack_on) std::this_thread::sleep_for(10ms);  // the rest under attack
+      for (size_t i = 0; i < count; ++i) data[i] = input_value(rank, round, i);
+      must(ferry_allreduce(comm, data.data(), data.data(), count, &desc, nullptr), "ferry_allreduce");
+      for (size_t i = 0; i < count && wrong[who].empty(); ++i) {
+        double reference = 0;
+        for (size_t r = 0; r < kPeers; ++r) reference += input_value(r, round, i);
+        if (std::fabs(data[i] - reference) > 1e-5 * (1 + std::fabs(reference)))
+          wrong[who] = "round " + std::to_string(round) + " element " + std::to_string(i);
+      }
+    }
+  });
+  REQUIRE(failures(results) == "");
+  for (auto& w : wrong) CHECK(w == "");
+
+  // A fresh peer joins while the crowd still stands at the door.
+  auto join_started = Clock::now();
+  auto joined = run_peers(kPeers + 1, [&](size_t who) {
+    if (who == kPeers) {
+      comms[who] = create_peer(address);
+      must(ferry_connect(comms[who]), "ferry_connect (fresh peer, under attack)");
+    }
+    wait_for_group(comms[who], kPeers + 1);
+    double one = 1.0;
+    ferry_allreduce_desc desc;
+    ferry_allreduce_desc_init(&desc);
+    desc.dtype = FERRY_F64;
+    must(ferry_allreduce(comms[who], &one, &one, 1, &desc, nullptr), "ferry_allreduce (with the fresh peer)");
+    if (one != static_cast<double>(kPeers + 1)) throw std::runtime_error("wrong sum with the fresh peer");
+  });
+  auto join_took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - join_started);
+  stop_attack = true;
+  attacker.join();
+  const uint64_t rss = peak_rss_bytes(master.pid());
+  INFO("fresh peer admitted in " << join_took.count() << " ms; master peak RSS " << rss / 1024 << " KiB, peak fds "
+                                 << master_fds_peak << "; " << headers_sent << " 4 MiB headers; idle crowd held up to "
+                                 << crowd_peak);
+  CHECK(failures(joined) == "");
+  for (ferry_comm* comm : comms) ferry_comm_destroy(comm);
+  CHECK(master.running());
+  CHECK(headers_sent >= kHeadersPerRound);
+  CHECK(rss > 0);
+  CHECK(rss < 64u << 20);              // it was 1.2 GB
+  CHECK(master_fds_peak <= 1024 / 2);  // strangers get at most a quarter of them
+  CHECK(crowd_peak <= 1024 / 4);
+  children.stop(master, 2000ms);
+  CHECK(master.exit_code() == std::optional<int>(0));
+  fs::remove_all(dir);
 }

@@ -78,7 +78,7 @@ TEST_CASE("membership: a newcomer waits, is admitted by update_topology, and joi
   }
 }
 
-TEST_CASE("membership: a peer that leaves cleanly is dropped at once; the rest continue in the smaller world",
+TEST_CASE("membership: a peer that leaves cleanly is dropped at once, the rest continue in the smaller world",
           "[membership]") {
   EmbeddedMaster master;
   std::promise<void> left;

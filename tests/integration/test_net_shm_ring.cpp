@@ -1,11 +1,17 @@
 // The shared-memory ring under same-host links: order through wraps,
 // borrowed spans, close and liveness waking every wait, corrupt counters and
-// foreign segments refused, and two real processes on one ring.
+// foreign or unsealed segments refused, two real processes on one ring, and
+// a third process that tries to truncate it.
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
+
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -18,8 +24,10 @@
 
 #include "core/error.h"
 #include "net/shm_ring.h"
+#include "shm_ring_files.h"
 
 using ferry::net::ShmRing;
+using ferry::test::shm_ring_files;
 using namespace std::chrono_literals;
 
 namespace {
@@ -34,6 +42,13 @@ std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
 struct Pair {
   std::unique_ptr<ShmRing> writer, reader;
 };
+
+// A name in the writer's format for a segment this test made itself.
+std::string name_of(int fd) {
+  struct stat st {};
+  REQUIRE(::fstat(fd, &st) == 0);
+  return "memfd:" + std::to_string(::getpid()) + ":" + std::to_string(fd) + ":" + std::to_string(st.st_ino);
+}
 
 Pair make_pair(size_t capacity) {
   Pair p;
@@ -101,7 +116,7 @@ TEST_CASE("shm ring: a borrowed span is contiguous across the wrap and stays unt
   CHECK_FALSE(ec);
 }
 
-TEST_CASE("shm ring: only aligned spans are lent; the rest are read, in order", "[net][shm]") {
+TEST_CASE("shm ring: only aligned spans are lent, the rest are read in order", "[net][shm]") {
   // Reductions read a borrowed span as f32/f64: after an odd-sized chunk the
   // next one would start misaligned (UBSan caught exactly that).
   auto [writer, reader] = make_pair(4096);
@@ -184,7 +199,9 @@ TEST_CASE("shm ring: counters the far side corrupted are a protocol error, not a
   auto reader = ShmRing::attach(writer->name());
   // Reach the shared header as a misbehaving writer would: head is the
   // second cache line (after magic and capacity).
-  int fd = ::shm_open(writer->name().c_str(), O_RDWR, 0);
+  auto files = shm_ring_files(::getpid());
+  REQUIRE_FALSE(files.empty());
+  int fd = ::open(files.front().c_str(), O_RDWR);
   REQUIRE(fd >= 0);
   void* page = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   ::close(fd);
@@ -200,23 +217,122 @@ TEST_CASE("shm ring: counters the far side corrupted are a protocol error, not a
   ::munmap(page, 4096);
 }
 
-TEST_CASE("shm ring: attaching to something that is not a ring fails cleanly", "[net][shm]") {
+TEST_CASE("shm ring: attaching to something that is not a sealed ring fails cleanly", "[net][shm]") {
+  auto refused = [](const std::string& name) {
+    try {
+      ShmRing::attach(name);
+      return std::string("attached");
+    } catch (const ferry::Error& e) {
+      return std::string(e.code() == ferry::Errc::protocol ? "protocol" : "system") + ": " + e.what();
+    }
+  };
   CHECK_THROWS_AS(ShmRing::attach("/ferry-no-such-ring-0000"), ferry::Error);
   CHECK_THROWS_AS(ShmRing::attach("../etc/passwd"), ferry::Error);
+  CHECK_THROWS_AS(ShmRing::attach("memfd:1:2"), ferry::Error);
+  CHECK_THROWS_AS(ShmRing::attach("memfd:1:2:3:4"), ferry::Error);
   CHECK_THROWS_AS(ShmRing::attach(""), ferry::Error);
-  // The right name, the wrong contents.
-  const std::string name = "/ferry-test-not-a-ring-" + std::to_string(::getpid());
-  int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-  REQUIRE(fd >= 0);
-  REQUIRE(::ftruncate(fd, 3 * 4096) == 0);  // right shape, zero header
-  ::close(fd);
-  try {
-    ShmRing::attach(name);
-    FAIL("attached to a zeroed segment");
-  } catch (const ferry::Error& e) {
-    CHECK(e.code() == ferry::Errc::protocol);
+  // Right shape, zero header; then the same unsealed: a writer (or anyone)
+  // could shrink that under the mapping, so it is refused before it is mapped.
+  for (bool sealed : {true, false}) {
+    INFO((sealed ? "sealed" : "unsealed"));
+    int fd = ::memfd_create("ferry-test-not-a-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    REQUIRE(fd >= 0);
+    REQUIRE(::ftruncate(fd, 3 * 4096) == 0);
+    if (sealed) REQUIRE(::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0);
+    std::string outcome = refused(name_of(fd));
+    CHECK(outcome.rfind("protocol", 0) == 0);
+    if (!sealed) CHECK(outcome.find("not sealed") != std::string::npos);
+    ::close(fd);
   }
-  ::shm_unlink(name.c_str());
+  // A live ring's pid and descriptor with another inode (a recycled number).
+  auto writer = ShmRing::create(4096);
+  std::string name = writer->name();
+  name.back() = name.back() == '1' ? '2' : '1';
+  CHECK(refused(name).find("another file") != std::string::npos);
+}
+
+TEST_CASE("shm ring: a third process that tries to truncate the segment kills neither end, and the ring works on",
+          "[net][shm]") {
+  // The ring's two ends live in a child; this process is the stranger. A
+  // shrunk file under a live mapping is SIGBUS for whoever touches it next.
+  int ready[2], go[2];
+  REQUIRE(::pipe(ready) == 0);
+  REQUIRE(::pipe(go) == 0);
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    int status = 3;  // an exception
+    try {
+      auto writer = ShmRing::create(8192);
+      auto reader = ShmRing::attach(writer->name());
+      const auto first = pattern(6000, 21);
+      std::vector<uint8_t> got(first.size());
+      std::error_code ec;
+      if (writer->write(first.data(), first.size()) || reader->read(got.data(), 1000)) ::_exit(2);
+      const uint8_t* lent = reader->borrow(4096, ec);  // held across the attack, as a reduction holds it
+      if (!lent || ec) ::_exit(2);
+      char byte = 1;
+      if (::write(ready[1], &byte, 1) != 1 || ::read(go[0], &byte, 1) != 1) ::_exit(5);
+      bool same = std::memcmp(lent, first.data() + 1000, 4096) == 0;
+      reader->release(4096);
+      if (reader->read(got.data() + 5096, 904)) ::_exit(2);
+      writer->unlink();
+      // And on through many wraps.
+      const auto more = pattern(1 << 20, 22);
+      std::vector<uint8_t> back(more.size());
+      for (size_t at = 0; at < more.size(); at += 4000) {
+        size_t n = std::min<size_t>(4000, more.size() - at);
+        if (writer->write(more.data() + at, n) || reader->read(back.data() + at, n)) ::_exit(2);
+      }
+      same = same && std::equal(got.begin() + 5096, got.end(), first.begin() + 5096) && back == more;
+      status = same ? 0 : 4;
+    } catch (...) {
+    }
+    ::_exit(status);
+  }
+  ::close(ready[1]);
+  ::close(go[0]);
+  pollfd p{ready[0], POLLIN, 0};
+  REQUIRE(::poll(&p, 1, 10'000) == 1);
+  // The attack, through every route /proc offers this process.
+  auto files = shm_ring_files(child);
+  std::string outcomes;
+  int truncated = 0;
+  for (const auto& path : files) {
+    int fd = ::open(path.c_str(), O_RDWR);
+    if (fd < 0) {
+      outcomes += path + ": open: " + std::strerror(errno) + "\n";
+      continue;
+    }
+    if (::ftruncate(fd, 0) == 0) {
+      ++truncated;
+      outcomes += path + ": truncated\n";
+    } else {
+      outcomes += path + ": ftruncate: " + std::strerror(errno) + "\n";
+    }
+    ::close(fd);
+  }
+  char byte = 1;
+  REQUIRE(::write(go[1], &byte, 1) == 1);
+  ::close(go[1]);
+  ::close(ready[0]);
+  int status = 0;
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (::waitpid(child, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(child, SIGKILL);
+      ::waitpid(child, &status, 0);
+      FAIL("the ring's process hung after the attack");
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  INFO(outcomes);
+  REQUIRE_FALSE(files.empty());  // the attacker did find the segment
+  INFO("the ring's process " << (WIFSIGNALED(status) ? std::string("was killed by ") + ::strsignal(WTERMSIG(status))
+                                                        : "exited " + std::to_string(WEXITSTATUS(status))));
+  CHECK_FALSE(WIFSIGNALED(status));
+  CHECK(truncated == 0);  // sealed: no opener may shrink it
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));  // every byte exact, before and after
 }
 
 TEST_CASE("shm ring: works between two processes", "[net][shm]") {

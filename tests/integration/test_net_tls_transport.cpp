@@ -115,7 +115,7 @@ class Loopback {
       : work_(io_.get_executor()), server_transport_(std::move(server_transport)) {
     for (int i = 0; i < 2; ++i) threads_.emplace_back([this] { io_.run(); });
     listener_ = net::Listener::bind(io_.get_executor(), "127.0.0.1", 0, 0);
-    listener_->start([this](asio::ip::tcp::socket socket) {
+    listener_->start(net::StrangerGate::create("test"), [this](asio::ip::tcp::socket socket, auto) {
       server_transport_->open_server(std::move(socket), [this](Status st, std::shared_ptr<net::Stream> stream) {
         std::lock_guard lock(mu_);
         accepted_.push_back({std::move(st), std::move(stream)});
@@ -225,7 +225,31 @@ TEST_CASE("tls: framed messages round trip over mutual TLS", "[tls]") {
   CHECK(back.ring == topology.ring);
 }
 
-TEST_CASE("tls: blocking bulk transfer of 64 MiB arrives intact; abort() unblocks reader and writer", "[tls]") {
+TEST_CASE("frame connection: an allocation failure in one connection's handler closes that connection only",
+          "[net][strangers]") {
+  Loopback loop(net::make_tcp_transport());
+  Pair doomed = connect_pair(loop, net::make_tcp_transport());
+  Pair healthy = connect_pair(loop, net::make_tcp_transport());
+  std::promise<Status> doomed_closed;
+  auto server = net::FrameConnection::create(doomed.server);
+  // What a serving handler does when memory runs out mid-message.
+  server->start({[](wire::Message) { throw std::bad_alloc(); },
+                 [&doomed_closed](const Status& why) { doomed_closed.set_value(why); }});
+  auto client = net::FrameConnection::create(doomed.client);
+  client->start({nullptr, nullptr});
+  client->send(wire::PendingQuery{});
+  auto closed = doomed_closed.get_future();
+  REQUIRE(closed.wait_for(5s) == std::future_status::ready);
+  Status why = closed.get();
+  CHECK(why.code == Errc::system);
+  CHECK(why.message.find("out of memory") != std::string::npos);
+  // The io threads survived it: another connection on them still serves.
+  auto echoed = echo_through(healthy, wire::PendingCount{7});
+  REQUIRE(echoed);
+  CHECK(std::get<wire::PendingCount>(*echoed).pending == 7);
+}
+
+TEST_CASE("tls: blocking bulk transfer of 64 MiB arrives intact, abort() unblocks reader and writer", "[tls]") {
   auto transport = net::make_tls_transport(pki().config("a"));
   Loopback loop(net::make_tls_transport(pki().config("b")));
   Pair pair = connect_pair(loop, transport);
@@ -351,7 +375,7 @@ TEST_CASE("tls: bytes sent right behind a handshake frame survive the switch to 
   CHECK(got == bulk);
 }
 
-TEST_CASE("tls: a certificate from another CA is refused both ways (Errc::auth); the acceptor keeps serving", "[tls]") {
+TEST_CASE("tls: a certificate from another CA is refused both ways (Errc::auth), the acceptor keeps serving", "[tls]") {
   Loopback loop(net::make_tls_transport(pki().config("b")));
 
   SECTION("the acceptor refuses a stranger's certificate") {
@@ -463,7 +487,7 @@ TEST_CASE("tls: bad certificate files are refused with a clear message", "[tls]"
   CHECK(refused(good) == "accepted");
 }
 
-TEST_CASE("tls: a run over TLS: 3 peers join, all-reduce and sync shared state; a stranger is refused", "[tls]") {
+TEST_CASE("tls: a run over TLS: 3 peers join, all-reduce and sync shared state, a stranger is refused", "[tls]") {
   ferry::master::MasterServerOptions options;
   options.listen_host = "127.0.0.1";
   options.listen_port = 0;

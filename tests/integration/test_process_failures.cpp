@@ -18,6 +18,7 @@
 
 #include "child_process.h"  // tools/common
 #include "harness.h"
+#include "peer_process_output.h"
 
 using namespace ferry::test;
 using ferry::tooling::Child;
@@ -28,41 +29,6 @@ namespace {
 
 double monotonic_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// One "op ..." or "next ..." line of ferry-test-peer.
-struct OpLine {
-  std::string kind;  // "op" or "next"
-  int round = -1;
-  int result = -1;
-  unsigned world = 0;
-  double value = 0;
-  int uniform = 0;
-  double t = 0;
-};
-
-std::vector<OpLine> op_lines(const std::string& out) {
-  std::vector<OpLine> lines;
-  std::istringstream in(out);
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream words(line);
-    OpLine op;
-    words >> op.kind;
-    if (op.kind != "op" && op.kind != "next") continue;
-    for (std::string word; words >> word;) {
-      const auto eq = word.find('=');
-      if (eq == std::string::npos) continue;
-      const std::string key = word.substr(0, eq), value = word.substr(eq + 1);
-      if (key == "round") op.round = std::stoi(value);
-      else if (key == "result") op.result = std::stoi(value);
-      else if (key == "world") op.world = static_cast<unsigned>(std::stoul(value));
-      else if (key == "value") op.value = std::stod(value);
-      else if (key == "uniform") op.uniform = std::stoi(value);
-      else if (key == "t") op.t = std::stod(value);
-    }
-    lines.push_back(op);
-  }
-  return lines;
 }
 
 // The first line at or after time t, if any.
@@ -77,19 +43,6 @@ std::optional<OpLine> first_failure_after(const Child& child, double t) {
   for (const OpLine& op : op_lines(child.out()))
     if (op.kind == "op" && op.t >= t && op.result != FERRY_OK) return op;
   return std::nullopt;
-}
-
-size_t ok_ops(const Child& child) {
-  size_t n = 0;
-  for (const OpLine& op : op_lines(child.out())) n += op.kind == "op" && op.result == FERRY_OK;
-  return n;
-}
-
-std::string describe(const std::vector<Child*>& peers) {
-  std::string out;
-  for (const Child* p : peers)
-    out += "--- " + p->name() + " (" + p->describe_exit() + ")\nstdout:\n" + p->out() + "stderr:\n" + p->err_tail(20);
-  return out;
 }
 
 struct PeerFlags {

@@ -127,7 +127,7 @@ TEST_CASE("shared state: a newcomer receives the exact bytes of 256 MiB of tenso
   CHECK(results[0].info.bytes_sent + results[1].info.bytes_sent >= 256u << 20);
 }
 
-TEST_CASE("shared state: the majority wins a 3-vs-1 conflict; differing-allowed tensors are left alone",
+TEST_CASE("shared state: the majority wins a 3-vs-1 conflict, differing-allowed tensors are left alone",
           "[shared_state]") {
   EmbeddedMaster master;
   std::vector<State> states(4);
@@ -203,7 +203,7 @@ TEST_CASE("shared state: the revision must grow by one per sync", "[shared_state
   }
 }
 
-TEST_CASE("shared state: conflicting send-only peers are kicked; the others carry on", "[shared_state]") {
+TEST_CASE("shared state: conflicting send-only peers are kicked, the others carry on", "[shared_state]") {
   EmbeddedMaster master;
   std::vector<ferry_result> first(3), second(3, FERRY_OK);
   std::vector<float> value(3, 0);

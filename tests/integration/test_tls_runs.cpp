@@ -138,7 +138,7 @@ TEST_CASE("tls: plain and TLS sides of a run fail ferry_connect with FERRY_ERR_C
   }
 }
 
-TEST_CASE("tls: a master without a CA asks for no certificate; peers still verify it and each other",
+TEST_CASE("tls: a master without a CA asks for no certificate, peers still verify it and each other",
           "[tls]") {
   ferry_master_params params;
   ferry_master_params_init(&params);

@@ -22,7 +22,7 @@ SyncCandidate candidate(uint64_t id, uint64_t revision, SyncStrategy strategy,
 
 }  // namespace
 
-TEST_CASE("election: the most common bytes win; the others fetch them from every holder", "[election]") {
+TEST_CASE("election: the most common bytes win, the others fetch them from every holder", "[election]") {
   auto out = elect_shared_state({candidate(1, 5, SyncStrategy::enforce_popular, {{"w", 0xA}, {"b", 0xB}}),
                                  candidate(2, 5, SyncStrategy::enforce_popular, {{"b", 0xB}, {"w", 0xA}}),
                                  candidate(3, 5, SyncStrategy::enforce_popular, {{"w", 0xC}, {"b", 0xB}})},
@@ -40,7 +40,7 @@ TEST_CASE("election: the most common bytes win; the others fetch them from every
   CHECK(out.plans[3].serve_to.empty());
 }
 
-TEST_CASE("election: ties go to the lowest peer id; receive-only and stale peers do not vote", "[election]") {
+TEST_CASE("election: ties go to the lowest peer id, receive-only and stale peers do not vote", "[election]") {
   auto out = elect_shared_state({candidate(4, 2, SyncStrategy::enforce_popular, {{"w", 0x4}}),
                                  candidate(3, 2, SyncStrategy::enforce_popular, {{"w", 0x3}}),
                                  candidate(5, 1, SyncStrategy::enforce_popular, {{"w", 0x5}}),   // behind
@@ -53,7 +53,7 @@ TEST_CASE("election: ties go to the lowest peer id; receive-only and stale peers
   CHECK(out.plans[6].fetches.size() == 1);
 }
 
-TEST_CASE("election: send-only wins; a conflicting send-only peer is kicked", "[election]") {
+TEST_CASE("election: send-only wins, a conflicting send-only peer is kicked", "[election]") {
   auto win = elect_shared_state({candidate(1, 1, SyncStrategy::enforce_popular, {{"w", 0x1}}),
                                  candidate(2, 1, SyncStrategy::enforce_popular, {{"w", 0x1}}),
                                  candidate(3, 1, SyncStrategy::send_only, {{"w", 0x3}})},

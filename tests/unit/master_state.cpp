@@ -1,4 +1,4 @@
-// The master's rules, fed message by message: no sockets, no clocks.
+// The master's rules, fed message by message: no sockets, and a clock only when a test moves it.
 #include <catch2/catch.hpp>
 
 #include <spdlog/logger.h>
@@ -20,6 +20,7 @@ struct Fixture {
   explicit Fixture(std::optional<RunSecret> secret = std::nullopt) : state({}, std::move(secret)) {
     ferry::set_log_level("off");
   }
+  explicit Fixture(MasterLimits limits) : state(limits) { ferry::set_log_level("off"); }
 
   static std::string nonce(ConnId conn) { return std::string(32, static_cast<char>('a' + conn)); }
 
@@ -28,14 +29,32 @@ struct Fixture {
     return last;
   }
 
-  // Connects `conn` and says hello for a peer of `group`; returns its peer id.
-  PeerId join(ConnId conn, uint32_t group = 0) {
-    state.on_connected(conn, "10.0.0." + std::to_string(conn), nonce(conn));
+  // Connects `conn` from `host` (default 10.0.0.<conn>) and says hello for a
+  // peer of `group`; returns its peer id, or 0 when the master refused it.
+  PeerId hello(ConnId conn, uint32_t group = 0, std::string host = "") {
+    state.on_connected(conn, host.empty() ? "10.0.0." + std::to_string(conn) : host, nonce(conn));
     state.on_message(conn, Hello{group, "", static_cast<uint16_t>(5000 + conn), 2, 5000, "", ""});
     for (auto& s : step().sends)
       if (auto* w = std::get_if<Welcome>(&s.message); w && s.conn == conn) return w->peer_id;
-    FAIL("no welcome");
     return 0;
+  }
+  PeerId join(ConnId conn, uint32_t group = 0, std::string host = "") {
+    PeerId id = hello(conn, group, std::move(host));
+    if (id == 0) FAIL("no welcome");
+    return id;
+  }
+
+  // The kick that closed `conn` in the last step; none: an empty one.
+  Kick kick_of(ConnId conn) const {
+    for (auto& c : last.closes)
+      if (c.conn == conn && c.last) return std::get<Kick>(*c.last);
+    return {};
+  }
+
+  // Conn `conn` answers the last proposal it got: ready, or failed blaming `blamed`.
+  void answer(ConnId conn, uint64_t epoch, PeerId blamed = 0) {
+    uint32_t code = blamed ? static_cast<uint32_t>(Errc::timeout) : 0;
+    state.on_message(conn, TopologyReady{epoch, code, blamed, blamed ? "links not up" : ""});
   }
 
   template <class M>
@@ -105,7 +124,7 @@ CollectiveBegin begin(uint64_t epoch, uint32_t seq, uint64_t count = 10, uint64_
 
 }  // namespace
 
-TEST_CASE("master: the first peer of a group is admitted at once; the next waits for a vote", "[master]") {
+TEST_CASE("master: the first peer of a group is admitted at once, the next waits for a vote", "[master]") {
   Fixture f;
   f.join(1);
   auto proposals = f.sent<Topology>();
@@ -304,19 +323,28 @@ TEST_CASE("master: a member lost during a proposal is dropped and the ring propo
   CHECK(f.step().sends.empty());
 }
 
-TEST_CASE("master: the peer named unreachable is kicked and the ring proposed without it", "[master]") {
+TEST_CASE("master: a joiner its accepted neighbour cannot reach is evicted once the others answered, and the ring "
+          "proposed without it",
+          "[master]") {
   Fixture f;
   auto [newcomer, epoch] = f.ring_of_two_proposing_a_third();
   f.state.on_message(2, TopologyReady{epoch, static_cast<uint32_t>(Errc::connect), newcomer, "refused"});
   f.step();
-  CHECK(f.closed(3));
+  CHECK_FALSE(f.closed(3));  // one report decides nothing while an accepted member has not answered
+  f.answer(1, epoch);
+  f.step();
+  CHECK(f.closed(3));  // the newcomer is not waited for: whatever it says, it loses to an accepted member
   auto again = f.sent<Topology>();
   REQUIRE(again.size() == 2);
   CHECK(again[0].second.ring.size() == 2);
   // Naming a peer outside the proposal blames the reporter instead.
   f.state.on_message(1, TopologyReady{again[0].second.epoch, 6, 999, "lies"});
   f.step();
+  CHECK_FALSE(f.closed(1));
+  f.answer(2, again[0].second.epoch);
+  f.step();
   CHECK(f.closed(1));
+  CHECK_FALSE(f.closed(2));
 }
 
 // Found by fuzz_master_state: a peer's reason of the longest legal length,
@@ -331,6 +359,7 @@ TEST_CASE("master: reasons that quote a peer's longest reason still decode at th
   Fixture f;
   auto [newcomer, epoch] = f.ring_of_two_proposing_a_third();
   f.state.on_message(2, TopologyReady{epoch, static_cast<uint32_t>(Errc::connect), newcomer, longest});
+  f.answer(1, epoch);
   f.step();
   REQUIRE(f.closed(3));
   for (auto& c : f.last.closes) {
@@ -422,4 +451,255 @@ TEST_CASE("master: peer groups are separate rings with separate epochs", "[maste
   auto done = f.sent<TopologyDone>();
   CHECK(done[0].second.num_groups == 2);
   CHECK(done[0].second.global_world == 2);
+}
+
+// --- insiders: accusations, caps, back-off, bounded state (issue 22) ------------------------
+
+namespace {
+
+// Conns 1..n (the accepted ring) vote; returns the epoch of the proposal that follows.
+uint64_t vote_in(Fixture& f, ConnId n, uint8_t links_broken = 0) {
+  for (ConnId c = 1; c <= n; ++c) f.state.on_message(c, TopologyVote{links_broken});
+  f.step();
+  auto proposals = f.sent<Topology>();
+  REQUIRE_FALSE(proposals.empty());
+  return proposals[0].second.epoch;
+}
+
+// The ring of the one proposal the last step sent, by conn: what every member got.
+std::vector<uint64_t> proposed_ring(const Fixture& f) {
+  auto proposals = f.sent<Topology>();
+  std::vector<uint64_t> ids;
+  if (!proposals.empty())
+    for (auto& m : proposals[0].second.ring) ids.push_back(m.peer_id);
+  return ids;
+}
+
+}  // namespace
+
+TEST_CASE("master: a joiner that falsely names an accepted neighbour unreachable is evicted, nobody else is",
+          "[master][insiders]") {
+  Fixture f;
+  f.ring_of(3);
+  PeerId liar = f.join(4);
+  uint64_t epoch = vote_in(f, 3);
+  // Ring 1 2 3 4: the liar's neighbours are 3 and 1; it blames 1 at once.
+  f.answer(4, epoch, 1);
+  f.step();
+  CHECK(f.last.closes.empty());
+  f.answer(1, epoch);
+  f.answer(2, epoch);
+  f.step();
+  CHECK(f.last.closes.empty());  // still waiting for accepted member 3
+  f.answer(3, epoch);
+  f.step();
+  REQUIRE(f.last.closes.size() == 1);
+  CHECK(f.closed(4));
+  CHECK(f.kick_of(4).reason.find("whose side of their link formed") != std::string::npos);
+  CHECK(proposed_ring(f) == std::vector<uint64_t>{1, 2, 3});
+  CHECK(f.sent<Topology>().size() == 3);  // one re-proposal
+  CHECK(f.state.pending(0).empty());
+  (void)liar;
+
+  // Among accepted members the accuser of a ready member goes too.
+  uint64_t rebuilt = f.sent<Topology>()[0].second.epoch;
+  f.answer(3, rebuilt, 1);
+  f.answer(1, rebuilt);
+  f.answer(2, rebuilt);
+  f.step();
+  CHECK(f.closed(3));
+  CHECK_FALSE(f.closed(1));
+  CHECK(proposed_ring(f) == std::vector<uint64_t>{1, 2});
+}
+
+TEST_CASE("master: a peer both neighbours cannot reach is evicted, a link down at both ends evicts the newer end",
+          "[master][insiders]") {
+  SECTION("blamed by both neighbours") {
+    Fixture f;
+    f.ring_of(3);
+    uint64_t epoch = vote_in(f, 3, /*links_broken=*/1);
+    f.answer(1, epoch, 2);
+    f.answer(3, epoch, 2);
+    f.answer(2, epoch, 1);  // it blames one of them back: two voices against one
+    f.step();
+    REQUIRE(f.last.closes.size() == 1);
+    CHECK(f.closed(2));
+    CHECK(proposed_ring(f) == std::vector<uint64_t>{1, 3});
+  }
+  SECTION("a pending peer and an accepted one blame each other") {
+    Fixture f;
+    f.ring_of(2);
+    f.join(3);
+    uint64_t epoch = vote_in(f, 2);
+    f.answer(3, epoch, 2);
+    f.answer(2, epoch, 3);
+    f.answer(1, epoch);
+    f.step();
+    REQUIRE(f.last.closes.size() == 1);
+    CHECK(f.closed(3));
+  }
+  SECTION("two accepted peers blame each other: the newer goes") {
+    Fixture f;
+    f.ring_of(2);
+    uint64_t epoch = vote_in(f, 2, 1);
+    f.answer(1, epoch, 2);
+    f.answer(2, epoch, 1);
+    f.step();
+    REQUIRE(f.last.closes.size() == 1);
+    CHECK(f.closed(2));
+    CHECK(proposed_ring(f) == std::vector<uint64_t>{1});
+  }
+  SECTION("a firewalled joiner goes; the joiner beside it, which its neighbours reached, stays") {
+    Fixture f;
+    f.ring_of(2);
+    f.join(3);
+    f.join(4);
+    uint64_t epoch = vote_in(f, 2);
+    // Ring 1 2 3 4: nobody can dial 4; 4 dials 1 fine, so 1 is ready.
+    f.answer(3, epoch, 4);
+    f.answer(1, epoch);
+    f.answer(2, epoch);
+    f.step();
+    CHECK(f.last.closes.empty());  // 4 is not sealed yet: only a joiner blamed it
+    f.answer(4, epoch, 3);
+    f.step();
+    REQUIRE(f.last.closes.size() == 1);
+    CHECK(f.closed(4));
+    CHECK(proposed_ring(f) == std::vector<uint64_t>{1, 2, 3});
+  }
+}
+
+TEST_CASE("master: every fake joiner of a round is evicted together, and the ring proposed once", "[master][insiders]") {
+  const bool fakes_claim_ready = GENERATE(false, true);
+  Fixture f;
+  f.ring_of(3);
+  for (ConnId c = 4; c <= 6; ++c) f.join(c);
+  uint64_t epoch = vote_in(f, 3);
+  // Ring 1 2 3 4 5 6: 3 cannot finish its handshake with 4, 1 never hears from 6.
+  if (fakes_claim_ready)
+    for (ConnId c = 4; c <= 6; ++c) f.answer(c, epoch);
+  f.answer(2, epoch);
+  f.answer(3, epoch, 4);
+  f.step();
+  CHECK(f.last.closes.empty());
+  f.answer(1, epoch, 6);
+  f.step();
+  INFO("fakes claim ready: " << fakes_claim_ready);
+  CHECK(f.last.closes.size() == 3);
+  for (ConnId c = 4; c <= 6; ++c) CHECK(f.closed(c));
+  CHECK(f.sent<Topology>().size() == 3);
+  CHECK(proposed_ring(f) == std::vector<uint64_t>{1, 2, 3});
+  f.all_ready();
+  CHECK(f.state.ring(0).size() == 3);
+}
+
+TEST_CASE("master: joiners are capped per source address and per group", "[master][insiders]") {
+  MasterLimits limits;
+  limits.max_pending_per_source = 2;
+  limits.max_pending_per_group = 3;
+  Fixture f(limits);
+  f.join(1);
+  f.all_ready();
+  CHECK(f.hello(2, 0, "10.9.9.9") != 0);
+  CHECK(f.hello(3, 0, "10.9.9.9") != 0);
+  CHECK(f.hello(4, 0, "10.9.9.9") == 0);
+  CHECK(f.kick_of(4).code == static_cast<uint32_t>(Errc::kicked));
+  CHECK(f.kick_of(4).reason.find("already wait for admission") != std::string::npos);
+  CHECK(f.hello(5, 0, "10.8.8.8") != 0);  // another address still may
+  CHECK(f.hello(6, 0, "10.7.7.7") == 0);  // but the group is full
+  CHECK(f.kick_of(6).reason.find("peer group 0 already has 3 joiners waiting") != std::string::npos);
+  CHECK(f.hello(7, 1, "10.7.7.7") != 0);  // other groups are not
+  // Admitted joiners no longer count.
+  f.state.on_message(1, TopologyVote{});
+  f.step();
+  f.all_ready();
+  CHECK(f.hello(8, 0, "10.9.9.9") != 0);
+}
+
+TEST_CASE("master: a source whose joiner's links failed is refused, doubling, until its back-off ends",
+          "[master][insiders]") {
+  Fixture f;
+  f.state.advance_clock(1'000'000);
+  f.ring_of(2);
+  ConnId next_conn = 10;
+  // Evicts a joiner from 10.6.6.6, as a fake whose port never answers.
+  auto evict_fake = [&] {
+    ConnId conn = next_conn++;
+    REQUIRE(f.hello(conn, 0, "10.6.6.6") != 0);
+    uint64_t epoch = vote_in(f, 2);
+    f.answer(2, epoch, f.state.pending(0).at(0));
+    f.answer(1, epoch);
+    f.step();
+    REQUIRE(f.closed(conn));
+    f.all_ready();
+  };
+  evict_fake();
+  CHECK(f.state.backoff_until("10.6.6.6") == 1'030'000);
+  CHECK(f.hello(next_conn++, 0, "10.6.6.6") == 0);
+  CHECK(f.kick_of(next_conn - 1).reason.find("may join again in 30 s") != std::string::npos);
+  CHECK(f.hello(next_conn++, 0, "10.5.5.5") != 0);  // other addresses are unaffected
+  f.state.on_disconnected(next_conn - 1, "bye");
+  f.state.advance_clock(1'030'000);
+  evict_fake();  // the second eviction doubles it
+  CHECK(f.hello(next_conn++, 0, "10.6.6.6") == 0);
+  f.state.advance_clock(1'089'999);
+  CHECK(f.hello(next_conn++, 0, "10.6.6.6") == 0);
+  CHECK(f.kick_of(next_conn - 1).reason.find("again in 1 s") != std::string::npos);
+  f.state.advance_clock(1'090'000);
+  CHECK(f.state.backoff_until("10.6.6.6") == 0);
+  // After an hour without an eviction the address starts over at 30 s.
+  f.state.advance_clock(1'090'000 + 3'600'000);
+  evict_fake();
+  CHECK(f.state.backoff_until("10.6.6.6") == 1'090'000 + 3'600'000 + 30'000);
+}
+
+TEST_CASE("master: a group with nobody left is forgotten", "[master][insiders]") {
+  Fixture f;
+  f.join(1, 5);
+  f.all_ready();
+  f.join(2, 5);
+  f.join(3, 6);
+  CHECK(f.state.group_count() == 2);
+  f.state.on_disconnected(3, "gone");  // its group never had a ring
+  f.state.on_message(1, Leave{});
+  CHECK(f.state.group_count() == 1);   // group 5 still has its joiner, proposed alone now
+  f.state.on_disconnected(2, "gone");
+  f.step();
+  CHECK(f.state.group_count() == 0);
+}
+
+TEST_CASE("master: a peer holding too many collectives open is kicked, finished ones do not count",
+          "[master][insiders]") {
+  MasterLimits limits;
+  limits.max_open_collectives_per_peer = 4;
+  limits.max_open_syncs_per_peer = 1;
+  Fixture f(limits);
+  f.ring_of(2);
+  uint64_t e = f.state.epoch(0);
+  for (uint32_t seq = 0; seq < 10; ++seq) {  // all of them finish: never more than one open
+    f.all_begin(e, seq, 2);
+    f.state.on_message(1, CollectiveEnd{e, seq, 0, ""});
+    f.state.on_message(2, CollectiveEnd{e, seq, 0, ""});
+    f.step();
+  }
+  CHECK(f.state.peer_count() == 2);
+  SECTION("collectives the others never begin") {
+    for (uint32_t seq = 10; seq < 14; ++seq) f.state.on_message(1, begin(e, seq));
+    CHECK(f.step().closes.empty());
+    f.state.on_message(1, begin(e, 14));
+    f.step();
+    REQUIRE(f.closed(1));
+    CHECK(f.kick_of(1).code == static_cast<uint32_t>(Errc::protocol));
+    CHECK(f.kick_of(1).reason.find("more than 4 collectives open") != std::string::npos);
+  }
+  SECTION("shared-state syncs") {
+    SyncBegin sync{e, 10, 0, 0, {}};
+    f.state.on_message(2, sync);
+    CHECK(f.step().closes.empty());
+    sync.seq = 11;
+    f.state.on_message(2, sync);
+    f.step();
+    REQUIRE(f.closed(2));
+    CHECK(f.kick_of(2).reason.find("shared-state syncs open") != std::string::npos);
+  }
 }

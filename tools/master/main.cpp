@@ -11,8 +11,13 @@
 #include "master/master_server.h"
 #include "net/tls_transport.h"
 #include "net/endpoint.h"
+#include "net/fd_limit.h"
+#include "net/stranger_gate.h"
 
 namespace {
+
+// Raised by the serving thread when it cannot go on (MasterServerOptions::on_failure).
+constexpr int kServerFailed = SIGUSR1;
 
 bool is_loopback(const std::string& host) {
   std::error_code ec;
@@ -25,6 +30,14 @@ bool is_loopback(const std::string& host) {
 
 int main(int argc, char** argv) {
   CLI::App app{"ferry-master: coordinates the peers of a ferry run (membership, rings, collectives)"};
+  ferry::net::FdLimit fds = ferry::net::raise_fd_limit();
+  ferry::net::StrangerLimits strangers = ferry::net::StrangerLimits::within(fds.soft);
+  app.footer("Open files: the soft limit is raised to the hard limit at start (now " + std::to_string(fds.soft) +
+             ", hard " + std::to_string(fds.hard) + "). Connections that have not said a valid hello yet are capped at " +
+             std::to_string(strangers.total) + " (at most a quarter of the open files), " + std::to_string(strangers.per_source) +
+             " per source address; beyond, they are closed at once.\n"
+             "Exit status: 0 after SIGINT/SIGTERM, 1 on a start-up error, 2 on a bad argument, 70 if the serving "
+             "thread failed (every connection is closed first).");
   std::string listen = "0.0.0.0:48148";
   std::string log_level = "info";
   uint32_t peer_timeout_ms = 10000;
@@ -69,6 +82,7 @@ int main(int argc, char** argv) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, kServerFailed);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   try {
@@ -76,6 +90,9 @@ int main(int argc, char** argv) {
     options.listen_host = endpoint->host;
     options.listen_port = endpoint->port;
     options.limits.default_heartbeat_timeout_ms = peer_timeout_ms;
+    options.strangers = strangers;
+    // The serving thread cannot end the process itself; it wakes the sigwait below.
+    options.on_failure = [main_thread = pthread_self()](const std::string&) { pthread_kill(main_thread, kServerFailed); };
     options.secret = ferry::load_run_secret(secret_file.c_str());
     if (!tls_cert.empty()) {
       ferry::net::TlsConfig tls;
@@ -94,6 +111,11 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     int signal = 0;
     sigwait(&stop_signals, &signal);
+    if (signal == kServerFailed) {
+      server.stop();
+      std::fprintf(stderr, "ferry-master: the serving thread failed (see the log above); exiting\n");
+      return 70;
+    }
     ferry::log().info("signal {}: shutting down", signal);
     server.stop();
   } catch (const ferry::Error& e) {

@@ -1,0 +1,147 @@
+#include "master/ring_verdict.h"
+
+#include <algorithm>
+
+namespace ferry::master {
+namespace {
+
+std::string peer_name(uint64_t id) { return "peer " + std::to_string(id); }
+
+// The answers of one proposal, read as claims about its links.
+class Claims {
+ public:
+  explicit Claims(const std::vector<VerdictMember>& m) : m_(m), n_(m.size()) {}
+
+  size_t prev(size_t i) const { return (i + n_ - 1) % n_; }
+  size_t next(size_t i) const { return (i + 1) % n_; }
+  bool ready(size_t i) const { return m_[i].answer && m_[i].answer->code == 0; }
+  bool failed(size_t i) const { return m_[i].answer && m_[i].answer->code != 0; }
+
+  // The neighbour i blames; nullopt when i did not fail or named someone else.
+  std::optional<size_t> blamed(size_t i) const {
+    if (!failed(i) || n_ < 2) return std::nullopt;
+    uint64_t who = m_[i].answer->unreachable_peer;
+    if (m_[prev(i)].id == who) return prev(i);
+    if (m_[next(i)].id == who) return next(i);
+    return std::nullopt;
+  }
+  bool accuses(size_t i, size_t j) const {
+    auto b = blamed(i);
+    return b && *b == j;
+  }
+
+  // Of the two ends of a link, the one to evict when nothing else decides.
+  size_t less_trusted(size_t a, size_t b) const {
+    if (m_[a].accepted != m_[b].accepted) return m_[a].accepted ? b : a;
+    return m_[a].id > m_[b].id ? a : b;
+  }
+  // The pending one of two ends, or `otherwise` when both are alike.
+  size_t pending_one(size_t a, size_t b, size_t otherwise) const {
+    if (m_[a].accepted == m_[b].accepted) return otherwise;
+    return m_[a].accepted ? b : a;
+  }
+
+  // Members reachable from an accepted member in `alive`, stepping between
+  // neighbours that are both alive and do not accuse each other.
+  std::vector<bool> anchored(const std::vector<bool>& alive) const {
+    std::vector<bool> reached(n_, false);
+    std::vector<size_t> todo;
+    for (size_t i = 0; i < n_; ++i)
+      if (alive[i] && m_[i].accepted) {
+        reached[i] = true;
+        todo.push_back(i);
+      }
+    while (!todo.empty()) {
+      size_t i = todo.back();
+      todo.pop_back();
+      for (size_t j : {prev(i), next(i)}) {
+        if (reached[j] || !alive[j] || accuses(i, j) || accuses(j, i)) continue;
+        reached[j] = true;
+        todo.push_back(j);
+      }
+    }
+    return reached;
+  }
+
+  // With answers missing: true when no missing answer could still matter.
+  bool sealed() const {
+    std::vector<bool> alive(n_, true);
+    for (size_t i = 0; i < n_; ++i) {
+      if (m_[i].answer) continue;
+      if (m_[i].accepted) return false;
+      for (size_t j : {prev(i), next(i)})
+        if (m_[j].accepted && accuses(j, i)) alive[i] = false;
+    }
+    auto reached = anchored(alive);
+    for (size_t i = 0; i < n_; ++i)
+      if (!m_[i].answer && alive[i] && reached[i]) return false;
+    return true;
+  }
+
+  std::string reason(size_t i) const { return m_[i].answer ? m_[i].answer->reason : std::string(); }
+
+ private:
+  const std::vector<VerdictMember>& m_;
+  size_t n_;
+};
+
+}  // namespace
+
+std::optional<std::vector<Culprit>> ring_verdict(const std::vector<VerdictMember>& members) {
+  const size_t n = members.size();
+  Claims claims(members);
+  bool any_accepted = std::any_of(members.begin(), members.end(), [](const auto& m) { return m.accepted; });
+  bool all_answered = std::all_of(members.begin(), members.end(), [](const auto& m) { return m.answer.has_value(); });
+  if (!all_answered && (!any_accepted || !claims.sealed())) return std::nullopt;
+
+  std::vector<std::string> why(n);  // non-empty: evicted
+  auto out = [&](size_t i) { return !why[i].empty(); };
+  auto evict = [&](size_t i, std::string reason) {
+    if (!out(i)) why[i] = std::move(reason);
+  };
+  auto name = [&](size_t i) { return peer_name(members[i].id); };
+
+  for (size_t i = 0; i < n; ++i) {
+    if (!members[i].answer)
+      evict(i, "did not report on its links, and its neighbours could not link with it");
+    else if (claims.failed(i) && !claims.blamed(i))
+      evict(i, "its failure named " + peer_name(members[i].answer->unreachable_peer) +
+                   ", not a ring neighbour: " + claims.reason(i));
+  }
+  for (size_t i = 0; n >= 3 && i < n; ++i) {
+    size_t p = claims.prev(i), q = claims.next(i);
+    if (out(i) || !claims.accuses(p, i) || !claims.accuses(q, i)) continue;
+    if (members[i].accepted && !members[p].accepted && !members[q].accepted) continue;
+    evict(i, "both ring neighbours could not link with it (" + name(p) + ": " + claims.reason(p) + ")");
+  }
+  for (size_t i = 0; i < n; ++i) {
+    auto j = claims.blamed(i);
+    if (!j || out(i) || out(*j)) continue;
+    if (claims.accuses(*j, i)) {
+      size_t loser = claims.less_trusted(i, *j);
+      evict(loser, "the link between " + name(i) + " and " + name(*j) + " failed at both ends (" + claims.reason(i) +
+                       ")");
+    } else if (claims.ready(*j)) {
+      size_t loser = claims.pending_one(i, *j, i);
+      evict(loser, name(i) + " blamed " + name(*j) + ", whose side of their link formed (" + claims.reason(i) + ")");
+    } else {
+      size_t loser = claims.pending_one(i, *j, *j);
+      evict(loser, name(i) + " could not link with " + name(*j) + ", which failed too (" + claims.reason(i) + ")");
+    }
+  }
+  if (any_accepted) {
+    std::vector<bool> alive(n);
+    for (size_t i = 0; i < n; ++i) alive[i] = !out(i);
+    auto reached = claims.anchored(alive);
+    for (size_t i = 0; i < n; ++i)
+      if (alive[i] && !members[i].accepted && !reached[i])
+        evict(i, "no accepted member vouches for its links (its neighbours are evicted or blamed it)");
+  }
+
+  std::vector<Culprit> culprits;
+  for (size_t i = 0; i < n; ++i)
+    if (out(i)) culprits.push_back({members[i].id, why[i]});
+  return culprits;
+}
+
+}  // namespace ferry::master
