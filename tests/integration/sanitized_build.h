@@ -1,0 +1,22 @@
+// What a sanitizer build cannot be asked to do. ASan reserves terabytes of
+// address space at start, so a process under an address-space cap (prlimit
+// --as) cannot even start. ASan and UBSan probe memory through a pipe before
+// they read it, so in a process whose descriptor table is full UBSan's vptr
+// check reports a false "invalid vptr" and ends the process. Tests that need
+// either report themselves skipped in such a build (FERRY_TEST_SKIPPED: ctest
+// counts them as skipped, not passed) or leave that part out.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+namespace ferry::test {
+
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kAddressSanitized = true;
+#else
+inline constexpr bool kAddressSanitized = false;
+#endif
+
+inline void report_skipped(const char* why) { WARN("FERRY_TEST_SKIPPED: " << why); }
+
+}  // namespace ferry::test
