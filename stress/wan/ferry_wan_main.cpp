@@ -1,6 +1,7 @@
 // ferry-wan: an emulated WAN for humans.
 //
 //   ferry-wan run --hosts 3 --spec rtt=50ms,loss=0.1%,rate=200mbit -- ./my-script.sh
+//   ferry-wan run --topology stress/wan/topologies/three-regions.json -- ./my-script.sh
 //   ferry-wan run --hosts 2                       # no command: up until Ctrl-C
 //   ferry-wan cleanup                             # remove namespaces of crashed runs
 //
@@ -37,13 +38,14 @@ void print_stats(const WanNetwork& net, double seconds) {
   const WanStats s = net.stats();
   std::fprintf(stderr,
                "ferry-wan: %.1f s; forwarded %llu packets in %llu frames (%.1f MB), dropped: loss %llu, isolated %llu, "
-               "line full %llu, no route %llu, write errors %llu; delay line peak %.1f MB; "
-               "forwarder CPU user %.2f s + sys %.2f s (%.0f%% of one core)\n",
+               "ring full %llu, no route %llu, write errors %llu; packet ring peak %.1f MB; "
+               "blocked SYNs %llu, queue full %llu; forwarder CPU user %.2f s + sys %.2f s (%.0f%% of one core)\n",
                seconds, static_cast<unsigned long long>(s.tx_packets), static_cast<unsigned long long>(s.tx_frames),
                static_cast<double>(s.tx_bytes) / 1e6,
                static_cast<unsigned long long>(s.drop_loss), static_cast<unsigned long long>(s.drop_isolated),
                static_cast<unsigned long long>(s.drop_full), static_cast<unsigned long long>(s.drop_no_route),
                static_cast<unsigned long long>(s.write_errors), static_cast<double>(s.queue_peak_bytes) / 1e6,
+               static_cast<unsigned long long>(s.drop_blocked), static_cast<unsigned long long>(s.drop_queue),
                s.forwarder_user_s, s.forwarder_sys_s,
                seconds > 0 ? 100.0 * (s.forwarder_user_s + s.forwarder_sys_s) / seconds : 0.0);
 }
@@ -135,11 +137,16 @@ int main(int argc, char** argv) {
 
   int hosts = 0;
   std::string spec;
+  std::string topology_file;
   bool quiet = false;
   std::vector<std::string> command;
   CLI::App* run = app.add_subcommand("run", "build the network, run a command with FERRY_WAN_* set, tear down");
-  run->add_option("--hosts", hosts, "number of hosts (1..254; overrides hosts= in the spec)");
-  run->add_option("--spec", spec, "e.g. rtt=50ms,loss=0.1%,rate=200mbit,cc=cubic,seed=1 (defaults: 50ms, 0, 200mbit, cubic)");
+  auto* hosts_opt = run->add_option("--hosts", hosts, "number of hosts (1..254; overrides hosts= in the spec)");
+  auto* spec_opt =
+      run->add_option("--spec", spec, "e.g. rtt=50ms,loss=0.1%,rate=200mbit,cc=cubic,seed=1 (defaults: 50ms, 0, 200mbit, cubic)");
+  run->add_option("--topology", topology_file, "a JSON topology (stress/wan/topologies/, README.md) instead of a spec")
+      ->excludes(hosts_opt)
+      ->excludes(spec_opt);
   run->add_flag("-q,--quiet", quiet, "do not print the hosts and the forwarder's figures");
   run->add_option("command", command, "command to run (after --); none: stay up until Ctrl-C");
   run->allow_extras(false);
@@ -171,12 +178,16 @@ int main(int argc, char** argv) {
       config.hosts = hosts;
       config.validate();
     }
-    WanNetwork net = WanNetwork::start(config);
-    if (!quiet) {
+    WanNetwork net = topology_file.empty() ? WanNetwork::start(config) : WanNetwork::start(Topology::load(topology_file));
+    if (!quiet && topology_file.empty()) {
       std::fprintf(stderr, "ferry-wan: %s (tbf burst %llu B, limit %llu B)\n", config.to_string().c_str(),
                    static_cast<unsigned long long>(config.tbf_burst_bytes()),
                    static_cast<unsigned long long>(config.tbf_limit_bytes()));
-      for (const Host& h : net.hosts()) std::fprintf(stderr, "  host %d  %-15s netns %s\n", h.index, h.ip.c_str(), h.netns.c_str());
+    }
+    if (!quiet && !topology_file.empty()) std::fprintf(stderr, "ferry-wan: %s", net.topology().describe().c_str());
+    if (!quiet) {
+      for (const Host& h : net.hosts())
+        std::fprintf(stderr, "  host %d  %-15s %-16s netns %s\n", h.index, h.ip.c_str(), h.name.c_str(), h.netns.c_str());
       if (command.empty()) std::fprintf(stderr, "ferry-wan: up; Ctrl-C to tear down\n");
     }
     const double t0 = now_s();

@@ -41,11 +41,25 @@ constexpr uint64_t kParentTag = kSignalTag - 1;
 Forwarder::Forwarder(ForwarderOptions opts, WanShared* shared)
     : opts_(std::move(opts)),
       shared_(shared),
-      line_(opts_.delay_line_bytes, opts_.max_frame),
+      hosts_(opts_.tun_fds.size()),
+      link_params_(shared_links(shared)),
+      caps_(hosts_ * hosts_),
+      delay_ns_(hosts_ * hosts_),
+      downlinks_(hosts_),
+      ring_(opts_.packet_store_bytes, opts_.max_frame),
+      schedule_(ring_, hosts_ * hosts_ + hosts_),
       keep_(65536),
       frame_(opts_.max_frame) {
   uint64_t s = opts_.seed;
   for (uint64_t& r : rng_) r = splitmix64(s);
+  for (size_t i = 0; i < hosts_ * hosts_; ++i) {
+    const LinkParams& l = link_params_[i];
+    delay_ns_[i] = l.delay_ns;
+    caps_[i] = TokenBucket(l.cap_bps, l.cap_burst_bytes, l.cap_limit_bytes);
+  }
+  const HostParams* hp = shared_hosts(shared);
+  for (size_t d = 0; d < hosts_; ++d)
+    downlinks_[d] = TokenBucket(hp[d].downlink_bps, hp[d].downlink_burst_bytes, hp[d].downlink_limit_bytes);
 
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   if (epoll_fd_ < 0) throw_errno("epoll_create1");
@@ -89,10 +103,8 @@ uint64_t Forwarder::next_random() {
 
 void Forwarder::read_from(int host, uint64_t now_ns) {
   const int fd = opts_.tun_fds[host];
-  const uint64_t hosts = opts_.tun_fds.size();
-  const uint64_t release_ns = now_ns + opts_.delay_ns;
   for (int n = 0; n < kReadBudget; ++n) {
-    std::byte* slot = line_.reserve();
+    std::byte* slot = ring_.reserve();
     if (!slot) {
       // Full: read into the spare buffer and drop, so the TUN does not stall the sender.
       const ssize_t r = ::read(fd, frame_.data(), frame_.size());
@@ -122,7 +134,7 @@ void Forwarder::read_from(int host, uint64_t now_ns) {
     }
     const uint32_t dst_ip = (uint32_t{p[16]} << 24) | (uint32_t{p[17]} << 16) | (uint32_t{p[18]} << 8) | p[19];
     const uint32_t dst = (dst_ip & 0xffu) - 1;  // 10.77.0.(i+1) -> i; .0 wraps to a huge value
-    if ((dst_ip & 0xffffff00u) != kSubnet || dst >= hosts || dst == static_cast<uint32_t>(host)) {
+    if ((dst_ip & 0xffffff00u) != kSubnet || dst >= hosts_ || dst == static_cast<uint32_t>(host)) {
       c_.drop_no_route += segs;
       continue;
     }
@@ -131,21 +143,32 @@ void Forwarder::read_from(int host, uint64_t now_ns) {
       c_.drop_isolated += segs;
       continue;
     }
-    const uint64_t threshold = shared_->loss_threshold53.load(std::memory_order_relaxed);
+    LinkParams& link = link_params_[static_cast<size_t>(host) * hosts_ + dst];
+    if (link.blocked) {
+      // A connection attempt: TCP with SYN and without ACK. Everything else passes, so
+      // connections opened the other way work both ways, as through a stateful firewall.
+      const size_t ihl = (p[0] & 0x0fu) * 4u;
+      if (p[9] == 6 && len >= kVnetHdrSize + ihl + 14 && (p[ihl + 13] & 0x12u) == 0x02u) {
+        c_.drop_blocked += segs;
+        continue;
+      }
+    }
+    const uint64_t threshold = link.loss_threshold53.load(std::memory_order_relaxed);
     if (threshold && gso && segs > 1) {
-      commit_gso_with_loss(slot, len, g, threshold, release_ns, static_cast<uint16_t>(dst));
+      commit_gso_with_loss(slot, len, g, threshold, now_ns, host, static_cast<int>(dst));
       continue;
     }
     if (threshold && (next_random() >> 11) < threshold) {
       c_.drop_loss += segs;
       continue;
     }
-    line_.commit(len, release_ns, static_cast<uint16_t>(dst), static_cast<uint16_t>(segs));
+    const size_t wire = gso ? g.payload + g.segments * g.headers : len - kVnetHdrSize;
+    enqueue(len, static_cast<uint32_t>(wire), static_cast<uint16_t>(segs), now_ns, host, static_cast<int>(dst));
   }
 }
 
 void Forwarder::commit_gso_with_loss(std::byte* slot, uint32_t len, const TcpGsoFrame& g, uint64_t threshold,
-                                     uint64_t release_ns, uint16_t dst) {
+                                     uint64_t now_ns, int src, int dst) {
   size_t lost = 0;
   for (size_t i = 0; i < g.segments; ++i) {
     keep_[i] = (next_random() >> 11) >= threshold;
@@ -153,7 +176,8 @@ void Forwarder::commit_gso_with_loss(std::byte* slot, uint32_t len, const TcpGso
   }
   c_.drop_loss += lost;
   if (lost == 0) {
-    line_.commit(len, release_ns, dst, static_cast<uint16_t>(g.segments));
+    enqueue(len, static_cast<uint32_t>(g.payload + g.segments * g.headers), static_cast<uint16_t>(g.segments), now_ns,
+            src, dst);
     return;
   }
   if (lost == g.segments) return;
@@ -169,30 +193,75 @@ void Forwarder::commit_gso_with_loss(std::byte* slot, uint32_t len, const TcpGso
     }
     size_t j = i;
     while (j < g.segments && keep_[j]) ++j;
-    std::byte* out = line_.reserve();
+    std::byte* out = ring_.reserve();
     if (!out) {
       c_.drop_full += j - i;
     } else {
       const size_t n = split_run(frame_.data(), g, i, j, out);
-      line_.commit(static_cast<uint32_t>(n), release_ns, dst, static_cast<uint16_t>(j - i));
+      const size_t wire = n - kVnetHdrSize + (j - i - 1) * g.headers;
+      enqueue(static_cast<uint32_t>(n), static_cast<uint32_t>(wire), static_cast<uint16_t>(j - i), now_ns, src, dst);
     }
     i = j;
   }
 }
 
-void Forwarder::release_due(uint64_t now_ns) {
-  while (const DelayLine::Header* h = line_.front()) {
-    if (h->release_ns > now_ns) return;
-    const ssize_t w = ::write(opts_.tun_fds[h->dst], DelayLine::data(h), h->len);
-    if (w == static_cast<ssize_t>(h->len)) {
-      ++c_.tx_frames;
-      c_.tx_packets += h->segments;
-      c_.tx_bytes += h->len;
-    } else {
-      c_.write_errors += h->segments;
-    }
-    line_.pop();
+void Forwarder::enqueue(uint32_t len, uint32_t wire_bytes, uint16_t segments, uint64_t now_ns, int src, int dst) {
+  const size_t pair = static_cast<size_t>(src) * hosts_ + static_cast<size_t>(dst);
+  uint64_t depart = now_ns;
+  if (!caps_[pair].admit(now_ns, wire_bytes, depart)) {
+    c_.drop_queue += segments;
+    return;  // never committed: the slot is reused by the next reserve()
   }
+  const uint64_t pos = ring_.commit(len);
+  PacketRing::Header* h = ring_.header(pos);
+  h->time_ns = depart + delay_ns_[pair];
+  h->wire_bytes = wire_bytes;
+  h->src = static_cast<uint16_t>(src);
+  h->dst = static_cast<uint16_t>(dst);
+  h->segments = segments;
+  schedule_.push(pair, pos);
+}
+
+void Forwarder::release_due(uint64_t now_ns) {
+  const size_t downlink_base = hosts_ * hosts_;
+  uint64_t pos = 0;
+  size_t q = 0;
+  while (schedule_.pop_due(now_ns, pos, q)) {
+    PacketRing::Header* h = ring_.header(pos);
+    TokenBucket& down = downlinks_[h->dst];
+    if (q < downlink_base && down.shaped()) {
+      // Arrived at the destination's downlink at its release time (not now: this loop may
+      // run late), which it leaves when the downlink's bucket allows.
+      uint64_t depart = 0;
+      if (!down.admit(h->time_ns, h->wire_bytes, depart)) {
+        c_.drop_queue += h->segments;
+        ring_.release(pos);
+        continue;
+      }
+      // Behind packets still waiting there even when due already (this loop ran late):
+      // writing it now would overtake them.
+      if (depart > now_ns || !schedule_.empty(downlink_base + h->dst)) {
+        h->time_ns = depart;
+        schedule_.push(downlink_base + h->dst, pos);
+        continue;
+      }
+    }
+    write_out(pos);
+  }
+  ring_.reclaim();
+}
+
+void Forwarder::write_out(uint64_t pos) {
+  PacketRing::Header* h = ring_.header(pos);
+  const ssize_t w = ::write(opts_.tun_fds[h->dst], PacketRing::data(h), h->len);
+  if (w == static_cast<ssize_t>(h->len)) {
+    ++c_.tx_frames;
+    c_.tx_packets += h->segments;
+    c_.tx_bytes += h->len;
+  } else {
+    c_.write_errors += h->segments;
+  }
+  ring_.release(pos);
 }
 
 void Forwarder::publish() {
@@ -206,11 +275,13 @@ void Forwarder::publish() {
   s.tx_bytes.store(c_.tx_bytes, relaxed);
   s.drop_loss.store(c_.drop_loss, relaxed);
   s.drop_isolated.store(c_.drop_isolated, relaxed);
+  s.drop_blocked.store(c_.drop_blocked, relaxed);
+  s.drop_queue.store(c_.drop_queue, relaxed);
   s.drop_full.store(c_.drop_full, relaxed);
   s.drop_no_route.store(c_.drop_no_route, relaxed);
   s.write_errors.store(c_.write_errors, relaxed);
   s.split_frames.store(c_.split_frames, relaxed);
-  s.queue_peak_bytes.store(line_.peak_bytes(), relaxed);
+  s.queue_peak_bytes.store(ring_.peak_bytes(), relaxed);
 }
 
 Forwarder::Exit Forwarder::run() {
@@ -222,8 +293,8 @@ Forwarder::Exit Forwarder::run() {
 
     timespec timeout{};
     timespec* wait = nullptr;  // nothing queued: sleep until a packet or a signal
-    if (const DelayLine::Header* h = line_.front()) {
-      const uint64_t dt = h->release_ns > now ? h->release_ns - now : 0;
+    if (uint64_t next = 0; schedule_.next_time(next)) {
+      const uint64_t dt = next > now ? next - now : 0;
       timeout.tv_sec = static_cast<time_t>(dt / 1'000'000'000u);
       timeout.tv_nsec = static_cast<long>(dt % 1'000'000'000u);
       wait = &timeout;

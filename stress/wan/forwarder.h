@@ -3,9 +3,14 @@
 // One thread, one epoll set: every host's TUN fd (level-triggered), a signalfd (SIGTERM,
 // SIGINT, SIGHUP: stop) and a pidfd of the process that started it (it exits with its
 // parent, so a crashed test leaves no forwarder behind). Each wake-up reads up to kReadBudget
-// packets per ready TUN straight into the DelayLine, then writes every packet whose release
+// packets per ready TUN straight into the PacketRing, then writes every packet whose release
 // time has come to its destination's TUN, then sleeps until the next release (epoll_pwait2,
 // nanosecond timeout) or the next packet.
+//
+// A packet's path: its pair's token bucket (the pair's rate cap, if any) and delay decide
+// when it reaches the destination; there the destination's token bucket (its downlink, if
+// shaped) decides when it is written. One ReleaseSchedule queue per ordered pair and one per
+// destination keep each of those stages FIFO (topology.h says where each figure acts).
 //
 // Per frame: one read, a look at the IPv4 header, one RNG draw per wire packet, one write; no
 // allocation. A frame is one packet, or with offload a TCP GSO frame standing for up to ~44
@@ -14,24 +19,26 @@
 // time includes much of the hosts' TCP stacks; see README.md for figures.
 //
 // Drop rules, applied at ingress: not IPv4, or not to 10.77.0.x of another host; either end
-// isolated; random loss per wire packet (probability from WanShared, so the library can
-// change it live); delay line full. A drop is only counted.
+// isolated; a SYN in a blocked direction; random loss per wire packet (the pair's
+// probability from WanShared, so the library can change it live); packet ring full; the
+// pair's cap queue full. After the delay: the downlink's queue full. A drop is only counted.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "delay_line.h"
+#include "packet_ring.h"
+#include "release_schedule.h"
 #include "tcp_gso.h"
+#include "token_bucket.h"
 #include "wan_shared.h"
 
 namespace ferry::wan {
 
 struct ForwarderOptions {
-  std::vector<int> tun_fds;   // index = host
-  uint64_t delay_ns = 0;      // one way
+  std::vector<int> tun_fds;   // index = host; the shared page describes as many hosts
   uint64_t seed = 1;
-  size_t delay_line_bytes = 0;
+  size_t packet_store_bytes = 0;
   size_t max_frame = 65536 + 256;  // read size: virtio_net_hdr + a 64 KiB GSO frame
   int parent_pidfd = -1;      // -1: do not watch a parent
   bool offload = true;        // TUN devices give and take TCP GSO frames
@@ -39,6 +46,7 @@ struct ForwarderOptions {
 
 class Forwarder {
  public:
+  // `shared` with its link and host tables (wan_shared.h), for opts.tun_fds.size() hosts.
   Forwarder(ForwarderOptions opts, WanShared* shared);
   ~Forwarder();
   Forwarder(const Forwarder&) = delete;
@@ -53,16 +61,26 @@ class Forwarder {
   static constexpr int kReadBudget = 64;
 
   void read_from(int host, uint64_t now_ns);
-  // Applies per-packet loss to a GSO frame sitting at `slot`; commits what survives.
+  // Applies per-packet loss to a GSO frame sitting at `slot`; enqueues what survives.
   void commit_gso_with_loss(std::byte* slot, uint32_t len, const TcpGsoFrame& g, uint64_t threshold,
-                            uint64_t release_ns, uint16_t dst);
+                            uint64_t now_ns, int src, int dst);
+  // Stores the frame at the last reserve() and queues it on its pair (cap, then delay).
+  void enqueue(uint32_t len, uint32_t wire_bytes, uint16_t segments, uint64_t now_ns, int src, int dst);
   void release_due(uint64_t now_ns);
+  void write_out(uint64_t pos);
   void publish();
   uint64_t next_random();
 
   ForwarderOptions opts_;
   WanShared* shared_;
-  DelayLine line_;
+  size_t hosts_;
+  LinkParams* link_params_;          // shared: loss is read live from here
+  std::vector<TokenBucket> caps_;    // per ordered pair [src * hosts + dst]
+  std::vector<uint64_t> delay_ns_;   // per ordered pair
+  std::vector<TokenBucket> downlinks_;  // per destination
+  PacketRing ring_;
+  // Queues 0 .. hosts²-1: pairs (cap and delay); hosts² + d: destination d's downlink.
+  ReleaseSchedule schedule_;
   int epoll_fd_ = -1;
   int signal_fd_ = -1;
   uint64_t rng_[4];
@@ -74,7 +92,8 @@ class Forwarder {
   struct Counters {
     uint64_t rx_frames = 0, tx_frames = 0;
     uint64_t rx_packets = 0, rx_bytes = 0, tx_packets = 0, tx_bytes = 0;
-    uint64_t drop_loss = 0, drop_isolated = 0, drop_full = 0, drop_no_route = 0, write_errors = 0;
+    uint64_t drop_loss = 0, drop_isolated = 0, drop_blocked = 0, drop_queue = 0, drop_full = 0, drop_no_route = 0;
+    uint64_t write_errors = 0;
     uint64_t split_frames = 0;
   } c_;
 };

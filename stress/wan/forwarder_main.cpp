@@ -1,6 +1,6 @@
 // ferry-wan-forwarder: the delay-line process WanNetwork spawns. Not meant to be run by hand.
 //
-//   ferry-wan-forwarder --netns A,B,C --delay-ns N --seed S --line-bytes B
+//   ferry-wan-forwarder --netns A,B,C --seed S --store-bytes B
 //                       --shared-fd F --ready-fd R [--parent-pid P] [--offload 0|1]
 //
 // It opens one TUN (named wan0) in each namespace, in that order (host i = namespace i),
@@ -10,8 +10,9 @@
 // crash, SIGKILL), so the forwarder does it: it stops what runs inside the namespaces and
 // deletes them. That is why callers need no signal handlers of their own; it runs in its own
 // process group, so a Ctrl-C meant for the caller does not reach it. The loss probability and the
-// isolation flags are read live from the shared page (fd F, a WanShared), and the counters
-// are published there.
+// isolation flags are read live from the shared memory (fd F: a WanShared and the per-pair and
+// per-host tables after it, wan_shared.h), where the delays, caps and downlinks are too, and
+// the counters are published there.
 //
 // A separate binary rather than a fork() of the caller: the callers (ferry-bench, ferry-chaos,
 // Catch2 tests) are multi-threaded, where a forked child may only call async-signal-safe
@@ -19,6 +20,7 @@
 // is how its CPU use is measured), and holds nothing of its parent but the two fds it is given.
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -82,9 +84,8 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) throw std::runtime_error("missing value for " + flag);
       const char* value = argv[++i];
       if (flag == "--netns") netns = split(value, ',');
-      else if (flag == "--delay-ns") opts.delay_ns = to_u64(argv[i - 1], value);
       else if (flag == "--seed") opts.seed = to_u64(argv[i - 1], value);
-      else if (flag == "--line-bytes") opts.delay_line_bytes = to_u64(argv[i - 1], value);
+      else if (flag == "--store-bytes") opts.packet_store_bytes = to_u64(argv[i - 1], value);
       else if (flag == "--shared-fd") shared_fd = static_cast<int>(to_u64(argv[i - 1], value));
       else if (flag == "--ready-fd") ready_fd = static_cast<int>(to_u64(argv[i - 1], value));
       else if (flag == "--offload") opts.offload = to_u64(argv[i - 1], value) != 0;
@@ -102,12 +103,16 @@ int main(int argc, char** argv) {
       if (opts.parent_pidfd < 0) throw std::runtime_error("parent is gone (pidfd_open failed)");
     }
 
-    void* page = ::mmap(nullptr, sizeof(WanShared), PROT_READ | PROT_WRITE, MAP_SHARED, shared_fd, 0);
-    if (page == MAP_FAILED) throw std::runtime_error(std::string("mmap shared page: ") + std::strerror(errno));
+    struct stat st {};
+    const size_t bytes = shared_bytes(netns.size());
+    if (::fstat(shared_fd, &st) != 0 || static_cast<size_t>(st.st_size) != bytes)
+      throw std::runtime_error("shared memory does not match the number of hosts");
+    void* page = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, shared_fd, 0);
+    if (page == MAP_FAILED) throw std::runtime_error(std::string("mmap shared memory: ") + std::strerror(errno));
     ::close(shared_fd);
     auto* shared = static_cast<WanShared*>(page);
     if (shared->magic != kSharedMagic || shared->hosts != netns.size())
-      throw std::runtime_error("shared page does not match (magic/hosts)");
+      throw std::runtime_error("shared memory does not match (magic/hosts)");
 
     for (const std::string& name : netns) opts.tun_fds.push_back(open_tun_in_netns(name, kTunName, opts.offload));
 

@@ -1,6 +1,8 @@
 // WanConfig: what one emulated wide-area network looks like, and its text form.
 //
-// The text form is what humans type (`ferry-wan run --spec ...`, `ferry-bench --wan ...`):
+// The uniform network: every pair of hosts has the same RTT and loss, every host the same
+// uplink. Topology (topology.h) describes the general case; Topology::uniform(config) is this
+// one in that form, which is how WanNetwork runs it. The text form is what humans type (`ferry-wan run --spec ...`, `ferry-bench --wan ...`):
 //
 //   rtt=50ms,loss=0.1%,rate=200mbit,cc=cubic,seed=1,hosts=3
 //
@@ -41,11 +43,12 @@ struct WanConfig {
   // tbf sizes actually used (see README.md for why these).
   uint64_t tbf_burst_bytes() const;
   uint64_t tbf_limit_bytes() const;
-  // Bytes the forwarder's delay line holds: everything all hosts can send in one
-  // one-way delay, twice over, plus slack.
-  uint64_t delay_line_bytes() const;
-
   bool operator==(const WanConfig&) const = default;
 };
+
+// tbf bucket for an uplink: 1 ms of line rate, at least 64 KiB with gso (16 KiB without).
+uint64_t uplink_burst_bytes(uint64_t rate_bps, bool gso);
+// A bottleneck's queue: one bandwidth-delay product at max(rtt, 10 ms), at least 64 KiB.
+uint64_t queue_limit_bytes(uint64_t rate_bps, double rtt_ms);
 
 }  // namespace ferry::wan

@@ -77,9 +77,10 @@ std::pair<double, double> process_cpu(pid_t pid) {
 }  // namespace
 
 struct WanNetwork::Impl {
-  WanConfig config;
+  Topology topology;
+  bool from_spec = false;       // started from a WanConfig: FERRY_WAN_SPEC describes it
   std::vector<Host> hosts;
-  WanShared* shared = nullptr;  // mapped for the network's lifetime
+  WanShared* shared = nullptr;  // mapped for the network's lifetime (shared_bytes(hosts))
   pid_t forwarder = -1;
   bool forwarder_exited = false;
   WanStats final_stats;
@@ -87,6 +88,7 @@ struct WanNetwork::Impl {
 
   WanStats snapshot() const;
   void spawn_forwarder();
+  void write_tables() const;
   void configure_host(const Host& h) const;
   void teardown() noexcept;
 };
@@ -103,6 +105,8 @@ WanStats WanNetwork::Impl::snapshot() const {
   s.tx_bytes = shared->tx_bytes.load(r);
   s.drop_loss = shared->drop_loss.load(r);
   s.drop_isolated = shared->drop_isolated.load(r);
+  s.drop_blocked = shared->drop_blocked.load(r);
+  s.drop_queue = shared->drop_queue.load(r);
   s.drop_full = shared->drop_full.load(r);
   s.drop_no_route = shared->drop_no_route.load(r);
   s.write_errors = shared->write_errors.load(r);
@@ -126,11 +130,12 @@ void WanNetwork::Impl::spawn_forwarder() {
 
   const int memfd = ::memfd_create("ferry-wan-shared", MFD_CLOEXEC);
   if (memfd < 0) throw std::runtime_error(std::string("wan: memfd_create: ") + std::strerror(errno));
-  if (::ftruncate(memfd, sizeof(WanShared)) != 0) {
+  const size_t bytes = shared_bytes(hosts.size());
+  if (::ftruncate(memfd, static_cast<off_t>(bytes)) != 0) {
     ::close(memfd);
     throw std::runtime_error(std::string("wan: ftruncate: ") + std::strerror(errno));
   }
-  void* page = ::mmap(nullptr, sizeof(WanShared), PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+  void* page = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
   if (page == MAP_FAILED) {
     ::close(memfd);
     throw std::runtime_error(std::string("wan: mmap: ") + std::strerror(errno));
@@ -138,7 +143,7 @@ void WanNetwork::Impl::spawn_forwarder() {
   shared = static_cast<WanShared*>(page);  // zero-filled by ftruncate: every counter is 0
   shared->magic = kSharedMagic;
   shared->hosts = static_cast<uint32_t>(hosts.size());
-  shared->loss_threshold53.store(loss_to_threshold53(config.loss));
+  write_tables();
 
   int ready[2];
   if (::pipe2(ready, O_CLOEXEC) != 0) {
@@ -154,15 +159,13 @@ void WanNetwork::Impl::spawn_forwarder() {
 
   std::string names;
   for (const Host& h : hosts) names += (names.empty() ? "" : ",") + h.netns;
-  const uint64_t delay_ns = static_cast<uint64_t>(config.rtt_ms * 1e6 / 2.0);
   std::vector<std::string> argv = {path,
                                    "--netns", names,
-                                   "--delay-ns", std::to_string(delay_ns),
-                                   "--seed", std::to_string(config.seed),
-                                   "--line-bytes", std::to_string(config.delay_line_bytes()),
+                                   "--seed", std::to_string(topology.base.seed),
+                                   "--store-bytes", std::to_string(topology.packet_store_bytes()),
                                    "--shared-fd", "3",
                                    "--ready-fd", "4",
-                                   "--offload", config.gso ? "1" : "0",
+                                   "--offload", topology.base.gso ? "1" : "0",
                                    "--parent-pid", std::to_string(::getpid())};
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(a.data());
@@ -219,8 +222,32 @@ void WanNetwork::Impl::spawn_forwarder() {
     throw std::runtime_error("wan: ferry-wan-forwarder did not start: " + (reply.empty() ? "no answer in 10 s" : reply));
 }
 
+// Before the forwarder exists: it copies the fixed figures once, at start.
+void WanNetwork::Impl::write_tables() const {
+  const int n = topology.size();
+  LinkParams* links = shared_links(shared);
+  for (int s = 0; s < n; ++s)
+    for (int d = 0; d < n; ++d) {
+      if (s == d) continue;
+      const TopologyLink& l = topology.link(s, d);
+      LinkParams& p = links[static_cast<size_t>(s * n + d)];
+      p.delay_ns = static_cast<uint64_t>(l.delay_ms * 1e6);
+      p.cap_bps = l.rate_bps;
+      p.cap_burst_bytes = topology.cap_burst_bytes(s, d);
+      p.cap_limit_bytes = topology.cap_limit_bytes(s, d);
+      p.loss_threshold53.store(loss_to_threshold53(l.loss), std::memory_order_relaxed);
+      p.blocked = l.blocked ? 1 : 0;
+    }
+  HostParams* host_params = shared_hosts(shared);
+  for (int h = 0; h < n; ++h)
+    host_params[h] = HostParams{topology.hosts[h].downlink_bps, topology.downlink_burst_bytes(h),
+                                topology.downlink_limit_bytes(h)};
+}
+
 void WanNetwork::Impl::configure_host(const Host& h) const {
   const std::string& ns = h.netns;
+  const WanConfig& config = topology.base;
+  const uint64_t uplink = topology.hosts[h.index].uplink_bps;
   run_checked({"ip", "-n", ns, "link", "set", "lo", "up"});
   // 1000 packets of TUN queue (~60 ms at 200 Mbit/s): the forwarder drains it far faster,
   // but a scheduling hiccup of a few ms must not turn into drops that are not `loss`.
@@ -230,7 +257,7 @@ void WanNetwork::Impl::configure_host(const Host& h) const {
   // frames must stay well under the 64 KiB bucket or the offload silently stops (it did, in
   // runs where cubic's cwnd grew until TCP built 64 KiB frames). 32 KiB is also ~1.3 ms at
   // 200 Mbit/s: line-rate bursts no longer than a real TSO NIC's.
-  if (config.gso && config.rate_bps) link.insert(link.end(), {"gso_max_size", "32768"});
+  if (config.gso && uplink) link.insert(link.end(), {"gso_max_size", "32768"});
   link.push_back("up");
   run_checked(link);
   run_checked({"ip", "-n", ns, "addr", "add", h.ip + "/24", "dev", h.tun});
@@ -238,11 +265,11 @@ void WanNetwork::Impl::configure_host(const Host& h) const {
   // choice rides on the route every host-to-host socket uses.
   run_checked({"ip", "-n", ns, "route", "replace", kSubnetText, "dev", h.tun, "proto", "kernel", "scope", "link",
                "src", h.ip, "congctl", config.cc});
-  if (config.rate_bps) {
+  if (uplink) {
     run_checked({"tc", "-n", ns, "qdisc", "replace", "dev", h.tun, "root", "tbf",
-                 "rate", std::to_string(config.rate_bps) + "bit",
-                 "burst", std::to_string(config.tbf_burst_bytes()),
-                 "limit", std::to_string(config.tbf_limit_bytes())});
+                 "rate", std::to_string(uplink) + "bit",
+                 "burst", std::to_string(topology.uplink_burst_bytes(h.index)),
+                 "limit", std::to_string(topology.uplink_limit_bytes(h.index))});
   }
 }
 
@@ -279,13 +306,21 @@ void WanNetwork::Impl::teardown() noexcept {
     last.forwarder_user_s = final_stats.forwarder_user_s;
     last.forwarder_sys_s = final_stats.forwarder_sys_s;
     final_stats = last;
-    ::munmap(shared, sizeof(WanShared));
+    ::munmap(shared, shared_bytes(hosts.size()));
     shared = nullptr;
   }
 }
 
 WanNetwork WanNetwork::start(const WanConfig& config) {
   config.validate();
+  WanNetwork net = start(Topology::uniform(config));
+  net.impl_->from_spec = true;
+  return net;
+}
+
+WanNetwork WanNetwork::start(const Topology& topology) {
+  topology.validate();
+  const WanConfig& config = topology.base;
   if (::geteuid() != 0)
     throw std::runtime_error("wan: needs root: network namespaces, TUN devices and tc qdiscs (run as root)");
   if (::access("/dev/net/tun", R_OK | W_OK) != 0)
@@ -294,11 +329,12 @@ WanNetwork WanNetwork::start(const WanConfig& config) {
   remove_stale_netns();
 
   auto impl = std::make_unique<Impl>();
-  impl->config = config;
+  impl->topology = topology;
   const int network = g_network_counter.fetch_add(1);
   const int pid = static_cast<int>(::getpid());
-  for (int i = 0; i < config.hosts; ++i)
-    impl->hosts.push_back(Host{i, netns_name(pid, network, i), host_ip(i), kTunName});
+  for (int i = 0; i < topology.size(); ++i)
+    impl->hosts.push_back(Host{i, netns_name(pid, network, i), host_ip(i), kTunName, topology.hosts[i].name,
+                               topology.hosts[i].region});
 
   try {
     for (const Host& h : impl->hosts) run_checked({"ip", "netns", "add", h.netns});
@@ -326,7 +362,8 @@ void WanNetwork::stop() {
   if (impl_) impl_->teardown();
 }
 
-const WanConfig& WanNetwork::config() const { return impl_->config; }
+const WanConfig& WanNetwork::config() const { return impl_->topology.base; }
+const Topology& WanNetwork::topology() const { return impl_->topology; }
 const std::vector<Host>& WanNetwork::hosts() const { return impl_->hosts; }
 
 std::vector<std::string> WanNetwork::exec_prefix(int host) const {
@@ -343,17 +380,32 @@ std::vector<std::pair<std::string, std::string>> WanNetwork::environment() const
   env.emplace_back("FERRY_WAN_HOSTS", std::to_string(impl_->hosts.size()));
   env.emplace_back("FERRY_WAN_NETNS", all_ns);
   env.emplace_back("FERRY_WAN_IPS", all_ip);
-  env.emplace_back("FERRY_WAN_SPEC", impl_->config.to_string());
+  if (impl_->from_spec) env.emplace_back("FERRY_WAN_SPEC", impl_->topology.base.to_string());
+  else env.emplace_back("FERRY_WAN_TOPOLOGY", impl_->topology.source);
   for (const Host& h : impl_->hosts) {
     env.emplace_back("FERRY_WAN_NETNS_" + std::to_string(h.index), h.netns);
     env.emplace_back("FERRY_WAN_IP_" + std::to_string(h.index), h.ip);
+    env.emplace_back("FERRY_WAN_NAME_" + std::to_string(h.index), h.name);
+    env.emplace_back("FERRY_WAN_REGION_" + std::to_string(h.index), h.region);
   }
   return env;
 }
 
 void WanNetwork::set_loss(double loss) {
   if (!(loss >= 0 && loss <= 1)) throw std::invalid_argument("wan: loss must be in [0, 1]");
-  if (impl_->shared) impl_->shared->loss_threshold53.store(loss_to_threshold53(loss), std::memory_order_relaxed);
+  const size_t n = impl_->hosts.size();
+  if (!impl_->shared) return;
+  LinkParams* links = shared_links(impl_->shared);
+  for (size_t i = 0; i < n * n; ++i) links[i].loss_threshold53.store(loss_to_threshold53(loss), std::memory_order_relaxed);
+}
+
+void WanNetwork::set_link_loss(int from, int to, double loss) {
+  const int n = static_cast<int>(impl_->hosts.size());
+  if (from < 0 || from >= n || to < 0 || to >= n || from == to) throw std::out_of_range("wan: no such pair of hosts");
+  if (!(loss >= 0 && loss <= 1)) throw std::invalid_argument("wan: loss must be in [0, 1]");
+  if (impl_->shared)
+    shared_links(impl_->shared)[from * n + to].loss_threshold53.store(loss_to_threshold53(loss),
+                                                                       std::memory_order_relaxed);
 }
 
 void WanNetwork::isolate(int host, bool isolated) {

@@ -1,6 +1,7 @@
 // WanNetwork: N emulated hosts joined by a lossy, long-delay, rate-capped network.
 //
 //   auto net = ferry::wan::WanNetwork::start(ferry::wan::WanConfig::parse("hosts=3,rtt=50ms,loss=0.1%"));
+//   auto geo = ferry::wan::WanNetwork::start(ferry::wan::Topology::load("three-regions.json"));
 //   std::vector<std::string> cmd = net.exec_prefix(0);   // {"ip","netns","exec","fw…h0"}
 //   cmd.insert(cmd.end(), {"ferry-master", "--listen", net.hosts()[0].ip + ":7000"});
 //   ...                                                    // spawn it; likewise peers on 1, 2
@@ -8,9 +9,11 @@
 //
 // Each host is a network namespace with one TUN device (wan0, 10.77.0.(i+1)/24, MTU 1500) and
 // loopback. The hosts' TUNs are all held by one ferry-wan-forwarder process, which delays
-// every packet by rtt/2 and drops a fraction `loss` of them; tbf on each TUN's egress caps the
-// host's uplink at `rate`; the route to 10.77.0.0/24 carries `congctl <cc>`, so every TCP
-// socket between hosts uses that congestion control unless it sets TCP_CONGESTION itself.
+// each packet by its pair's one-way delay, drops its pair's fraction `loss`, applies the
+// pair's rate cap, the destination's downlink, and blocked pairs (topology.h); tbf on each
+// TUN's egress caps the host's uplink; the route to 10.77.0.0/24 carries `congctl <cc>`, so
+// every TCP socket between hosts uses that congestion control unless it sets TCP_CONGESTION
+// itself. A WanConfig is the uniform topology (Topology::uniform).
 //
 // Needs root (namespaces, TUN, tc); start() says so in its error otherwise.
 //
@@ -27,6 +30,7 @@
 #include <vector>
 
 #include "netns.h"
+#include "topology.h"
 #include "wan_config.h"
 
 namespace ferry::wan {
@@ -36,6 +40,8 @@ struct Host {
   std::string netns;  // fw<pid>n<k>h<i>; enter with ScopedNetns or `ip netns exec`
   std::string ip;     // 10.77.0.(index+1)
   std::string tun;    // wan0
+  std::string name;   // the topology's name for it (h<i> for a spec)
+  std::string region;
 };
 
 struct WanStats {
@@ -45,8 +51,10 @@ struct WanStats {
   uint64_t rx_packets = 0, rx_bytes = 0;  // taken from the hosts' TUNs
   uint64_t tx_packets = 0, tx_bytes = 0;  // delivered after the delay
   uint64_t drop_loss = 0, drop_isolated = 0, drop_full = 0, drop_no_route = 0, write_errors = 0;
+  uint64_t drop_blocked = 0;              // SYNs of a blocked direction
+  uint64_t drop_queue = 0;                // a pair cap's or a downlink's queue was full
   uint64_t split_frames = 0;              // GSO frames cut around lost segments
-  uint64_t queue_peak_bytes = 0;          // most bytes ever waiting in the delay line
+  uint64_t queue_peak_bytes = 0;          // most bytes ever held in the packet ring
   double forwarder_user_s = 0, forwarder_sys_s = 0;  // CPU the forwarder has used so far
 };
 
@@ -58,21 +66,29 @@ class WanNetwork {
   // ferry-wan-forwarder cannot be found, or when a setup command fails; everything half-built
   // is removed before it throws.
   static WanNetwork start(const WanConfig& config);
+  // The same from a topology; also throws std::invalid_argument when it does not validate.
+  static WanNetwork start(const Topology& topology);
 
   WanNetwork(WanNetwork&&) noexcept;
   WanNetwork& operator=(WanNetwork&&) noexcept;
   ~WanNetwork();  // stop()
 
+  // The spec it was started from; for a topology, its settings (cc, seed, gso, hosts) and
+  // its defaults (rtt, loss, uplink), which not every pair need have.
   const WanConfig& config() const;
+  const Topology& topology() const;
   const std::vector<Host>& hosts() const;
   // {"ip", "netns", "exec", <netns of host>}: prepend to a command to run it on that host.
   std::vector<std::string> exec_prefix(int host) const;
   // FERRY_WAN_HOSTS=<n>, FERRY_WAN_NETNS="<ns0> <ns1> ...", FERRY_WAN_IPS="<ip0> ...",
-  // FERRY_WAN_NETNS_<i>, FERRY_WAN_IP_<i>, FERRY_WAN_SPEC=<config().to_string()>.
+  // FERRY_WAN_NETNS_<i>, FERRY_WAN_IP_<i>, FERRY_WAN_NAME_<i>, FERRY_WAN_REGION_<i>, and
+  // FERRY_WAN_SPEC=<config().to_string()> when started from a spec, else
+  // FERRY_WAN_TOPOLOGY=<topology().source> (the file).
   std::vector<std::pair<std::string, std::string>> environment() const;
 
   // Live faults for ferry-chaos; they act on the next packet.
-  void set_loss(double loss);            // [0, 1]
+  void set_loss(double loss);            // [0, 1], every pair (a topology's own losses are replaced)
+  void set_link_loss(int from, int to, double loss);  // one direction of one pair
   void isolate(int host, bool isolated);  // drop everything from and to the host
 
   WanStats stats() const;  // after stop(): the last figures

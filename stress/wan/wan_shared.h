@@ -1,18 +1,22 @@
-// The page the library and ferry-wan-forwarder share (a memfd both map).
+// The memory the library and ferry-wan-forwarder share (a memfd both map).
 //
-// Control flows library -> forwarder (loss, isolation), counters flow back. Every field is a
-// lock-free std::atomic, which is address-free and therefore valid across processes; relaxed
-// order everywhere because no field guards another. The forwarder reads the control fields
-// once per packet (a plain load on x86), so a change takes effect on the next packet.
+// Layout: WanShared, then one LinkParams per ordered pair of hosts ([src * hosts + dst]),
+// then one HostParams per host (shared_links(), shared_hosts()). The library writes the
+// topology there before it spawns the forwarder, which copies the fixed figures once; loss
+// and isolation stay live (library -> forwarder), counters flow back. Live fields are
+// lock-free std::atomics, which are address-free and therefore valid across processes;
+// relaxed order everywhere because no field guards another. The forwarder reads the control
+// fields once per packet (a plain load on x86), so a change takes effect on the next packet.
 #pragma once
 
 #include <atomic>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 namespace ferry::wan {
 
-inline constexpr uint32_t kSharedMagic = 0x46574e31;  // "FWN1"
+inline constexpr uint32_t kSharedMagic = 0x46574e32;  // "FWN2": with per-pair tables
 inline constexpr int kMaxHosts = 254;
 // Host i has address 10.77.0.(i+1)/24 on its TUN. Every network lives in its own namespaces,
 // so two networks (or two users) reuse the same subnet without meeting.
@@ -25,9 +29,6 @@ struct WanShared {
   uint32_t hosts;
 
   // --- control: written by the library ---
-  // A packet is dropped when (rng >> 11) < loss_threshold53, i.e. with probability
-  // loss_threshold53 / 2^53; 2^53 drops everything.
-  std::atomic<uint64_t> loss_threshold53;
   // Non-zero: every packet from or to host i is dropped (a black hole / partition).
   std::atomic<uint8_t> isolated[kMaxHosts];
 
@@ -41,12 +42,44 @@ struct WanShared {
   std::atomic<uint64_t> tx_bytes;
   std::atomic<uint64_t> drop_loss;       // random loss
   std::atomic<uint64_t> drop_isolated;   // isolate()d host
-  std::atomic<uint64_t> drop_full;       // delay line full (should stay 0)
+  std::atomic<uint64_t> drop_blocked;    // SYNs of a blocked direction
+  std::atomic<uint64_t> drop_queue;      // a pair cap's or a downlink's queue was full
+  std::atomic<uint64_t> drop_full;       // packet ring full (should stay 0)
   std::atomic<uint64_t> drop_no_route;   // not IPv4 to 10.77.0.x of a live host
   std::atomic<uint64_t> write_errors;    // destination TUN refused the packet
   std::atomic<uint64_t> split_frames;    // GSO frames cut into runs around lost segments
   std::atomic<uint64_t> queue_peak_bytes;
 };
+
+// One direction of one pair. Fixed before the forwarder starts, except loss.
+struct LinkParams {
+  uint64_t delay_ns;
+  uint64_t cap_bps;      // 0: no cap
+  uint64_t cap_burst_bytes;
+  uint64_t cap_limit_bytes;
+  // A packet is dropped when (rng >> 11) < loss_threshold53, i.e. with probability
+  // loss_threshold53 / 2^53; 2^53 drops everything.
+  std::atomic<uint64_t> loss_threshold53;
+  uint64_t blocked;      // non-zero: SYNs without ACK in this direction are dropped
+};
+
+// Fixed before the forwarder starts.
+struct HostParams {
+  uint64_t downlink_bps;  // 0: unshaped
+  uint64_t downlink_burst_bytes;
+  uint64_t downlink_limit_bytes;
+};
+
+inline size_t shared_bytes(size_t hosts) {
+  return sizeof(WanShared) + hosts * hosts * sizeof(LinkParams) + hosts * sizeof(HostParams);
+}
+inline LinkParams* shared_links(WanShared* s) {
+  return reinterpret_cast<LinkParams*>(reinterpret_cast<std::byte*>(s) + sizeof(WanShared));
+}
+inline HostParams* shared_hosts(WanShared* s) {
+  return reinterpret_cast<HostParams*>(shared_links(s) + size_t{s->hosts} * s->hosts);
+}
+static_assert(sizeof(WanShared) % alignof(LinkParams) == 0 && sizeof(LinkParams) % alignof(HostParams) == 0);
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<uint8_t>::is_always_lock_free);
 

@@ -1,12 +1,7 @@
 // Emulated-WAN behaviour: data arrives intact, never faster than the RTT, loss and isolation
 // block it, and stop() leaves nothing behind. Needs root; reported as skipped otherwise.
 // Lower bounds only: correctness tests never assert a timing benchmark.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -20,126 +15,10 @@
 #include "command.h"
 #include "netns.h"
 #include "wan_network.h"
+#include "wan_sockets.h"
 
 using namespace ferry::wan;
-using Clock = std::chrono::steady_clock;
-
-namespace {
-
-// A test that cannot run here says so with this marker, and returns: ctest
-// reports it as skipped (SKIP_REGULAR_EXPRESSION in CMakeLists.txt), not passed.
-void report_skipped(const char* why) { WARN("FERRY_TEST_SKIPPED: " << why); }
-
-bool skip_unless_root() {
-  if (::geteuid() == 0) return false;
-  report_skipped("not root: emulated-WAN network tests need network namespaces");
-  return true;
-}
-
-// Owns a socket fd.
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f = -1) : fd(f) {}
-  Fd(Fd&& o) noexcept : fd(o.fd) { o.fd = -1; }
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
-sockaddr_in address(const std::string& ip, uint16_t port) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  ::inet_pton(AF_INET, ip.c_str(), &a.sin_addr);
-  return a;
-}
-
-Fd listen_on(const Host& host, uint16_t port) {
-  ScopedNetns in(host.netns);
-  Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  REQUIRE(s.fd >= 0);
-  const int one = 1;
-  ::setsockopt(s.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  const sockaddr_in a = address(host.ip, port);
-  REQUIRE(::bind(s.fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0);
-  REQUIRE(::listen(s.fd, 8) == 0);
-  return s;
-}
-
-// Connects from `from` to `to`:port; an invalid Fd when not connected within timeout_ms.
-Fd connect_from(const Host& from, const Host& to, uint16_t port, int timeout_ms) {
-  Fd s;
-  {
-    ScopedNetns in(from.netns);
-    s.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  }
-  REQUIRE(s.fd >= 0);
-  const sockaddr_in a = address(to.ip, port);
-  if (::connect(s.fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
-    REQUIRE(errno == EINPROGRESS);
-    pollfd p{s.fd, POLLOUT, 0};
-    if (::poll(&p, 1, timeout_ms) != 1) return Fd();
-    int err = 0;
-    socklen_t len = sizeof err;
-    ::getsockopt(s.fd, SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err != 0) return Fd();
-  }
-  const int one = 1;
-  ::setsockopt(s.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  return s;
-}
-
-Fd accept_one(const Fd& listener, int timeout_ms) {
-  pollfd p{listener.fd, POLLIN, 0};
-  if (::poll(&p, 1, timeout_ms) != 1) return Fd();
-  Fd s(::accept4(listener.fd, nullptr, nullptr, SOCK_CLOEXEC));
-  const int one = 1;
-  ::setsockopt(s.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  return s;
-}
-
-// Blocking-style full transfer on a possibly non-blocking socket, with a deadline.
-bool send_all(int fd, const uint8_t* data, size_t n, Clock::time_point deadline) {
-  while (n > 0) {
-    const ssize_t w = ::send(fd, data, n, MSG_NOSIGNAL);
-    if (w > 0) {
-      data += w;
-      n -= static_cast<size_t>(w);
-      continue;
-    }
-    if (w < 0 && errno != EAGAIN && errno != EINTR) return false;
-    pollfd p{fd, POLLOUT, 0};
-    if (Clock::now() > deadline || ::poll(&p, 1, 100) < 0) return false;
-  }
-  return true;
-}
-
-bool recv_all(int fd, uint8_t* data, size_t n, Clock::time_point deadline) {
-  while (n > 0) {
-    const ssize_t r = ::recv(fd, data, n, 0);
-    if (r > 0) {
-      data += r;
-      n -= static_cast<size_t>(r);
-      continue;
-    }
-    if (r == 0 || (errno != EAGAIN && errno != EINTR)) return false;
-    pollfd p{fd, POLLIN, 0};
-    if (Clock::now() > deadline || ::poll(&p, 1, 100) < 0) return false;
-  }
-  return true;
-}
-
-std::vector<uint8_t> pattern(size_t n, uint64_t seed) {
-  std::vector<uint8_t> v(n);
-  uint64_t x = seed;
-  for (auto& b : v) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    b = static_cast<uint8_t>(x >> 56);
-  }
-  return v;
-}
-
-}  // namespace
+using namespace ferry::wan::test;
 
 TEST_CASE("network carries TCP intact and no faster than the RTT and leaves nothing after stop", "[wan][root]") {
   if (skip_unless_root()) return;
@@ -183,13 +62,7 @@ TEST_CASE("network carries TCP intact and no faster than the RTT and leaves noth
 
   SECTION("a request/response round trip takes at least the RTT") {
     Fd listener = listen_on(net.hosts()[1], 5002);
-    auto echo = std::async(std::launch::async, [&] {
-      Fd s = accept_one(listener, 5000);
-      uint8_t b = 0;
-      for (int i = 0; i < 5; ++i)
-        if (s.fd < 0 || !recv_all(s.fd, &b, 1, deadline) || !send_all(s.fd, &b, 1, deadline)) return false;
-      return true;
-    });
+    auto echo = echo_bytes(listener, 5, deadline);
     const auto t_connect = Clock::now();
     Fd client = connect_from(a, net.hosts()[1], 5002, 3000);
     REQUIRE(client.fd >= 0);

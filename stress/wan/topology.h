@@ -1,0 +1,86 @@
+// Topology: an emulated network with geography. Hosts have a region, an uplink and a
+// downlink; every ordered pair of hosts has its own one-way delay, loss, optional rate cap,
+// and may be blocked (the firewall drops that direction's SYNs).
+//
+// Two ways in: Topology::uniform(WanConfig) (the `rtt=50ms,...` spec: every pair alike) and
+// Topology::load(path) (a JSON file; the format is in topology_json.cpp and README.md, and
+// stress/wan/topologies/ has examples). WanNetwork::start() takes either.
+//
+// Where each figure acts (README.md, "Where each rate acts"):
+//   uplink    tbf on the host's TUN egress, in the host's kernel (as with a spec);
+//   rate cap  a token bucket per ordered pair in the forwarder, before the delay;
+//   delay     the forwarder's per-pair queues;
+//   downlink  a token bucket per destination in the forwarder, after the delay;
+//   loss      one draw per wire packet at the forwarder's ingress, per ordered pair.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "wan_config.h"
+
+namespace ferry::wan {
+
+struct TopologyHost {
+  std::string name;           // unique: letters, digits, '-', '_', '.'
+  std::string region;         // hosts of one region share the region's figures
+  uint64_t uplink_bps = 0;    // 0 = unshaped
+  uint64_t downlink_bps = 0;  // 0 = unshaped
+  bool operator==(const TopologyHost&) const = default;
+};
+
+// One direction of one pair of hosts.
+struct TopologyLink {
+  double delay_ms = 25.0;  // one way; a pair's RTT is the sum of its two directions
+  double loss = 0.0;       // fraction of wire packets dropped in this direction, [0, 1]
+  uint64_t rate_bps = 0;   // cap on this direction; 0 = only the hosts' links limit it
+  bool blocked = false;    // SYNs (without ACK) in this direction are dropped
+  bool operator==(const TopologyLink&) const = default;
+};
+
+struct Topology {
+  std::string source;  // the file, or "spec <text>": for messages and FERRY_WAN_TOPOLOGY
+  // Settings of the whole network (cc, seed, gso, burst and limit overrides); hosts is
+  // hosts.size(); rtt, loss and rate hold the file's defaults.
+  WanConfig base;
+  std::vector<TopologyHost> hosts;
+  std::vector<TopologyLink> links;  // hosts.size()² entries, [src * hosts + dst]; diagonal unused
+
+  // Every pair gets rtt/2 each way and the same loss; every host the spec's rate as uplink.
+  static Topology uniform(const WanConfig& config);
+  // Reads and validates a JSON topology. Throws std::invalid_argument naming the file and the
+  // key, host, region or pair at fault (and the line and column of a syntax error).
+  static Topology load(const std::string& path);
+  static Topology parse_json(std::string_view text, const std::string& source);
+
+  // Throws std::invalid_argument when a field is out of range.
+  void validate() const;
+
+  int size() const { return static_cast<int>(hosts.size()); }
+  const TopologyLink& link(int src, int dst) const { return links[static_cast<size_t>(src * size() + dst)]; }
+  TopologyLink& link(int src, int dst) { return links[static_cast<size_t>(src * size() + dst)]; }
+  int host_index(std::string_view name) const;  // -1 when there is none
+  double rtt_ms(int a, int b) const { return link(a, b).delay_ms + link(b, a).delay_ms; }
+  double max_rtt_ms(int host) const;  // over the host's pairs
+
+  // Queue sizes (see WanConfig for why these): the host's tbf, and the forwarder's buckets.
+  uint64_t uplink_burst_bytes(int host) const;
+  uint64_t uplink_limit_bytes(int host) const;
+  uint64_t downlink_burst_bytes(int host) const;
+  uint64_t downlink_limit_bytes(int host) const;
+  uint64_t cap_burst_bytes(int src, int dst) const;
+  uint64_t cap_limit_bytes(int src, int dst) const;
+  // Bytes the forwarder preallocates for packets in flight: what all hosts can send while
+  // the slowest packet waits (delay plus full cap and downlink queues), twice over, plus
+  // 4 MiB; at most 1 GiB. For a uniform network: 2 x hosts x rate x rtt/2 + 4 MiB.
+  uint64_t packet_store_bytes() const;
+
+  // A few lines for humans: hosts, then the RTT of every pair.
+  std::string describe() const;
+
+  bool operator==(const Topology&) const = default;
+};
+
+}  // namespace ferry::wan
