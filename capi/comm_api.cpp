@@ -6,6 +6,7 @@
 #include <set>
 
 #include "capi/api_guard.h"
+#include "capi/comm_handle.h"
 #include "capi/tls_params.h"
 #include "core/dtype.h"
 #include "core/quant.h"
@@ -14,10 +15,6 @@
 #include "net/socket_options.h"
 #include "peer/allreduce_retry.h"
 #include "peer/communicator.h"
-
-struct ferry_comm {
-  std::unique_ptr<ferry::peer::Communicator> impl;
-};
 
 struct ferry_op {
   std::shared_ptr<ferry::peer::AllreduceOp> impl;

@@ -26,6 +26,7 @@ void ferry_master_params_init(ferry_master_params* params) {
   params->struct_size = sizeof(ferry_master_params);
   params->listen_address = "0.0.0.0:48148";
   params->peer_timeout_ms = 10000;
+  params->link_max_age_ms = 600000;
 }
 
 ferry_result ferry_master_create_with(const ferry_master_params* params, ferry_master** out) {
@@ -43,6 +44,9 @@ ferry_result ferry_master_create_with(const ferry_master_params* params, ferry_m
     options.listen_host = endpoint->host;
     options.listen_port = endpoint->port;
     options.limits.default_heartbeat_timeout_ms = p.peer_timeout_ms;
+    if (p.link_max_age_ms < 1000 || p.link_max_age_ms > 86'400'000)
+      throw Error(Errc::invalid_argument, "link_max_age_ms must be 1000..86400000");
+    options.limits.link_max_age_ms = p.link_max_age_ms;
     options.secret = ferry::load_run_secret(p.secret_file);
     options.transport = ferry::capi::tls_transport_from(p.tls_cert_file, p.tls_key_file, p.tls_ca_file,
                                                         /*ca_required=*/false);

@@ -183,6 +183,11 @@ typedef struct ferry_master_params {
   const char* tls_cert_file;
   const char* tls_key_file;
   const char* tls_ca_file;
+  /* How long a link measurement stays in the master's matrix without being
+     refreshed (added in 0.2; see ferry_comm_link_matrix). Peers refresh the
+     links they use after their collectives, at most once a second each.
+     1000..86400000, default 600000 (10 min). */
+  uint32_t link_max_age_ms;
 } ferry_master_params;
 
 FERRY_API void ferry_master_params_init(ferry_master_params* params);
@@ -376,6 +381,48 @@ FERRY_API ferry_result ferry_comm_get_attribute(const ferry_comm* comm, ferry_at
    Errors: FERRY_ERR_INVALID_ARGUMENT (NULL comm or count, NULL ids with
    capacity > 0), FERRY_ERR_INVALID_USAGE (not connected yet). */
 FERRY_API ferry_result ferry_comm_ring(const ferry_comm* comm, uint64_t* ids, size_t capacity, size_t* count);
+
+/* What one peer measured of its link to another (added in 0.2). Each peer
+   measures its ring link to the next peer passively: from the all-reduces
+   that commit over it, and from its connections' TCP_INFO; it reports to the
+   master after a collective, at most once a second. The master keeps one
+   matrix per group, members only, and drops an entry unrefreshed for
+   ferry_master_params.link_max_age_ms. A pair nobody measured has no entry. */
+typedef struct ferry_link_info {
+  uint32_t struct_size;       /* set by the caller: sizeof(ferry_link_info) */
+  uint32_t shared_memory;     /* 1: its bytes go through shared memory (the
+                                 TCP figures below are then 0) */
+  uint64_t from_peer;         /* the sender (FERRY_ATTR_PEER_ID) */
+  uint64_t to_peer;           /* the receiver */
+  /* Bytes/s the collectives achieved: payload bytes over transfer time
+     (the master's go to this peer's last chunk out), over the all-reduces of
+     at least 1 MiB since the previous report. A ring moves at its slowest
+     link, so this is at most the slowest link's rate. 0: none yet. */
+  double goodput_bytes_per_s;
+  /* The sum of the link's connections' latest TCP delivery rates, bytes/s. */
+  double delivery_rate_bytes_per_s;
+  double rtt_ms;              /* mean smoothed TCP RTT of its connections */
+  /* Retransmitted segments per segment sent, over the connections' lives:
+     a loss estimate, 0..1. */
+  double retransmit_ratio;
+  uint64_t bytes;             /* payload bytes the collectives sent over it */
+  double age_s;               /* how old the measurement is */
+} ferry_link_info;
+
+/* The group's link matrix as the master holds it: one entry per measured
+   ordered pair of members, ordered by (from_peer, to_peer). Unreported
+   measurements of this peer's own link are sent first, so they are in the
+   answer. Writes at most `capacity` entries to `links` (an array whose
+   stride is links[0].struct_size, at least 8; it may be NULL when capacity
+   is 0) and the number of entries the master holds to *count. Every peer of
+   a group gets the same entries (ages aside) while nothing new is reported.
+   Blocks for one round trip to the master, at most timeout_ms. Any thread.
+   Errors: FERRY_ERR_INVALID_ARGUMENT (NULL comm or count, NULL links with
+   capacity > 0, links[0].struct_size unset), FERRY_ERR_INVALID_USAGE (not
+   connected yet), FERRY_ERR_TIMEOUT (the master did not answer in time),
+   FERRY_ERR_MASTER_LOST, FERRY_ERR_KICKED. */
+FERRY_API ferry_result ferry_comm_link_matrix(ferry_comm* comm, ferry_link_info* links, size_t capacity,
+                                              size_t* count);
 
 /* Leaves the run cleanly (the master drops this peer at once; the others'
    next collective reports FERRY_ERR_PEER_LOST until they call

@@ -67,7 +67,8 @@ void MasterState::dispatch(ConnId conn, const wire::Message& message) {
         if constexpr (std::is_same_v<M, wire::Hello> || std::is_same_v<M, wire::TopologyVote> ||
                       std::is_same_v<M, wire::TopologyReady> || std::is_same_v<M, wire::PendingQuery> ||
                       std::is_same_v<M, wire::CollectiveBegin> || std::is_same_v<M, wire::CollectiveEnd> ||
-                      std::is_same_v<M, wire::SyncBegin> || std::is_same_v<M, wire::Leave>) {
+                      std::is_same_v<M, wire::SyncBegin> || std::is_same_v<M, wire::Leave> ||
+                      std::is_same_v<M, wire::LinkReport> || std::is_same_v<M, wire::LinkMatrixQuery>) {
           handle(peer, m);
         } else {
           kick(conn, Errc::protocol,
@@ -472,6 +473,30 @@ void MasterState::clear_collectives(Group& group) {
   while (!group.collectives.empty()) erase_collective(group, group.collectives.begin());
 }
 
+// --- link measurements -----------------------------------------------------------
+
+void MasterState::handle(Peer& peer, const wire::LinkReport& m) {
+  if (peer.phase != Phase::accepted)
+    return kick(peer.conn, Errc::protocol, "link report from a peer that is not accepted");
+  for (const wire::LinkEntry& e : m.links)
+    if (e.from_peer != peer.id) return kick(peer.conn, Errc::protocol, "a link report may only hold the sender's links");
+  Group& group = group_of(peer);
+  group.links.record(peer.id, m.links, group.ring, now_ms_);
+}
+
+void MasterState::handle(Peer& peer, const wire::LinkMatrixQuery& m) {
+  if (peer.phase != Phase::accepted)
+    return kick(peer.conn, Errc::protocol, "link matrix query from a peer that is not accepted");
+  send(peer.id, wire::LinkMatrix{m.request, link_matrix(peer.group)});
+}
+
+std::vector<wire::LinkEntry> MasterState::link_matrix(uint32_t group) {
+  auto it = groups_.find(group);
+  if (it == groups_.end()) return {};
+  it->second.links.expire(now_ms_, limits_.link_max_age_ms);
+  return it->second.links.entries(now_ms_, wire::kMaxLinkMatrixEntries);
+}
+
 // --- leaving -------------------------------------------------------------------
 
 void MasterState::kick(ConnId conn, Errc code, const std::string& reason) {
@@ -504,6 +529,7 @@ void MasterState::remove_peer(PeerId id, const std::string& reason) {
   maybe_idle_.insert(group.id);
   log().info("leave: {} (group {}): {}", peer_name(id), group.id, reason);
   erase_value(group.waiting, id);
+  group.links.forget(id);
   group.topology_votes.erase(id);
   group.pending_queries.erase(id);
   if (contains(group.ring, id)) {

@@ -44,6 +44,7 @@
 
 #include "core/log_throttle.h"
 #include "core/run_secret.h"
+#include "master/link_matrix.h"
 #include "wire/messages.h"
 
 namespace ferry::master {
@@ -97,6 +98,10 @@ struct MasterLimits {
   // Shared-state syncs block their caller, so an honest peer has one per
   // thread; each begin may hold up to 4 MiB of tensor digests.
   uint32_t max_open_syncs_per_peer = 8;
+  // How long a link measurement stays in its group's matrix unrefreshed.
+  // Peers report after their collectives (at most once a second each), so a
+  // link in use is never this old; one that is names a ring since changed.
+  uint64_t link_max_age_ms = 600'000;
 };
 
 class MasterState {
@@ -108,7 +113,8 @@ class MasterState {
   void on_connected(ConnId conn, const std::string& remote_host, const std::string& nonce);
   void on_message(ConnId conn, const wire::Message& message);
   // The time, in ms on any monotonic clock; call before each event. It never
-  // goes back (an earlier value is ignored). Only back-off reads it.
+  // goes back (an earlier value is ignored). Back-off and the ages of link
+  // measurements read it.
   void advance_clock(uint64_t now_ms);
   // The connection is gone (closed, silent, malformed traffic): drop its peer.
   void on_disconnected(ConnId conn, const std::string& reason);
@@ -122,6 +128,8 @@ class MasterState {
   std::optional<uint64_t> shared_revision(uint32_t group) const;
   uint64_t epoch(uint32_t group) const;
   bool ring_broken(uint32_t group) const;
+  // The group's link matrix as a query would get it now (empty for an unknown group).
+  std::vector<wire::LinkEntry> link_matrix(uint32_t group);
   size_t group_count() const { return groups_.size(); }
   // When hellos from `host` are accepted again (0: they are now).
   uint64_t backoff_until(const std::string& host) const;
@@ -173,6 +181,7 @@ class MasterState {
     std::map<uint32_t, Collective> collectives;  // open ones, by seq
     std::optional<uint64_t> shared_revision;      // of the last committed shared-state sync
     bool settling = false;  // evicting a proposal's culprits: one re-proposal afterwards, not one each
+    LinkMatrix links;       // what its members measured of the links between them
   };
 
   struct Backoff {
@@ -197,6 +206,8 @@ class MasterState {
   void start_collective(Group& group, uint32_t seq);
   void handle(Peer& peer, const wire::CollectiveEnd& m);
   void handle(Peer& peer, const wire::Leave& m);
+  void handle(Peer& peer, const wire::LinkReport& m);
+  void handle(Peer& peer, const wire::LinkMatrixQuery& m);
   void on_hello(ConnId conn, const wire::Hello& hello);
   void dispatch(ConnId conn, const wire::Message& message);
   void drop_connection(ConnId conn, const std::string& reason);

@@ -158,6 +158,11 @@ void AllreduceOp::count_done_unit() {
   if (units_done_.fetch_add(1, std::memory_order_acq_rel) + 1 == done_target_) mark_local_done();
 }
 
+void AllreduceOp::on_verdict(const Status& verdict) {
+  if (!verdict.ok() || !links_) return;
+  if (auto seconds = transfer_seconds()) links_->note_transfer(bytes_sent_.load(), *seconds);
+}
+
 // --- the caller's side ----------------------------------------------------------------
 
 Status AllreduceOp::wait(OpInfo* info) {

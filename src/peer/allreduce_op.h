@@ -52,6 +52,8 @@ class AllreduceOp final : public CollectiveOp, public ChunkConsumer, public std:
 
  private:
   void stop_transfers(const Status& why) override;
+  // A commit tells the link what this transfer achieved (link_stats.h).
+  void on_verdict(const Status& verdict) override;
   uint8_t* recv_at(size_t element) const { return recv_ + element * plan_.elem_size(); }
   const uint8_t* send_at(size_t element) const { return send_ + element * plan_.elem_size(); }
   // nullopt: the lane hashes the payload when it writes it.

@@ -192,6 +192,12 @@ Status CollectiveOp::wait_finished() {
   return *verdict_;
 }
 
+std::optional<double> CollectiveOp::transfer_seconds() const {
+  std::lock_guard lock(mu_);
+  if (!went_at_ || !end_sent_ || local_failure_) return std::nullopt;
+  return std::chrono::duration<double>(end_sent_at_ - *went_at_).count();
+}
+
 OpTimeline CollectiveOp::timeline() const {
   std::lock_guard lock(mu_);
   return timeline_;

@@ -89,6 +89,8 @@ class CollectiveOp {
   // Blocks until finished; the verdict (or the final local failure).
   Status wait_finished();
   OpTimeline timeline() const;
+  // From the master's go to this peer's end(ok): the time its data moved; nullopt unless both happened.
+  std::optional<double> transfer_seconds() const;
 
   // A running collective failed or was aborted: stop its transfers now.
   virtual void stop_transfers(const Status& why) = 0;

@@ -19,6 +19,8 @@ constexpr std::chrono::milliseconds kWatchdogPeriod{100};
 // How long destroy waits for collectives in flight and the master's goodbye, then for queued closes.
 constexpr std::chrono::milliseconds kLeaveGrace{2'000};
 constexpr std::chrono::milliseconds kCloseGrace{500};
+// Links change over seconds, collectives may come every millisecond: one report a second at most.
+constexpr std::chrono::milliseconds kLinkReportInterval{1'000};
 
 CommConfig with_transport(CommConfig config) {
   if (!config.transport) config.transport = net::make_tcp_transport();
@@ -310,6 +312,43 @@ void Communicator::on_sync_plan(const wire::SyncPlan& plan) {
 
 void Communicator::on_collective_result(const wire::CollectiveResult& result) {
   if (auto op = ops_->find(result.epoch, result.seq)) op->verdict(status_from_wire(result.code, result.reason));
+  if (result.code == 0) report_links(false);
+}
+
+void Communicator::on_link_matrix(wire::LinkMatrix& matrix) {
+  std::lock_guard lock(mu_);
+  // Answers come in request order: a later one is at least as fresh as any waiter asked for.
+  link_answered_ = std::max(link_answered_, matrix.request);
+  link_matrix_ = std::move(matrix.links);
+  cv_.notify_all();
+}
+
+// --- link measurements ---------------------------------------------------------------------
+
+void Communicator::report_links(bool now) {
+  auto view = membership_.view();
+  if (!view.links || view.ring.size() < 2) return;
+  // Held through the send: a query that follows a report on another thread then follows it on the wire too.
+  std::lock_guard lock(report_mu_);
+  auto at = Clock::now();
+  if (!now && at - last_link_report_ < kLinkReportInterval) return;
+  last_link_report_ = at;
+  uint64_t self = view.ring[view.rank].peer_id, next = view.ring[(view.rank + 1) % view.ring.size()].peer_id;
+  if (auto entry = view.links->measure(self, next)) session_.send(wire::LinkReport{{*entry}});
+}
+
+std::vector<wire::LinkEntry> Communicator::link_matrix() {
+  uint64_t request;
+  {
+    std::lock_guard lock(mu_);
+    require_accepted("link_matrix");
+    request = ++link_queries_;
+  }
+  report_links(true);  // on the same connection ahead of the query: the answer holds it
+  session_.send(wire::LinkMatrixQuery{request});
+  std::unique_lock lock(mu_);
+  wait_for(lock, [&] { return link_answered_ >= request; }, "the link matrix query");
+  return link_matrix_;
 }
 
 void Communicator::die(const Status& why) {

@@ -90,6 +90,9 @@ class Communicator final : private MasterSession::Events {
   // Issues a shared-state sync (hashing the tensors first); wait with wait().
   std::shared_ptr<SharedStateSync> sync_shared_state(SyncSpec spec);
   size_t ops_in_flight() const;
+  // The group's link matrix as the master holds it (master/link_matrix.h),
+  // after this peer's own unreported measurements. Blocks up to config.timeout.
+  std::vector<wire::LinkEntry> link_matrix();
 
  private:
   enum class State { idle, connecting, pending, accepted, dead };
@@ -102,11 +105,16 @@ class Communicator final : private MasterSession::Events {
   void on_collective_go(const wire::CollectiveGo& go) override;
   void on_sync_plan(const wire::SyncPlan& plan) override;
   void on_collective_result(const wire::CollectiveResult& result) override;
+  void on_link_matrix(wire::LinkMatrix& matrix) override;
   void on_session_failed(const Status& why) override { die(why); }
 
   void on_fetch_hello(const wire::FetchHello& hello, const std::string& welcome_proof,
                       const std::shared_ptr<net::Stream>& stream);
   void die(const Status& why);
+  // Tells the master what this peer measured of its link to the next peer:
+  // after a committed collective at most once per kLinkReportInterval, or
+  // now (`now`) before a matrix query; only when a transfer happened since the last report.
+  void report_links(bool now);
   // Body of each io thread: runs io_ until it stops; a handler's exception fails the communicator.
   void serve_io();
   void arm_watchdog();
@@ -141,6 +149,11 @@ class Communicator final : private MasterSession::Events {
   uint64_t topology_done_count_ = 0;
   uint64_t pending_answers_ = 0;
   uint32_t last_pending_ = 0;
+  uint64_t link_queries_ = 0;               // matrix queries sent (their request ids)
+  uint64_t link_answered_ = 0;              // the request the last matrix answered
+  std::vector<wire::LinkEntry> link_matrix_;  // that answer
+  std::mutex report_mu_;                    // taken alone; held while a report is built and queued
+  Clock::time_point last_link_report_{};    // guarded by report_mu_
 };
 
 }  // namespace ferry::peer

@@ -10,13 +10,15 @@
 #include <utility>
 
 #include "core/hash.h"
+#include "net/shm_stream.h"
 #include "peer/escaped_exception.h"
 
 namespace ferry::peer {
 
 OutLane::OutLane(std::shared_ptr<net::Stream> stream, uint32_t lane, std::shared_ptr<SendQueue> queue,
                  OnError on_error)
-    : stream_(std::move(stream)), lane_(lane), queue_(std::move(queue)), on_error_(std::move(on_error)),
+    : stream_(std::move(stream)), lane_(lane), shared_memory_(dynamic_cast<net::ShmStream*>(stream_.get()) != nullptr),
+      queue_(std::move(queue)), on_error_(std::move(on_error)),
       wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
   // Typically EMFILE: a full descriptor table fails this link set-up, not the process.
   if (wake_fd_ < 0) throw Error(Errc::system, std::string("cannot create an eventfd: ") + std::strerror(errno));
@@ -39,6 +41,14 @@ void OutLane::join() {
   // that surely exists, not whenever the last collective holding us goes.
   std::lock_guard lock(mu_);
   stream_.reset();
+}
+
+LaneSample OutLane::sample() {
+  // Under the lock: join() may release the stream, and its descriptor with it, at any moment.
+  std::lock_guard lock(mu_);
+  if (shared_memory_) return {true, std::nullopt};
+  if (closed_ || !stream_) return {};
+  return {false, read_tcp_info(stream_->native_handle())};
 }
 
 bool OutLane::next(SendQueue::Item& item) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "net/stream.h"
+#include "peer/link_stats.h"
 #include "peer/send_queue.h"
 
 namespace ferry::peer {
@@ -39,6 +40,8 @@ class OutLane : public std::enable_shared_from_this<OutLane> {
   void close();
   void join();
   std::thread::id thread_id() const { return thread_.get_id(); }
+  // This connection's TCP figures (link_stats.h): one getsockopt, any thread.
+  LaneSample sample();
 
  private:
   void run();
@@ -49,12 +52,13 @@ class OutLane : public std::enable_shared_from_this<OutLane> {
 
   std::shared_ptr<net::Stream> stream_;
   const uint32_t lane_;
+  const bool shared_memory_;  // its bytes go through a shared-memory ring: no TCP figures
   const std::shared_ptr<SendQueue> queue_;
   OnError on_error_;
   int wake_fd_ = -1;
   std::thread thread_;
   std::mutex mu_;
-  bool closed_ = false;  // guarded by mu_
+  bool closed_ = false;  // guarded by mu_; so is stream_ against join()'s release
 };
 
 }  // namespace ferry::peer

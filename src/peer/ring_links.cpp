@@ -58,6 +58,14 @@ void RingLinks::send(const wire::ChunkHeader& header, const uint8_t* payload, st
   sends_->push(SendQueue::Item{header, payload, std::move(owner), checksum_pending});
 }
 
+std::optional<wire::LinkEntry> RingLinks::measure(uint64_t self, uint64_t next) {
+  auto transfers = transfers_.summarize();
+  if (!transfers.fresh) return std::nullopt;
+  std::vector<LaneSample> lanes;
+  for (auto& lane : out_) lanes.push_back(lane->sample());
+  return link_entry(self, next, transfers, lanes);
+}
+
 void RingLinks::close(const Status& why) {
   {
     std::lock_guard lock(mu_);

@@ -13,9 +13,11 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "peer/in_lane.h"
+#include "peer/link_stats.h"
 #include "peer/op_registry.h"
 #include "peer/out_lane.h"
 
@@ -48,6 +50,13 @@ class RingLinks : public std::enable_shared_from_this<RingLinks> {
   void send(const wire::ChunkHeader& header, const uint8_t* payload, std::shared_ptr<ChunkConsumer> owner,
             bool checksum_pending);
 
+  // A committed all-reduce's part on the link to the next peer (link_stats.h); once per collective.
+  void note_transfer(uint64_t bytes_sent, double transfer_s) { transfers_.note(bytes_sent, transfer_s); }
+  // The link from `self` to `next` as measured so far, or nullopt when no
+  // transfer used it since the last call (nothing new to tell). Samples each
+  // lane's TCP_INFO: call it at report time, never per chunk.
+  std::optional<wire::LinkEntry> measure(uint64_t self, uint64_t next);
+
   // Closes every lane and tells every registered collective. Idempotent.
   void close(const Status& why);
   void join();
@@ -64,6 +73,7 @@ class RingLinks : public std::enable_shared_from_this<RingLinks> {
   // Set by close() before it tells ops_; shared with the lanes' lookups, which outlive nothing here.
   const std::shared_ptr<std::atomic<bool>> closed_ = std::make_shared<std::atomic<bool>>(false);
   std::shared_ptr<SendQueue> sends_ = std::make_shared<SendQueue>();
+  LinkTransfers transfers_;  // locks itself
   std::vector<std::shared_ptr<OutLane>> out_;  // fixed after start()
   std::vector<std::shared_ptr<InLane>> in_;    // fixed after start()
   std::vector<std::shared_ptr<net::Stream>> standby_;  // open but unused out streams; guarded by mu_ after start()

@@ -67,6 +67,9 @@ const char* message_type_name(uint16_t type) {
     case MessageType::fetch_hello: return "fetch_hello";
     case MessageType::auth_challenge: return "auth_challenge";
     case MessageType::link_challenge: return "link_challenge";
+    case MessageType::link_report: return "link_report";
+    case MessageType::link_matrix_query: return "link_matrix_query";
+    case MessageType::link_matrix: return "link_matrix";
   }
   return "unknown";
 }

@@ -32,6 +32,8 @@ enum class MessageType : uint16_t {
   collective_end = 6,
   leave = 7,
   sync_begin = 8,
+  link_report = 9,
+  link_matrix_query = 10,
   // master -> peer
   welcome = 64,
   topology = 65,
@@ -42,6 +44,7 @@ enum class MessageType : uint16_t {
   kick = 70,
   sync_plan = 71,
   auth_challenge = 72,
+  link_matrix = 73,
   // both directions on a master connection: liveness
   heartbeat = 96,
   // peer -> peer, before a link switches to raw chunk streaming
@@ -65,6 +68,9 @@ inline constexpr size_t kMaxSharedTensors = 8192;
 inline constexpr size_t kMaxTensorName = 255;
 inline constexpr size_t kMaxAuthField = 64;  // nonces and HMAC proofs
 inline constexpr size_t kMaxHostKey = 256;    // link_hello's host key and ring name
+// A link matrix is N(N-1) entries of 53 bytes: a 256-peer group's fits in a
+// control frame (wire::kMaxControlPayload); larger groups get their first entries.
+inline constexpr size_t kMaxLinkMatrixEntries = 256 * 255;
 
 // Authentication (core/run_secret.h): whoever accepts a connection speaks
 // first with a nonce; the dialer answers with its own nonce and a proof over
@@ -351,10 +357,52 @@ struct FetchHello {
   }
 };
 
+// --- link measurements (peer/link_stats.h, master/link_matrix.h) ----------
+
+// What one peer measured of its link to another, as the master's matrix holds it.
+struct LinkEntry {
+  uint64_t from_peer = 0;
+  uint64_t to_peer = 0;
+  uint8_t shared_memory = 0;       // 1: the bytes go through shared memory (no TCP figures)
+  uint64_t goodput_bps = 0;        // bytes/s the collectives sent over it, over their transfer time
+  uint64_t delivery_rate_bps = 0;  // TCP_INFO: sum of the connections' latest delivery rates, bytes/s
+  uint32_t rtt_us = 0;             // TCP_INFO: mean smoothed RTT of the connections
+  uint32_t retrans_ppm = 0;        // TCP_INFO: retransmitted segments per million sent (a loss estimate)
+  uint64_t bytes = 0;              // payload bytes the collectives sent over it
+  uint32_t age_ms = 0;             // how old the measurement is (in a report: when it was sampled)
+  template <class V> void fields(V& v) {
+    v(from_peer); v(to_peer); v(shared_memory); v(goodput_bps); v(delivery_rate_bps); v(rtt_us); v(retrans_ppm);
+    v(bytes); v(age_ms);
+  }
+  bool operator==(const LinkEntry&) const = default;
+};
+
+// A peer's measurements of its own links (from_peer is the sender). Rate-limited by the peer.
+struct LinkReport {
+  static constexpr MessageType kType = MessageType::link_report;
+  std::vector<LinkEntry> links;
+  template <class V> void fields(V& v) { v(links, Limit{kMaxRingMembers}); }
+};
+
+// Asks for the group's link matrix; answered by link_matrix with the same request.
+struct LinkMatrixQuery {
+  static constexpr MessageType kType = MessageType::link_matrix_query;
+  uint64_t request = 0;
+  template <class V> void fields(V& v) { v(request); }
+};
+
+// Every current entry of the group's matrix, as the master holds it.
+struct LinkMatrix {
+  static constexpr MessageType kType = MessageType::link_matrix;
+  uint64_t request = 0;
+  std::vector<LinkEntry> links;
+  template <class V> void fields(V& v) { v(request); v(links, Limit{kMaxLinkMatrixEntries}); }
+};
+
 using Message = std::variant<Hello, Welcome, TopologyVote, Topology, TopologyReady, TopologyDone,
                              PendingQuery, PendingCount, CollectiveBegin, CollectiveGo, CollectiveEnd,
                              CollectiveResult, Kick, Heartbeat, Leave, LinkHello, LinkWelcome, SyncBegin, SyncPlan,
-                             FetchHello, AuthChallenge, LinkChallenge>;
+                             FetchHello, AuthChallenge, LinkChallenge, LinkReport, LinkMatrixQuery, LinkMatrix>;
 
 MessageType message_type(const Message& message);
 const char* message_type_name(uint16_t type);

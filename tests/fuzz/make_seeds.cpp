@@ -69,7 +69,10 @@ std::vector<wire::Message> example_messages() {
           plan,
           wire::FetchHello{1, 2, 5, 2, nonce, proof},
           wire::AuthChallenge{nonce, 1},
-          wire::LinkChallenge{nonce, 0}};
+          wire::LinkChallenge{nonce, 0},
+          wire::LinkReport{{{1, 2, 0, 25'000'000, 24'000'000, 50'000, 1000, 1u << 26, 3}}},
+          wire::LinkMatrixQuery{3},
+          wire::LinkMatrix{3, {{1, 2, 0, 25'000'000, 24'000'000, 50'000, 1000, 1u << 26, 3}, {2, 1, 1, 9, 0, 0, 0, 5, 0}}}};
 }
 
 void wire_seeds(SeedDir out) {

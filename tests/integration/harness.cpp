@@ -74,10 +74,11 @@ void must(ferry_result r, const char* what) {
     throw CallFailed(r, std::string(what) + ": " + ferry_strerror(r) + ": " + ferry_last_error());
 }
 
-EmbeddedMaster::EmbeddedMaster() {
+EmbeddedMaster::EmbeddedMaster(uint32_t link_max_age_ms) {
   ferry_master_params params;
   ferry_master_params_init(&params);
   params.listen_address = "127.0.0.1:0";
+  if (link_max_age_ms) params.link_max_age_ms = link_max_age_ms;
   if (current_wire() == Wire::tls) {
     params.tls_cert_file = cert_path("master.pem").c_str();
     params.tls_key_file = cert_path("master.key").c_str();

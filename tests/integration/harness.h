@@ -50,7 +50,9 @@ const std::string& cert_path(const std::string& file);
 
 class EmbeddedMaster {
  public:
-  EmbeddedMaster();  // speaks current_wire(): TLS with master.pem, peers verified against ca.pem
+  // Speaks current_wire(): TLS with master.pem, peers verified against ca.pem.
+  // link_max_age_ms: ferry_master_params.link_max_age_ms; 0 keeps the default.
+  explicit EmbeddedMaster(uint32_t link_max_age_ms = 0);
   ~EmbeddedMaster();
   EmbeddedMaster(const EmbeddedMaster&) = delete;
   EmbeddedMaster& operator=(const EmbeddedMaster&) = delete;

@@ -703,3 +703,53 @@ TEST_CASE("master: a peer holding too many collectives open is kicked, finished 
     CHECK(f.kick_of(2).reason.find("shared-state syncs open") != std::string::npos);
   }
 }
+
+TEST_CASE("master: members' link reports make one matrix per group, which every member can query",
+          "[master][links]") {
+  MasterLimits limits;
+  limits.link_max_age_ms = 5000;
+  Fixture f(limits);
+  f.ring_of(3);
+  f.state.advance_clock(1000);
+  LinkEntry one_two{1, 2, 0, 100, 90, 50, 1, 1000, 0};
+  f.state.on_message(1, LinkReport{{one_two}});
+  f.state.on_message(2, LinkReport{{{2, 3, 1, 200, 0, 0, 0, 2000, 0}}});
+  f.state.on_message(3, LinkMatrixQuery{42});
+  f.step();
+  auto answers = f.sent<wire::LinkMatrix>();
+  REQUIRE(answers.size() == 1);
+  CHECK(answers[0].first == 3);
+  CHECK(answers[0].second.request == 42);
+  REQUIRE(answers[0].second.links.size() == 2);
+  CHECK(answers[0].second.links[0] == one_two);
+  CHECK(f.state.link_matrix(1).empty());  // another group's is its own
+
+  // Entries age out.
+  f.state.advance_clock(5500);
+  f.state.on_message(2, LinkReport{{{2, 3, 1, 300, 0, 0, 0, 3000, 0}}});
+  f.state.advance_clock(6500);
+  auto aged = f.state.link_matrix(0);
+  REQUIRE(aged.size() == 1);
+  CHECK(aged[0].goodput_bps == 300);
+  CHECK(aged[0].age_ms == 1000);
+
+  // A member that leaves takes its links along; an empty group takes its matrix.
+  f.state.on_message(2, Leave{});
+  CHECK(f.state.link_matrix(0).empty());
+  f.state.on_message(1, Leave{});
+  f.state.on_message(3, Leave{});
+  CHECK(f.state.group_count() == 0);
+}
+
+TEST_CASE("master: link reports of others' links or from peers not yet accepted get the sender kicked",
+          "[master][links]") {
+  Fixture f;
+  f.ring_of(2);
+  f.state.on_message(1, LinkReport{{{2, 1, 0, 1, 0, 0, 0, 0, 0}}});
+  f.step();
+  CHECK(f.kick_of(1).reason.find("sender's links") != std::string::npos);
+  f.join(3);  // pending: group 0 has a ring
+  f.state.on_message(3, LinkMatrixQuery{1});
+  f.step();
+  CHECK(f.kick_of(3).reason.find("not accepted") != std::string::npos);
+}

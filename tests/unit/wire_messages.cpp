@@ -57,7 +57,10 @@ std::vector<Message> one_of_each() {
           LinkWelcome{0, "", "", 1},
           SyncBegin{9, 3, 11, 1, {{"w", 10, 100, 0xABC, 0}, {"b", 10, 1, 0xDEF, 1}}},
           SyncPlan{9, 3, 11, {{1, 0xABC, {2, 3}}}, {5}, {{2, "10.0.0.2", 7000}}},
-          FetchHello{1, 2, 9, 3, "n", "p"}};
+          FetchHello{1, 2, 9, 3, "n", "p"},
+          LinkReport{{{1, 2, 0, 25'000'000, 24'000'000, 50'000, 1000, 1u << 26, 3}}},
+          LinkMatrixQuery{7},
+          LinkMatrix{7, {{1, 2, 0, 25'000'000, 24'000'000, 50'000, 1000, 1u << 26, 3}, {2, 1, 1, 9, 0, 0, 0, 5, 0}}}};
 }
 
 }  // namespace

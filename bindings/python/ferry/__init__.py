@@ -36,6 +36,7 @@ from .errors import (
 )
 from .errors import TimeoutError as _FerryTimeoutError
 from .handle import Handle, OpInfo
+from .links import Link, LinkMatrix
 from .master import Master
 from .shared_state import SyncInfo, SyncStrategy
 
@@ -43,7 +44,7 @@ from .shared_state import SyncInfo, SyncStrategy
 TimeoutError = _FerryTimeoutError
 
 __all__ = [
-    "Master", "Communicator", "Handle", "OpInfo", "SyncInfo", "SyncStrategy", "DType", "ReduceOp", "QUANT_NAMES",
+    "Master", "Communicator", "Handle", "OpInfo", "Link", "LinkMatrix", "SyncInfo", "SyncStrategy", "DType", "ReduceOp", "QUANT_NAMES",
     # TimeoutError is left out on purpose: `from ferry import *` must not shadow the builtin.
     "FerryError", "InvalidArgumentError", "InvalidUsageError", "PeerLostError",
     "MasterLostError", "ConnectError", "MismatchError", "KickedError", "ProtocolError", "AuthError",

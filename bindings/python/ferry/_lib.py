@@ -79,6 +79,7 @@ class MasterParams(ctypes.Structure):
         ("tls_cert_file", ctypes.c_char_p),
         ("tls_key_file", ctypes.c_char_p),
         ("tls_ca_file", ctypes.c_char_p),
+        ("link_max_age_ms", ctypes.c_uint32),
     ]
 
 
@@ -104,6 +105,21 @@ class CommParams(ctypes.Structure):
         ("tls_key_file", ctypes.c_char_p),
         ("tls_ca_file", ctypes.c_char_p),
         ("shared_memory", ctypes.c_uint32),
+    ]
+
+
+class LinkInfoC(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("shared_memory", ctypes.c_uint32),
+        ("from_peer", ctypes.c_uint64),
+        ("to_peer", ctypes.c_uint64),
+        ("goodput_bytes_per_s", ctypes.c_double),
+        ("delivery_rate_bytes_per_s", ctypes.c_double),
+        ("rtt_ms", ctypes.c_double),
+        ("retransmit_ratio", ctypes.c_double),
+        ("bytes", ctypes.c_uint64),
+        ("age_s", ctypes.c_double),
     ]
 
 
@@ -211,6 +227,8 @@ _SIGNATURES = {
     "ferry_comm_get_attribute": (_R, [CommPtr, ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]),
     "ferry_comm_ring": (_R, [CommPtr, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
                              ctypes.POINTER(ctypes.c_size_t)]),
+    "ferry_comm_link_matrix": (_R, [CommPtr, ctypes.POINTER(LinkInfoC), ctypes.c_size_t,
+                                    ctypes.POINTER(ctypes.c_size_t)]),
     "ferry_comm_destroy": (None, [CommPtr]),
     "ferry_allreduce_desc_init": (None, [ctypes.c_void_p]),
     "ferry_allreduce": (_R, [CommPtr, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,

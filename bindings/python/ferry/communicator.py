@@ -13,6 +13,7 @@ from ._exit import track_communicator
 from .dtypes import DType, ReduceOp, parse_op, parse_quant
 from .errors import InvalidArgumentError, InvalidUsageError, TimeoutError
 from .handle import Handle, OpInfo
+from .links import Link, LinkMatrix
 from .params import comm_params, uint
 from .shared_state import SyncInfo, SyncStrategy, sync_shared_state
 from .tensors import plan_allreduce, plan_many
@@ -306,6 +307,23 @@ class Communicator:
             if count.value <= len(ids):
                 return [int(i) for i in ids[:count.value]]
             ids = (ctypes.c_uint64 * count.value)()  # another thread's vote may grow it again: loop
+
+    def links(self) -> LinkMatrix:
+        """The group's link matrix as the master holds it (``ferry_comm_link_matrix``): one
+        :class:`Link` per measured ordered pair of members (goodput, RTT, retransmissions,
+        age); ``print(comm.links())`` shows a table. Blocks for one round trip to the master
+        (at most timeout_ms); TimeoutError, MasterLostError; InvalidUsageError before connect."""
+        count = ctypes.c_size_t(0)
+        entries = (_lib.LinkInfoC * 0)()
+        while True:
+            for entry in entries:
+                entry.struct_size = ctypes.sizeof(_lib.LinkInfoC)
+            with self._call("links") as ptr:
+                code = _lib.lib().ferry_comm_link_matrix(ptr, entries, len(entries), ctypes.byref(count))
+            _lib.check(code, "links")
+            if count.value <= len(entries):
+                return LinkMatrix(Link.from_c(e) for e in entries[:count.value])
+            entries = (_lib.LinkInfoC * count.value)()  # a report may add entries meanwhile: loop
 
     @property
     def shared_memory_lanes(self) -> int:

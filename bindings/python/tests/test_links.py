@@ -1,0 +1,55 @@
+"""comm.links(): the master's link matrix, the same for every member, printable."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+
+import ferry
+from harness import join, make_peer, run_threads
+
+
+def test_every_member_reads_the_same_measured_ring(address):
+    everyone_read = threading.Barrier(3, timeout=20)
+
+    def body(i):
+        with join(address, 3, shared_memory=False) as comm:
+            comm.all_reduce(np.ones(1 << 20, dtype=np.float32), op="sum")  # 4 MiB: enough for a rate
+            deadline = time.monotonic() + 10
+            links = comm.links()
+            while len(links) < 3:  # the other members' reports may still be on their way
+                assert time.monotonic() < deadline, f"only {len(links)} links reported"
+                time.sleep(0.02)
+                links = comm.links()
+            ring = comm.ring()
+            everyone_read.wait()
+            return ring, links
+
+    results = run_threads(3, body)
+    ring = results[0][0]
+    pairs = sorted((ring[r], ring[(r + 1) % 3]) for r in range(3))
+    for _, links in results:
+        assert sorted((l.from_peer, l.to_peer) for l in links) == pairs
+        # The same measurements everywhere; only their ages moved on between the queries.
+        assert [(l.from_peer, l.to_peer, l.bytes, l.goodput_bytes_per_s, l.rtt_ms) for l in links] == \
+            [(l.from_peer, l.to_peer, l.bytes, l.goodput_bytes_per_s, l.rtt_ms) for l in results[0][1]]
+        for link in links:
+            assert isinstance(link, ferry.Link)
+            assert not link.shared_memory
+            assert link.goodput_bytes_per_s > 0 and link.bytes > 0
+            assert link.rtt_ms > 0 and 0 <= link.retransmit_ratio <= 1 and link.age_s >= 0
+    table = str(results[0][1])
+    assert "goodput MB/s" in table and len(table.splitlines()) == 4
+
+
+def test_links_before_connect_is_invalid_usage(address):
+    with make_peer(address) as comm:
+        try:
+            comm.links()
+        except ferry.InvalidUsageError:
+            pass
+        else:
+            raise AssertionError("links() before connect() must raise InvalidUsageError")
+    assert str(ferry.LinkMatrix()) == "no link measured yet"

@@ -1,0 +1,44 @@
+// One peer group's link matrix: for each ordered pair of members, what the
+// sending member last measured of its link to the other (peer/link_stats.h).
+//
+// Bounded by membership: an entry's two ends are members (record() ignores
+// the rest, forget() drops a leaving member's row and column), so a group of
+// N holds at most N(N-1) entries, and the matrix goes with its group. Entries
+// age out: one not refreshed for max_age_ms is dropped (a link's rate from an
+// hour ago says little about it now). Time is the master's clock (ms).
+//
+// Threading: none; the master's state machine owns it (master_state.h).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "wire/messages.h"
+
+namespace ferry::master {
+
+class LinkMatrix {
+ public:
+  // `from`'s measurements at `now_ms`; entries whose far end is not in
+  // `members` are ignored. An entry's age_ms says how old it already was.
+  void record(uint64_t from, const std::vector<wire::LinkEntry>& entries, const std::vector<uint64_t>& members,
+              uint64_t now_ms);
+  // A member left: its row and its column go.
+  void forget(uint64_t peer);
+  // Drops the entries older than max_age_ms.
+  void expire(uint64_t now_ms, uint64_t max_age_ms);
+  // At most `limit` entries, in (from, to) order, each with its age at now_ms.
+  std::vector<wire::LinkEntry> entries(uint64_t now_ms, size_t limit) const;
+  size_t size() const { return cells_.size(); }
+
+ private:
+  struct Cell {
+    wire::LinkEntry entry;
+    uint64_t measured_at_ms = 0;
+  };
+  std::map<std::pair<uint64_t, uint64_t>, Cell> cells_;
+};
+
+}  // namespace ferry::master

@@ -1,0 +1,122 @@
+// The link matrix through the C API: three peers all-reduce over loopback,
+// each reports its link to the next peer, and every peer's query returns the
+// same matrix (the master's), with plausible figures; entries then age out.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "harness.h"
+
+using namespace ferry::test;
+
+namespace {
+
+constexpr uint32_t kMaxAgeMs = 2000;
+
+struct PeerView {
+  std::vector<uint64_t> ring;
+  std::vector<ferry_link_info> links;
+  std::vector<ferry_link_info> after_max_age;
+};
+
+std::vector<ferry_link_info> query(ferry_comm* comm) {
+  std::vector<ferry_link_info> links(16);
+  for (auto& l : links) l.struct_size = sizeof l;
+  size_t count = 0;
+  must(ferry_comm_link_matrix(comm, links.data(), links.size(), &count), "ferry_comm_link_matrix");
+  links.resize(std::min(count, links.size()));
+  return links;
+}
+
+// Everything but the age, which moves on between queries.
+auto measured(const ferry_link_info& l) {
+  return std::make_tuple(l.from_peer, l.to_peer, l.shared_memory, l.goodput_bytes_per_s, l.delivery_rate_bytes_per_s,
+                         l.rtt_ms, l.retransmit_ratio, l.bytes);
+}
+
+}  // namespace
+
+TEST_CASE("link matrix: every peer reads the master's matrix of the ring it measured, until it ages out",
+          "[links]") {
+  const Wire wire = GENERATE(Wire::plain, Wire::shm);
+  WireScope scope(wire);
+  INFO(wire_name(wire));
+  EmbeddedMaster master(kMaxAgeMs);
+  const size_t peers = 3;
+  std::vector<PeerView> views(peers);
+  std::atomic<size_t> read{0}, aged{0};
+  auto wait_all = [&](std::atomic<size_t>& counter) {
+    ++counter;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (counter.load() < peers && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  };
+  auto results = run_peers(peers, [&](size_t i) {
+    ferry_comm* comm = create_peer(master.address());
+    grow_group(comm, static_cast<int64_t>(peers));
+    std::vector<float> data(1 << 20, 1.0f);  // 4 MiB: each peer sends 5.3 MiB, enough for a rate
+    ferry_allreduce_desc desc;
+    ferry_allreduce_desc_init(&desc);
+    must(ferry_allreduce(comm, data.data(), data.data(), data.size(), &desc, nullptr), "ferry_allreduce");
+    PeerView& v = views[i];
+    // The other peers' reports may still be on their way.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    do {
+      v.links = query(comm);
+    } while (v.links.size() < peers && std::chrono::steady_clock::now() < deadline);
+    v.ring.resize(peers);
+    size_t count = 0;
+    must(ferry_comm_ring(comm, v.ring.data(), v.ring.size(), &count), "ferry_comm_ring");
+    wait_all(read);  // nobody leaves (which would take its links along) before everyone read
+    std::this_thread::sleep_for(std::chrono::milliseconds(kMaxAgeMs + 500));
+    v.after_max_age = query(comm);
+    wait_all(aged);
+    ferry_comm_destroy(comm);
+  });
+  REQUIRE(failures(results) == "");
+  const auto& ring = views[0].ring;
+  for (const PeerView& v : views) {
+    REQUIRE(v.links.size() == peers);
+    CHECK(v.after_max_age.empty());
+    for (size_t k = 0; k < peers; ++k) {
+      const ferry_link_info& l = v.links[k];
+      CHECK(measured(l) == measured(views[0].links[k]));
+      CHECK(l.age_s >= 0);
+      CHECK(l.age_s < kMaxAgeMs / 1e3);
+      CHECK(l.goodput_bytes_per_s > 0);
+      CHECK(l.bytes >= (5u << 20));
+      CHECK(l.shared_memory == (wire == Wire::shm ? 1u : 0u));
+      if (wire == Wire::plain) {
+        CHECK(l.rtt_ms > 0);
+        CHECK(l.delivery_rate_bytes_per_s > 0);
+        CHECK(l.retransmit_ratio >= 0);
+        CHECK(l.retransmit_ratio <= 1);
+      } else {
+        CHECK(l.rtt_ms == 0);
+      }
+    }
+  }
+  // The entries are the ring's links, each reported by its sender, in (from, to) order.
+  std::vector<std::pair<uint64_t, uint64_t>> want, got;
+  for (size_t r = 0; r < peers; ++r) want.push_back({ring[r], ring[(r + 1) % peers]});
+  std::sort(want.begin(), want.end());
+  for (const auto& l : views[0].links) got.push_back({l.from_peer, l.to_peer});
+  CHECK(got == want);
+}
+
+TEST_CASE("link matrix: bad arguments are refused before anything is asked", "[links][misuse]") {
+  EmbeddedMaster master;
+  ferry_comm* comm = create_peer(master.address());
+  size_t count = 0;
+  CHECK(ferry_comm_link_matrix(nullptr, nullptr, 0, &count) == FERRY_ERR_INVALID_ARGUMENT);
+  CHECK(ferry_comm_link_matrix(comm, nullptr, 0, nullptr) == FERRY_ERR_INVALID_ARGUMENT);
+  CHECK(ferry_comm_link_matrix(comm, nullptr, 1, &count) == FERRY_ERR_INVALID_ARGUMENT);
+  ferry_link_info unset{};
+  CHECK(ferry_comm_link_matrix(comm, &unset, 1, &count) == FERRY_ERR_INVALID_ARGUMENT);
+  CHECK(ferry_comm_link_matrix(comm, nullptr, 0, &count) == FERRY_ERR_INVALID_USAGE);  // not connected
+  ferry_comm_destroy(comm);
+}
