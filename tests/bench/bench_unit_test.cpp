@@ -14,8 +14,11 @@
 #include "bench_args.h"
 #include "input_pattern.h"
 #include "json.h"
+#include "link_matrix.h"
 #include "quant_names.h"
 #include "rank_report.h"
+#include "topology.h"  // stress/wan
+#include "wan_link.h"
 
 using namespace ferry::bench;
 using ferry::tooling::fill_input;
@@ -92,6 +95,7 @@ TEST_CASE("a peer's report line survives the trip to the orchestrator", "[bench]
   RankReport sent;
   sent.peer_index = 2;
   sent.rank = 1;
+  sent.peer_id = 7;
   sent.world = 3;
   sent.bytes = 1 << 20;
   sent.times_s = {0.5, 0.25};
@@ -99,11 +103,14 @@ TEST_CASE("a peer's report line survives the trip to the orchestrator", "[bench]
   sent.cpu_s = 0.75;
   sent.hashes = {"0123456789abcdef", "fedcba9876543210"};
   sent.correct = true;
-  const std::string out = ferry_report_line(args, sent) + "\n\n" + ferry_report_line(args, sent) + "\n";
+  // Rank 0's link-matrix line comes after its sizes and is no size.
+  const std::string out = ferry_report_line(args, sent) + "\n\n" + ferry_report_line(args, sent) + "\n" +
+                          link_matrix_line({}) + "\n";
   const auto got = parse_ferry_reports(out, "peer 2");
   REQUIRE(got.size() == 2);
   CHECK(got[1].peer_index == 2);
   CHECK(got[1].rank == 1);
+  CHECK(got[1].peer_id == 7);
   CHECK(got[1].bytes == sent.bytes);
   CHECK(got[1].times_s == sent.times_s);
   CHECK(got[1].bytes_sent == sent.bytes_sent);
@@ -219,6 +226,85 @@ TEST_CASE("the default deadline leaves a lossy link's single streams time to fin
   CHECK(slowest_plausible_Bps(args) == Approx(20e6));
   args.timeout_s = 5;
   CHECK(run_deadline_s(args) == 5);
+}
+
+TEST_CASE("a topology's link rate is the smallest link or cap among the run's hosts", "[bench]") {
+  const auto topology = ferry::wan::Topology::parse_json(R"({
+    "defaults": {"rtt": "50ms", "loss": "0", "uplink": "200mbit"},
+    "hosts": [{"name": "a", "region": "r"}, {"name": "b", "region": "r", "downlink": "100mbit"},
+              {"name": "c", "region": "r"}, {"name": "d", "region": "r"}],
+    "links": [{"from": "c", "to": "a", "rate": "20mbit"},
+              {"between": ["a", "d"], "loss": "1%", "rtt": "200ms"}]})",
+                                                         "test.json");
+  // Hosts a and b: b's downlink.
+  WanLinkBudget two = topology_link_budget(topology, 2);
+  CHECK(two.rate_bps == 100e6);
+  CHECK(two.rate_from == "downlink of b");
+  CHECK(two.loss == 0);
+  CHECK(std::isinf(loss_limited_stream_Bps(two.rtt_ms, two.loss)));
+  // c joins: the ring may run c -> a, whatever order the master picks.
+  WanLinkBudget three = topology_link_budget(topology, 3);
+  CHECK(three.rate_bps == 20e6);
+  CHECK(three.rate_from == "cap c -> a");
+  // d joins: the lossy long pair is what limits one stream.
+  WanLinkBudget four = topology_link_budget(topology, 4);
+  CHECK(four.rate_from == "cap c -> a");
+  CHECK(four.rtt_ms == 200);
+  CHECK(four.loss == Approx(0.01));
+
+  BenchArgs args;
+  args.peers = 3;
+  args.wan = "rtt=50ms,loss=0.1%,rate=200mbit";
+  const std::optional<WanLinkBudget> spec = wan_link_budget(args);
+  REQUIRE(spec);
+  CHECK(spec->rate_bps == 200e6);
+  CHECK(spec->rate_from == "--wan rate");
+  args.wan.clear();
+  CHECK_FALSE(wan_link_budget(args));
+}
+
+TEST_CASE("the link matrix line survives the trip, and its ends get the run's names", "[bench]") {
+  LinkMeasurement link;
+  link.from.peer_id = 4;
+  link.to.peer_id = 9;
+  link.goodput_Bps = 2.5e6;
+  link.delivery_rate_Bps = 3e6;
+  link.rtt_ms = 51.5;
+  link.retransmit_ratio = 0.01;
+  link.bytes = 1 << 22;
+  link.age_s = 0.25;
+  const auto line = parse_json(link_matrix_line({link, link}));
+  REQUIRE(line);
+  std::optional<std::vector<LinkMeasurement>> got = parse_link_matrix_line(*line);
+  REQUIRE(got);
+  REQUIRE(got->size() == 2);
+  const LinkMeasurement& back = (*got)[1];
+  CHECK(back.from.peer_id == 4);
+  CHECK(back.to.peer_id == 9);
+  CHECK_FALSE(back.shared_memory);
+  CHECK(back.goodput_Bps == 2.5e6);
+  CHECK(back.delivery_rate_Bps == 3e6);
+  CHECK(back.rtt_ms == 51.5);
+  CHECK(back.retransmit_ratio == 0.01);
+  CHECK(back.bytes == link.bytes);
+  CHECK(back.age_s == 0.25);
+  CHECK_FALSE(parse_link_matrix_line(*parse_json(R"({"rank":0})")));
+
+  name_link_ends(*got, {{4, {4, 1, 0, "site-a"}}});
+  CHECK(back.from.rank == 1);
+  CHECK(back.from.peer_index == 0);
+  CHECK(back.from.host == "site-a");
+  CHECK(back.to.rank == -1);  // no peer of this run: written as null
+  JsonWriter json;
+  json.begin_object();
+  write_link_matrix(json, *got);
+  json.end_object();
+  const auto written = parse_json(json.str());
+  REQUIRE(written);
+  const JsonValue& first = written->find("link_matrix")->items.at(0);
+  CHECK(first.find("from")->find("host")->string == "site-a");
+  CHECK(first.find("to")->find("rank")->kind == JsonValue::Kind::null);
+  CHECK(first.find("goodput_bytes_per_s")->number == 2.5e6);
 }
 
 TEST_CASE("every reduction of ferry's is an --op choice and reaches the peers", "[bench]") {

@@ -7,6 +7,9 @@
                                                 every key, a correct ferry-sync run per size (every byte
                                                 fetched, compressed when asked) and, with --baseline tcp,
                                                 correct tcp runs and their ratios.
+  check_bench.py slow-pair FILE A B -- COMMAND... As json, on an emulated WAN topology whose pair A-B is
+                                                capped far below the hosts' links: the ring uses it (3 peers
+                                                on 3 hosts always do), and the link matrix shows it.
   check_bench.py fails RC PATTERN -- COMMAND... COMMAND must exit RC, with PATTERN in its stderr.
 """
 import json
@@ -22,7 +25,14 @@ RUN_KEYS = {
     "bit_identical": bool, "correct": bool, "cpu_s_per_GB": (float, type(None)), "times_s": list, "links": str,
 }
 ARGS_KEYS = ["peers", "sizes", "dtype", "op", "connections", "concurrent", "iters", "warmup", "baseline",
-             "shared_memory", "wan"]
+             "shared_memory", "wan", "wan_topology", "link_rate"]
+LINK_KEYS = {
+    "from": dict, "to": dict, "goodput_bytes_per_s": float, "delivery_rate_bytes_per_s": float, "rtt_ms": float,
+    "retransmit_ratio": float, "bytes": int, "shared_memory": bool, "age_s": float,
+}
+LINK_END_KEYS = {"rank": int, "peer_index": int, "peer_id": int, "host": (str, type(None))}
+# ferry measures goodput over the all-reduces of at least this many bytes (ferry_link_info).
+GOODPUT_MIN_BYTES = 1 << 20
 MACHINE_KEYS = ["nproc", "kernel"]
 
 
@@ -64,14 +74,16 @@ def check_record(record):
         if not condition:
             problems.append(message)
 
-    problems += missing_keys(record, ("runs", "machine", "args"), ARGS_KEYS)
+    problems += missing_keys(record, ("runs", "link_matrix", "machine", "args"), ARGS_KEYS)
     if problems:
         return problems
     args, runs = record["args"], record["runs"]
 
     peers, sizes, iters = args["peers"], sorted(args["sizes"]), args["iters"]
+    on_wan = bool(args["wan"] or args["wan_topology"])
     # Peers on loopback share memory when asked; across the emulated WAN each has its own namespace.
-    ferry_links = "shared_memory" if args["shared_memory"] and not args["wan"] else "tcp"
+    ferry_links = "shared_memory" if args["shared_memory"] and not on_wan else "tcp"
+    problems += check_link_matrix(record["link_matrix"], args, ferry_links)
     for impl in ("ferry", "gloo") if args["baseline"] == "gloo" else ("ferry",):
         got = sorted(r.get("bytes") for r in runs if r.get("impl") == impl)
         expect(got == sizes, f"{impl}: runs for sizes {got}, expected {sizes}")
@@ -107,6 +119,99 @@ def check_record(record):
         else:
             expect(run_["concurrent"] == 1 and run_["connections"] == 1, f"{where}: gloo runs are 1 x 1")
             expect(run_["links"] == "tcp", f"{where}: gloo's links {run_['links']!r}")
+    return problems
+
+
+def ring_bytes(args):
+    """What the run's all-reduces sent over each ring link: 2(N-1)/N of every op, warmup included."""
+    peers = args["peers"]
+    return sum((args["iters"] + args["warmup"]) * args["concurrent"] * 2 * (peers - 1) / peers * size
+               for size in args["sizes"])
+
+
+def ring_links(links, args):
+    """The entries of the links the all-reduces ran over (a probe of another pair carries less)."""
+    return [link for link in links if isinstance(link.get("bytes"), int) and link["bytes"] >= ring_bytes(args)]
+
+
+def check_link_matrix(links, args, ferry_links):
+    """Every ring link measured, by its sender, with figures a link can have."""
+    problems = []
+
+    def expect(condition, message):
+        if not condition:
+            problems.append(message)
+
+    peers = args["peers"]
+    on_wan = bool(args["wan"] or args["wan_topology"])
+    expect(isinstance(links, list) and peers <= len(links) <= peers * (peers - 1),
+           f"link_matrix: {len(links) if isinstance(links, list) else links!r} entries for {peers} peers")
+    if not isinstance(links, list):
+        return problems
+    for i, link in enumerate(links):
+        where = f"link_matrix[{i}]"
+        wrong = wrong_types(link, where, LINK_KEYS)
+        for end in ("from", "to"):
+            if isinstance(link.get(end), dict):
+                wrong += wrong_types(link[end], f"{where}.{end}", LINK_END_KEYS)
+        if wrong:
+            problems += wrong
+            continue
+        where += f" (rank {link['from']['rank']} -> {link['to']['rank']})"
+        for end in (link["from"], link["to"]):
+            expect(0 <= end["rank"] < peers and 0 <= end["peer_index"] < peers and end["peer_id"] > 0,
+                   f"{where}: end {end}")
+            expect((end["host"] is not None) == on_wan, f"{where}: host {end['host']!r}")
+        expect(link["from"]["rank"] != link["to"]["rank"], f"{where}: a link to itself")
+        expect(link["shared_memory"] == (ferry_links == "shared_memory"),
+               f"{where}: shared_memory {link['shared_memory']}, the runs' links are {ferry_links!r}")
+        # The ring's bytes plus its barriers' at most.
+        expect(link["bytes"] <= ring_bytes(args) * 1.01 + 4096,
+               f"{where}: {link['bytes']} bytes, the ring sent {ring_bytes(args):.0f} over each link")
+        if link in ring_links(links, args) and max(args["sizes"]) * args["concurrent"] >= GOODPUT_MIN_BYTES:
+            expect(0 < link["goodput_bytes_per_s"] < 1e11, f"{where}: goodput {link['goodput_bytes_per_s']}")
+        if not link["shared_memory"]:
+            expect(link["delivery_rate_bytes_per_s"] > 0 and link["rtt_ms"] > 0,
+                   f"{where}: no TCP figures (delivery rate {link['delivery_rate_bytes_per_s']}, rtt {link['rtt_ms']})")
+        expect(0 <= link["retransmit_ratio"] <= 1, f"{where}: retransmit_ratio {link['retransmit_ratio']}")
+        expect(0 <= link["age_s"] < 60, f"{where}: age_s {link['age_s']}")
+    if problems:
+        return problems
+    ring = ring_links(links, args)
+    senders = sorted(link["from"]["rank"] for link in ring)
+    receivers = sorted(link["to"]["rank"] for link in ring)
+    expect(senders == list(range(peers)) and receivers == list(range(peers)),
+           f"link_matrix: the links that carried {ring_bytes(args):.0f} bytes go from ranks {senders} to {receivers}; "
+           f"a ring's go from every rank to every rank once")
+    pairs = [(link["from"]["rank"], link["to"]["rank"]) for link in links]
+    expect(len(set(pairs)) == len(pairs), f"link_matrix: an ordered pair twice: {sorted(pairs)}")
+    return problems
+
+
+def check_slow_pair(record, a, b):
+    """The capped pair's direction on the ring: TCP delivers at most a fraction of what the others do.
+
+    Goodput cannot show it: a ring moves at its slowest link, so every link's goodput is about the cap."""
+    problems = []
+    links = ring_links(record["link_matrix"], record["args"])
+    slow = [link for link in links if {link["from"]["host"], link["to"]["host"]} == {a, b}]
+    others = [link for link in links if link not in slow]
+    if len(slow) != 1 or not others:
+        return [f"link_matrix: {len(slow)} entries between {a} and {b}, {len(others)} others; expected 1 and some"]
+    rate = record["args"]["link_rate"]
+    if rate is None or not rate["from"].startswith("cap "):
+        problems.append(f"args.link_rate {rate!r}: the pair's cap is the smallest figure")
+        return problems
+    cap_Bps = rate["bits_per_s"] / 8
+    fastest = max(link["delivery_rate_bytes_per_s"] for link in others)
+    print(f"{a}-{b}: delivery {slow[0]['delivery_rate_bytes_per_s']:.3g} B/s, goodput "
+          f"{slow[0]['goodput_bytes_per_s']:.3g} B/s (cap {cap_Bps:.3g}); fastest other delivery {fastest:.3g} B/s")
+    if not slow[0]["delivery_rate_bytes_per_s"] < fastest / 2:
+        problems.append(f"{a}-{b} delivers {slow[0]['delivery_rate_bytes_per_s']} B/s, "
+                        f"not well below the others' {fastest}")
+    # The token bucket lets a burst through, hence the slack.
+    if not slow[0]["goodput_bytes_per_s"] < 2 * cap_Bps:
+        problems.append(f"{a}-{b}: goodput {slow[0]['goodput_bytes_per_s']} B/s through a cap of {cap_Bps}")
     return problems
 
 
@@ -178,12 +283,14 @@ def main(argv):
     split = argv.index("--")
     mode, params, command = argv[1], argv[2:split], argv[split + 1:]
     done = run(command)
-    if mode in ("json", "sync"):
+    if mode in ("json", "sync", "slow-pair"):
         if done.returncode != 0:
             sys.exit(f"FAIL: ferry-bench exited {done.returncode}")
         with open(params[0]) as f:
             record = json.load(f)
-        problems = (check_record if mode == "json" else check_sync_record)(record)
+        problems = (check_sync_record if mode == "sync" else check_record)(record)
+        if mode == "slow-pair" and not problems:
+            problems = check_slow_pair(record, params[1], params[2])
         if problems:
             sys.exit("FAIL:\n  " + "\n  ".join(problems))
         print(f"OK: {len(record['runs'])} runs, every key there, every result correct")

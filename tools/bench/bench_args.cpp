@@ -12,7 +12,9 @@
 
 #include "quant_names.h"  // tools/common
 #include "sync_content.h"
+#include "topology.h"  // stress/wan
 #include "wan_config.h"
+#include "wan_link.h"
 
 namespace ferry::bench {
 
@@ -42,6 +44,21 @@ const std::map<std::string, Role> kRoles{{"orchestrator", Role::orchestrator},
                                          {"tcp-source", Role::tcp_source},
                                          {"tcp-sink", Role::tcp_sink}};
 
+// The orchestrator places peer (or Gloo rank) i on host i and the master on host 0.
+void check_topology(const BenchArgs& args) {
+  if (!args.wan.empty()) throw ArgsError("--wan and --wan-topology are exclusive: give one emulated WAN");
+  int hosts = 0;
+  try {
+    hosts = wan::Topology::load(args.wan_topology).size();
+  } catch (const std::invalid_argument& e) {
+    throw ArgsError(e.what());  // "topology FILE: hosts[2] ..."
+  }
+  if (hosts < args.peers) {
+    throw ArgsError("--wan-topology " + args.wan_topology + " has " + std::to_string(hosts) +
+                    " hosts; this run needs " + std::to_string(args.peers) + " (one per peer; the master shares host 0)");
+  }
+}
+
 void check_consistency(const BenchArgs& args) {
   const std::size_t element = elem_type_size(args.dtype);
   for (const std::size_t bytes : args.sizes) {
@@ -69,6 +86,7 @@ void check_consistency(const BenchArgs& args) {
       throw ArgsError(e.what());  // "wan spec: bad rtt=..."
     }
   }
+  if (!args.wan_topology.empty()) check_topology(args);
   if (args.baseline == "gloo" && args.op != ReduceKind::sum) {
     throw ArgsError("--baseline gloo measures sum only; drop --op or the baseline");
   }
@@ -126,6 +144,10 @@ std::optional<BenchArgs> parse_bench_args(int argc, char** argv) {
   app.add_option("--wan", args.wan,
                  "Run master, peers and the baseline on an emulated WAN (network namespaces; needs root), e.g. "
                  "rtt=50ms,loss=0.1%,rate=200mbit,cc=cubic");
+  app.add_option("--wan-topology", args.wan_topology,
+                 "Run master, peers and the baseline on an emulated WAN built from this topology file (JSON; "
+                 "stress/wan/topologies/; needs root): peer i on host i, the master on host 0")
+      ->check(CLI::ExistingFile);
   app.add_option("--shared-memory", shared_memory_text,
                  "Ring links between peers on this host through shared memory (ferry_comm_params.shared_memory); "
                  "off keeps every byte on TCP")
@@ -250,13 +272,12 @@ std::vector<std::string> peer_forwarded_args(const BenchArgs& args) {
 
 double slowest_plausible_Bps(const BenchArgs& args) {
   constexpr double kLoopbackFloor = 20e6;  // loopback gives ~1 GB/s on 2 cores
-  if (args.wan.empty()) return kLoopbackFloor;
-  const wan::WanConfig link = wan::WanConfig::parse(args.wan);
+  const std::optional<WanLinkBudget> link = wan_link_budget(args);
+  if (!link) return kLoopbackFloor;
   double floor = kLoopbackFloor;
-  if (link.rate_bps > 0) floor = std::min(floor, static_cast<double>(link.rate_bps) / 8);
-  // Mathis et al.: one loss-limited Reno/cubic stream carries about
-  // MSS/RTT * 1.22/sqrt(p). Gloo's ring (one stream a neighbour) measured just that.
-  if (link.loss > 0) floor = std::min(floor, 1448.0 / (link.rtt_ms / 1000) * 1.22 / std::sqrt(link.loss));
+  if (link->rate_bps > 0) floor = std::min(floor, link->rate_bps / 8);
+  // One loss-limited Reno/cubic stream: Gloo's ring (one stream a neighbour) measured just that.
+  floor = std::min(floor, loss_limited_stream_Bps(link->rtt_ms, link->loss));
   return floor / 2;  // the forwarder shares the cores with the peers
 }
 

@@ -54,6 +54,7 @@ struct BenchArgs {
   std::string congestion_control; // "" keeps the system's
   std::string quant = "none";     // a ferry_quant_name (ferry only; lossy: results checked for bit-identity only)
   std::string wan;                // "" on loopback; else an emulated WAN spec: rtt=50ms,loss=0.1%,rate=200mbit[,cc=...]
+  std::string wan_topology;       // "" or an emulated WAN's topology file (stress/wan/topology.h); exclusive with wan
   std::uint32_t io_threads = 0;   // 0 keeps ferry's default
   std::uint32_t chunk_bytes = 0;  // 0 keeps ferry's default
   std::string secret_file;        // run secret for master and peers; "" for none
@@ -88,8 +89,11 @@ std::vector<std::string> peer_forwarded_args(const BenchArgs& args);
 // The sync workload's newcomer is the peer after the holders.
 inline bool is_sync_newcomer(const BenchArgs& args) { return args.peer_index == args.holders; }
 
+// Whether the run's hosts are an emulated WAN (--wan or --wan-topology).
+inline bool on_emulated_wan(const BenchArgs& args) { return !args.wan.empty() || !args.wan_topology.empty(); }
+
 // The busbw (bytes/s) below which a run is taken for hung: 20 MB/s on loopback; on an
-// emulated WAN what one TCP stream surely gets from its rate, delay and loss.
+// emulated WAN what one TCP stream surely gets from its rate, delay and loss (wan_link.h).
 double slowest_plausible_Bps(const BenchArgs& args);
 
 // The wall-clock budget of one implementation's run, in seconds: --timeout-s, or

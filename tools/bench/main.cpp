@@ -15,6 +15,8 @@
 #include "bench_args.h"
 #include "binaries.h"
 #include "wan_launcher.h"
+#include "wan_link.h"
+#include "wan_units.h"  // stress/wan
 #include "child_process.h"  // tools/common
 #include "orchestrator.h"
 #include "peer_role.h"
@@ -40,6 +42,10 @@ std::string title(const std::string& impl, const BenchArgs& args, const Launcher
   if (impl == "gloo") text += " (" + args.gloo_algorithm + ")";
   text += ": " + std::to_string(args.peers) + " peers, " + launcher.describe() + ", " + std::to_string(args.iters) +
           " iters after " + std::to_string(args.warmup) + " warmup";
+  if (const std::optional<WanLinkBudget> link = wan_link_budget(args); link && link->rate_bps > 0) {
+    const auto bps = static_cast<std::uint64_t>(link->rate_bps);
+    text += ", link rate " + ferry::wan::format_rate(bps) + " (" + link->rate_from + ")";
+  }
   if (impl == "ferry" && !args.congestion_control.empty()) text += ", cc " + args.congestion_control;
   if (impl == "ferry" && args.tls) text += ", TLS 1.3";
   return text;
@@ -63,7 +69,7 @@ bool all_good(const std::vector<RunSummary>& runs) {
 
 int run_sync_orchestrator(const BenchArgs& args) {
   const Binaries binaries = find_binaries(args.bin_dir, args.master.empty(), false);
-  const auto launcher = args.wan.empty() ? make_local_launcher() : make_wan_launcher(args.wan, args.peers);
+  const auto launcher = make_launcher(args);
   std::fprintf(stderr, "ferry-bench: shared-state sync, %d holders + 1 newcomer, %zu sizes, deadline %.0f s per run\n",
                args.holders, args.sizes.size(), run_deadline_s(args));
   std::vector<SyncSummary> runs = run_sync(args, *launcher, binaries);
@@ -101,12 +107,13 @@ int run_orchestrator(const BenchArgs& given) {
   if (args.workload == "sync") return run_sync_orchestrator(args);
   const bool with_gloo = args.baseline == "gloo";
   const Binaries binaries = find_binaries(args.bin_dir, args.master.empty(), with_gloo);
-  const auto launcher = args.wan.empty() ? make_local_launcher() : make_wan_launcher(args.wan, args.peers);
+  const auto launcher = make_launcher(args);
 
   std::fprintf(stderr, "ferry-bench: ferry, %d peers, %zu sizes, deadline %.0f s per implementation\n", args.peers,
                args.sizes.size(), run_deadline_s(args));
-  std::vector<RunSummary> runs = run_ferry(args, *launcher, binaries);
-  const std::vector<RunSummary> ferry_runs = runs;
+  const FerryRun ferry = run_ferry(args, *launcher, binaries);
+  std::vector<RunSummary> runs = ferry.runs;
+  const std::vector<RunSummary>& ferry_runs = ferry.runs;
   print_table(stdout, with_links(title("ferry", args, *launcher), ferry_runs), ferry_runs);
 
   if (with_gloo) {
@@ -116,7 +123,7 @@ int run_orchestrator(const BenchArgs& given) {
     print_ratios(stdout, ferry_runs, gloo_runs);
     runs.insert(runs.end(), gloo_runs.begin(), gloo_runs.end());
   }
-  if (!args.json_path.empty()) write_json_report(args.json_path, args, launcher->describe(), runs);
+  if (!args.json_path.empty()) write_json_report(args.json_path, args, launcher->describe(), runs, ferry.link_matrix);
   if (!all_good(runs)) {
     std::fprintf(stderr, "ferry-bench: some results were wrong or differed between peers (see the tables)\n");
     return kExitWrongResult;

@@ -4,9 +4,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "child_process.h"  // tools/common
+#include "json.h"           // tools/common
 #include "rank_report.h"
 
 namespace ferry::bench {
@@ -197,14 +199,29 @@ std::vector<std::string> run_ferry_peers(const BenchArgs& args, const Launcher& 
   return outs;
 }
 
-std::vector<RunSummary> run_ferry(const BenchArgs& args, const Launcher& launcher, const Binaries& binaries) {
+FerryRun run_ferry(const BenchArgs& args, const Launcher& launcher, const Binaries& binaries) {
   auto name_of = [](int i) { return "peer " + std::to_string(i); };
   const std::vector<std::string> outs = run_ferry_peers(args, launcher, binaries, "ferry", name_of);
   std::vector<std::vector<RankReport>> per_peer;
+  std::optional<std::vector<LinkMeasurement>> link_matrix;
+  LinkEndsById ends;
   for (std::size_t i = 0; i < outs.size(); ++i) {
-    per_peer.push_back(parse_ferry_reports(outs[i], name_of(static_cast<int>(i))));
+    const int index = static_cast<int>(i);
+    per_peer.push_back(parse_ferry_reports(outs[i], name_of(index)));
+    tooling::for_each_json_line(outs[i], name_of(index), [&](const tooling::JsonValue& line) {
+      if (auto links = parse_link_matrix_line(line)) link_matrix = std::move(links);
+    });
+    if (!per_peer.back().empty()) {
+      const RankReport& report = per_peer.back().front();
+      const std::string host = launcher.place(ProcessRole::ferry_peer, index).host_name;
+      ends[report.peer_id] = {report.peer_id, report.rank, index, host};
+    }
   }
-  return summarize(args, {"ferry", "ring", args.connections, args.concurrent}, per_peer);
+  FerryRun run{summarize(args, {"ferry", "ring", args.connections, args.concurrent}, per_peer), {}};
+  if (!link_matrix) throw std::runtime_error("ferry run: no peer reported the link matrix (rank 0 owes it)");
+  run.link_matrix = std::move(*link_matrix);
+  name_link_ends(run.link_matrix, ends);
+  return run;
 }
 
 std::vector<RunSummary> run_gloo(const BenchArgs& args, const Launcher& launcher, const Binaries& binaries) {

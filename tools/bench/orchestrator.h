@@ -18,6 +18,7 @@
 #include "bench_args.h"
 #include "binaries.h"
 #include "child_process.h"  // tools/common
+#include "link_matrix.h"
 #include "placement.h"
 
 namespace ferry::bench {
@@ -54,8 +55,14 @@ tooling::Clock::time_point run_deadline(const BenchArgs& args);
 std::vector<std::string> run_ferry_peers(const BenchArgs& args, const Launcher& launcher, const Binaries& binaries,
                                          const std::string& label, const std::function<std::string(int)>& name_of);
 
-// ferry-master (unless --master) and N peers; one summary per size.
-std::vector<RunSummary> run_ferry(const BenchArgs& args, const Launcher& launcher, const Binaries& binaries);
+struct FerryRun {
+  std::vector<RunSummary> runs;             // one per size
+  std::vector<LinkMeasurement> link_matrix; // as rank 0 read it after the last size
+};
+
+// ferry-master (unless --master) and N peers. Throws std::runtime_error when a
+// peer's report is missing or malformed, the link matrix included.
+FerryRun run_ferry(const BenchArgs& args, const Launcher& launcher, const Binaries& binaries);
 
 // N ferry-gloo-bench ranks meeting in a fresh FileStore directory.
 std::vector<RunSummary> run_gloo(const BenchArgs& args, const Launcher& launcher, const Binaries& binaries);

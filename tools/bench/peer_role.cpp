@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "input_pattern.h"
+#include "link_matrix.h"
 #include "peer_session.h"
 #include "process_cpu.h"
 #include "quant_names.h"  // tools/common
@@ -57,6 +58,7 @@ class PeerBench {
       std::fprintf(reports_, "%s\n", ferry_report_line(args_, report).c_str());
       std::fflush(reports_);
     }
+    report_link_matrix();
     return all_correct;
   }
 
@@ -96,6 +98,18 @@ class PeerBench {
     return sent;
   }
 
+  // link_matrix.h: every peer flushes its measurements to the master, then rank 0
+  // reads the whole matrix while the others wait in the group.
+  void report_link_matrix() {
+    query_link_matrix(session_.comm());
+    session_.barrier();
+    if (session_.rank() == 0) {
+      std::fprintf(reports_, "%s\n", link_matrix_line(query_link_matrix(session_.comm())).c_str());
+      std::fflush(reports_);
+    }
+    session_.barrier();
+  }
+
   RankReport run_size(std::size_t bytes, bool first_size) {
     const std::size_t count = bytes / elem_type_size(args_.dtype);
     std::vector<Buffer> send, recv;
@@ -109,6 +123,7 @@ class PeerBench {
     RankReport report;
     report.peer_index = args_.peer_index;
     report.rank = session_.rank();
+    report.peer_id = session_.peer_id();
     report.world = session_.world();
     report.shared_memory_lanes = static_cast<int>(session_.shared_memory_lanes());
     report.bytes = bytes;

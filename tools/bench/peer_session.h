@@ -54,6 +54,7 @@ class PeerSession {
   ferry_comm* comm() const { return comm_; }
   int rank() const { return rank_; }
   int world() const { return world_; }
+  std::uint64_t peer_id() const { return static_cast<std::uint64_t>(attribute(FERRY_ATTR_PEER_ID)); }
   // Ring connections (out + in) that the ring built by join() runs over shared memory.
   std::int64_t shared_memory_lanes() const { return attribute(FERRY_ATTR_SHARED_MEMORY_LANES); }
 

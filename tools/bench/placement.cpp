@@ -6,7 +6,7 @@ namespace {
 
 class LocalLauncher final : public Launcher {
  public:
-  Placement place(ProcessRole, int) const override { return {{}, "127.0.0.1", "127.0.0.1"}; }
+  Placement place(ProcessRole, int) const override { return {{}, "127.0.0.1", "127.0.0.1", ""}; }
   std::string describe() const override { return "local (127.0.0.1)"; }
 };
 

@@ -22,6 +22,7 @@ struct Placement {
   std::vector<std::string> argv_prefix;  // prepended to the program's argv
   std::string host;                      // address the process binds; others dial it
   std::string where;                     // for messages: "127.0.0.1", "netns h2 (10.9.0.2)"
+  std::string host_name;                 // the emulated WAN's name for the host ("site-a", "h2"); "" locally
 };
 
 class Launcher {

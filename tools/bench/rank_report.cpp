@@ -21,6 +21,7 @@ RankReport parse_ferry(const JsonValue& line) {
   RankReport report;
   report.peer_index = static_cast<int>(json_number(line, "peer_index"));
   report.rank = static_cast<int>(json_number(line, "rank"));
+  report.peer_id = static_cast<std::uint64_t>(json_number(line, "peer_id"));
   report.world = static_cast<int>(json_number(line, "world"));
   report.bytes = static_cast<std::size_t>(json_number(line, "bytes"));
   report.times_s = json_numbers(line, "times_s");
@@ -51,7 +52,9 @@ RankReport parse_gloo(const JsonValue& line) {
 std::vector<RankReport> parse_lines(const std::string& out, const std::string& who,
                                     const std::function<RankReport(const JsonValue&)>& parse_one) {
   std::vector<RankReport> reports;
-  for_each_json_line(out, who, [&](const JsonValue& line) { reports.push_back(parse_one(line)); });
+  for_each_json_line(out, who, [&](const JsonValue& line) {
+    if (line.find("link_matrix") == nullptr) reports.push_back(parse_one(line));
+  });
   return reports;
 }
 
@@ -63,6 +66,7 @@ std::string ferry_report_line(const BenchArgs& args, const RankReport& report) {
   json.key("impl").value("ferry");
   json.key("peer_index").value(report.peer_index);
   json.key("rank").value(report.rank);
+  json.key("peer_id").value(report.peer_id);
   json.key("world").value(report.world);
   json.key("bytes").value(static_cast<std::uint64_t>(report.bytes));
   json.key("dtype").value(elem_type_name(args.dtype));

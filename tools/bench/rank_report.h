@@ -2,12 +2,13 @@
 // JSON line it prints on stdout, and its parsed form for the orchestrator.
 //
 // ferry peer line (one per size, in --sizes order):
-//   {"impl":"ferry","peer_index":1,"rank":0,"world":3,"bytes":1048576,"dtype":"f32","op":"sum",
+//   {"impl":"ferry","peer_index":1,"rank":0,"peer_id":7,"world":3,"bytes":1048576,"dtype":"f32","op":"sum",
 //    "connections":4,"concurrent":2,"times_s":[...],"bytes_sent":[...],"cpu_s":0.12,
 //    "hashes":["<xxh3 hex per op>",...],"correct":true}
 //   times_s / bytes_sent: one entry per timed iteration (bytes_sent summed over the
 //   concurrent ops); cpu_s: this process's user+sys CPU over the timed iterations;
-//   hashes: every op's result in the last iteration, tag order.
+//   hashes: every op's result in the last iteration, tag order; peer_id: FERRY_ATTR_PEER_ID.
+// After the sizes, rank 0 prints one link-matrix line (link_matrix.h).
 // Gloo rank line: see tools/gloo_baseline/README.md (one hash, no bytes_sent; a
 // "cpu_s" over the timed iterations is used when present).
 #pragma once
@@ -26,6 +27,7 @@ namespace ferry::bench {
 struct RankReport {
   int rank = -1;        // ring position (ferry) or Gloo rank
   int peer_index = -1;  // ferry: which process of the orchestrator's; Gloo: the rank
+  std::uint64_t peer_id = 0;  // ferry: FERRY_ATTR_PEER_ID; 0 for Gloo
   int world = 0;
   std::size_t bytes = 0;
   std::vector<double> times_s;
@@ -38,8 +40,8 @@ struct RankReport {
 
 std::string ferry_report_line(const BenchArgs& args, const RankReport& report);
 
-// Parses every line of a child's stdout. Throws std::runtime_error naming `who`
-// and the offending line.
+// Parses every line of a child's stdout (ferry: but the link-matrix line). Throws
+// std::runtime_error naming `who` and the offending line.
 std::vector<RankReport> parse_ferry_reports(const std::string& out, const std::string& who);
 std::vector<RankReport> parse_gloo_reports(const std::string& out, const std::string& who);
 

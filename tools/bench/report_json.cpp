@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "json.h"  // tools/common
+#include "wan_link.h"
 
 namespace ferry::bench {
 
@@ -112,6 +113,18 @@ void write_args(JsonWriter& json, const BenchArgs& args, const std::string& plac
   optional_string(json, "state_file", args.state_file);
   json.key("tensors").value(args.tensors);
   optional_string(json, "wan", args.wan);
+  optional_string(json, "wan_topology", args.wan_topology);
+  // What "the link rate" is for this run (wan_link.h): the spec's rate, or which
+  // host's link or pair's cap of the topology is the smallest.
+  json.key("link_rate");
+  if (const std::optional<WanLinkBudget> link = wan_link_budget(args); link && link->rate_bps > 0) {
+    json.begin_object();
+    json.key("bits_per_s").value(link->rate_bps);
+    json.key("from").value(link->rate_from);
+    json.end_object();
+  } else {
+    json.null();
+  }
   json.key("placement").value(placement);
   json.key("argv").begin_array();
   for (const std::string& arg : args.argv) json.value(arg);
@@ -166,7 +179,7 @@ void write_run(JsonWriter& json, const RunSummary& run, int iters) {
 }  // namespace
 
 void write_json_report(const std::string& path, const BenchArgs& args, const std::string& placement,
-                       const std::vector<RunSummary>& runs) {
+                       const std::vector<RunSummary>& runs, const std::vector<LinkMeasurement>& link_matrix) {
   JsonWriter json;
   json.begin_object();
   json.newline(2).key("runs").begin_array();
@@ -187,6 +200,8 @@ void write_json_report(const std::string& path, const BenchArgs& args, const std
     }
   }
   json.end_array();
+  json.newline(2);
+  write_link_matrix(json, link_matrix);
   finish_json_report(json, path, args, placement);
 }
 

@@ -12,7 +12,10 @@
 //    "args": {"peers", "sizes", "dtype", "op", "connections", "concurrent", "iters", "warmup",
 //             "baseline", "gloo_algorithm", "master", "cc", "secret_file", "io_threads", "chunk_bytes",
 //             "timeout_s", "workload", "holders", "compression", "state_file", "tensors", "wan",
-//             "placement", "argv"}}
+//             "wan_topology", "link_rate": null | {"bits_per_s", "from"}, "placement", "argv"},
+//    "link_matrix": [{"from": {"rank", "peer_index", "peer_id", "host"}, "to": {...},
+//                     "goodput_bytes_per_s", "delivery_rate_bytes_per_s", "rtt_ms", "retransmit_ratio",
+//                     "bytes", "shared_memory", "age_s"}]}   (link_matrix.h)
 #pragma once
 
 #include <string>
@@ -21,6 +24,7 @@
 #include "aggregate.h"
 #include "bench_args.h"
 #include "json.h"  // tools/common
+#include "link_matrix.h"
 
 namespace ferry::bench {
 
@@ -36,6 +40,6 @@ void finish_json_report(JsonWriter& json, const std::string& path, const BenchAr
 
 // Throws std::runtime_error when the file cannot be written.
 void write_json_report(const std::string& path, const BenchArgs& args, const std::string& placement,
-                       const std::vector<RunSummary>& runs);
+                       const std::vector<RunSummary>& runs, const std::vector<LinkMeasurement>& link_matrix);
 
 }  // namespace ferry::bench

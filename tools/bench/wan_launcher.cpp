@@ -1,5 +1,8 @@
 #include "wan_launcher.h"
 
+#include <filesystem>
+
+#include "topology.h"
 #include "wan_network.h"
 
 namespace ferry::bench {
@@ -7,23 +10,42 @@ namespace {
 
 class WanLauncher final : public Launcher {
  public:
-  explicit WanLauncher(wan::WanNetwork network) : network_(std::move(network)) {}
+  WanLauncher(wan::WanNetwork network, std::string description)
+      : network_(std::move(network)), description_(std::move(description)) {}
 
   Placement place(ProcessRole, int host_index) const override {
     const auto& host = network_.hosts().at(static_cast<size_t>(host_index));
-    return {network_.exec_prefix(host_index), host.ip, "netns " + host.netns + " (" + host.ip + ")"};
+    return {network_.exec_prefix(host_index), host.ip, "netns " + host.netns + " (" + host.ip + ")", host.name};
   }
-  std::string describe() const override { return "emulated WAN " + network_.config().to_string(); }
+  std::string describe() const override { return description_; }
 
  private:
   wan::WanNetwork network_;
+  std::string description_;
 };
-
-}  // namespace
 
 std::unique_ptr<Launcher> make_wan_launcher(const std::string& spec, int hosts) {
   auto config = wan::WanConfig::parse(spec + ",hosts=" + std::to_string(hosts));
-  return std::make_unique<WanLauncher>(wan::WanNetwork::start(config));
+  wan::WanNetwork network = wan::WanNetwork::start(config);
+  std::string description = "emulated WAN " + network.config().to_string();
+  return std::make_unique<WanLauncher>(std::move(network), std::move(description));
+}
+
+std::unique_ptr<Launcher> make_topology_launcher(const std::string& path) {
+  const wan::Topology topology = wan::Topology::load(path);
+  // "emulated WAN topology one-slow-pair (stress/wan/topologies/one-slow-pair.json, 4 hosts, cc cubic)"
+  const std::string description = "emulated WAN topology " + std::filesystem::path(path).stem().string() + " (" +
+                                  topology.source + ", " + std::to_string(topology.size()) + " hosts, cc " +
+                                  topology.base.cc + ")";
+  return std::make_unique<WanLauncher>(wan::WanNetwork::start(topology), description);
+}
+
+}  // namespace
+
+std::unique_ptr<Launcher> make_launcher(const BenchArgs& args) {
+  if (!args.wan_topology.empty()) return make_topology_launcher(args.wan_topology);
+  if (!args.wan.empty()) return make_wan_launcher(args.wan, args.peers);
+  return make_local_launcher();
 }
 
 }  // namespace ferry::bench
