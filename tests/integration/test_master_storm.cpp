@@ -590,8 +590,9 @@ TEST_CASE("master: a stranger's header storm and idle crowd under tight limits c
   CHECK(headers_sent >= kHeadersPerRound);
   CHECK(rss > 0);
   if (!kAddressSanitized) CHECK(rss < 64u << 20);  // it was 1.2 GB
-  CHECK(master_fds_peak <= 1024 / 2);  // strangers get at most a quarter of them
-  CHECK(crowd_peak <= 1024 / 4);
+  // Strangers get at most a quarter of the 1024 (the run's own few dozen come on top). What the
+  // attacker believes open is only reported: a refused connection's close may not have reached it yet.
+  CHECK(master_fds_peak <= 1024 / 4 + 64);
   children.stop(master, 2000ms);
   CHECK(master.exit_code() == std::optional<int>(0));
   fs::remove_all(dir);

@@ -74,11 +74,12 @@ TEST_CASE("peer: a thousand idle strangers on its p2p port neither wedge it nor 
   // The victim goes on after the newcomer has left again.
   size_t before = ok_ops(victim);
   children.pump_until([&] { return ok_ops(victim) >= before + 5 || !victim.running(); }, Clock::now() + 30s);
-  INFO("strangers: " << arrived << " connected, " << held << " held by the victim (" << victim_fds
-                     << " descriptors open); the newcomer ran 20 rounds and left after " << join_took.count()
-                     << " ms\n" << describe(all));
+  INFO("strangers: " << arrived << " connected, " << held << " still open as the attacker sees it; the victim holds "
+                     << victim_fds << " descriptors; the newcomer ran 20 rounds and left after "
+                     << join_took.count() << " ms\n"
+                     << describe(all));
   REQUIRE(arrived >= 1000);
-  CHECK(held <= 1024 / 4);
+  CHECK(victim_fds <= 1024 / 4 + 64);  // strangers get at most a quarter (it sat at the 1024 before)
   CHECK(done);
   CHECK(newcomer.exit_code() == std::optional<int>(0));
   size_t victim_in_three = 0, newcomer_in_three = 0, partner_in_three = 0;
