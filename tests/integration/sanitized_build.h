@@ -1,5 +1,5 @@
-// What a sanitizer build cannot be asked to do. ASan reserves terabytes of
-// address space at start, so a process under an address-space cap (prlimit
+// What a sanitizer build cannot be asked to do. ASan and TSan reserve
+// terabytes of address space at start, so a process under an address-space cap (prlimit
 // --as) cannot even start. ASan and UBSan probe memory through a pipe before
 // they read it, so in a process whose descriptor table is full UBSan's vptr
 // check reports a false "invalid vptr" and ends the process. Tests that need
@@ -11,10 +11,16 @@
 
 namespace ferry::test {
 
-#if defined(__SANITIZE_ADDRESS__)
-inline constexpr bool kAddressSanitized = true;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kReservesAddressSpace = true;  // ASan and TSan shadow memory
 #else
-inline constexpr bool kAddressSanitized = false;
+inline constexpr bool kReservesAddressSpace = false;
+#endif
+
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kProbesMemoryThroughPipes = true;  // ASan, and UBSan beside it in our CI build
+#else
+inline constexpr bool kProbesMemoryThroughPipes = false;
 #endif
 
 inline void report_skipped(const char* why) { WARN("FERRY_TEST_SKIPPED: " << why); }
