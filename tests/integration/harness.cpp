@@ -137,6 +137,16 @@ void wait_for_group(ferry_comm* comm, int64_t target) {
   }
 }
 
+ferry_allreduce_desc allreduce_desc(ferry_dtype dtype, ferry_reduce_op op, ferry_quant quant, uint64_t tag) {
+  ferry_allreduce_desc d;
+  ferry_allreduce_desc_init(&d);
+  d.dtype = dtype;
+  d.op = op;
+  d.quant = quant;
+  d.tag = tag;
+  return d;
+}
+
 std::vector<std::string> run_peers(size_t peers, const std::function<void(size_t)>& body) {
   std::vector<std::string> results(peers);
   std::vector<std::thread> threads;

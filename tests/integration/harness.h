@@ -88,6 +88,10 @@ void grow_group(ferry_comm* comm, int64_t target);
 // The same for a peer already connected.
 void wait_for_group(ferry_comm* comm, int64_t target);
 
+// A descriptor with the given fields and the library's defaults for the rest.
+ferry_allreduce_desc allreduce_desc(ferry_dtype dtype, ferry_reduce_op op, ferry_quant quant = FERRY_QUANT_NONE,
+                                    uint64_t tag = 0);
+
 // Runs body(rank) on `peers` threads and joins them. Returns one entry per
 // rank: empty when body returned, else the failure's message.
 std::vector<std::string> run_peers(size_t peers, const std::function<void(size_t rank)>& body);

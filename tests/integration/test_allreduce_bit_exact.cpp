@@ -16,16 +16,6 @@ using namespace ferry::test;
 
 namespace {
 
-ferry_allreduce_desc sum_desc(ferry_quant quant, uint64_t tag) {
-  ferry_allreduce_desc d;
-  ferry_allreduce_desc_init(&d);
-  d.dtype = FERRY_F32;
-  d.op = FERRY_OP_SUM;
-  d.quant = quant;
-  d.tag = tag;
-  return d;
-}
-
 uint64_t splitmix64(uint64_t& state) {
   uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
@@ -86,7 +76,7 @@ TEST_CASE("bit-exact: a 3-peer f32 sum hashes to its pinned value, raw and throu
     size_t rank = static_cast<size_t>(attribute(comm, FERRY_ATTR_RANK));
     for (size_t g = 0; g < goldens.size(); ++g) {
       std::vector<float> data = golden_input(rank, count);
-      auto desc = sum_desc(goldens[g].quant, g);
+      auto desc = allreduce_desc(FERRY_F32, FERRY_OP_SUM, goldens[g].quant, g);
       must(ferry_allreduce(comm, data.data(), data.data(), count, &desc, nullptr), "ferry_allreduce");
       hashes[rank][g] = ferry::hash_bytes(data.data(), data.size() * sizeof(float));
     }
@@ -126,7 +116,7 @@ TEST_CASE("bit-exact: each segment is summed in ring_plan.h's order, starting at
     grow_group(comm, static_cast<int64_t>(peers));
     size_t rank = static_cast<size_t>(attribute(comm, FERRY_ATTR_RANK));
     std::vector<float> data(count, x[rank]);
-    auto desc = sum_desc(FERRY_QUANT_NONE, 0);
+    auto desc = allreduce_desc(FERRY_F32, FERRY_OP_SUM, FERRY_QUANT_NONE, 0);
     must(ferry_allreduce(comm, data.data(), data.data(), count, &desc, nullptr), "ferry_allreduce");
     out[rank] = data;
     ferry_comm_destroy(comm);

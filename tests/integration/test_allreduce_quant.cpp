@@ -16,16 +16,6 @@ using namespace ferry::test;
 
 namespace {
 
-ferry_allreduce_desc quant_desc(ferry_dtype dtype, ferry_reduce_op op, ferry_quant quant, uint64_t tag = 0) {
-  ferry_allreduce_desc d;
-  ferry_allreduce_desc_init(&d);
-  d.dtype = dtype;
-  d.op = op;
-  d.quant = quant;
-  d.tag = tag;
-  return d;
-}
-
 double read_value(ferry_dtype t, const uint8_t* p, size_t i) {
   switch (t) {
     case FERRY_F16: { uint16_t h; std::memcpy(&h, p + 2 * i, 2); return ferry::f16_to_f32(h); }
@@ -98,7 +88,7 @@ TEST_CASE("quant: every float dtype x op x codec x connection count is bit-ident
       if (k.op == FERRY_OP_PROD)  // keep products finite and away from zero
         for (size_t i = 0; i < k.count; ++i)
           write_value(k.dtype, data.data(), i, 1.0 + 0.1 * read_value(k.dtype, data.data(), i));
-      auto desc = quant_desc(k.dtype, k.op, k.quant, c);
+      auto desc = allreduce_desc(k.dtype, k.op, k.quant, c);
       must(ferry_allreduce(comm, data.data(), data.data(), k.count, &desc, nullptr), "ferry_allreduce");
       hashes[rank][c] = ferry::hash_bytes(data.data(), data.size());
     }
@@ -140,7 +130,7 @@ TEST_CASE("quant: sum error stays within N(N+1)/2 * block range / (2L) of an f64
     inputs[rank].resize(count);
     std::memcpy(inputs[rank].data(), bytes.data(), bytes.size());
     outputs[rank] = inputs[rank];
-    auto desc = quant_desc(FERRY_F32, FERRY_OP_SUM, quant);
+    auto desc = allreduce_desc(FERRY_F32, FERRY_OP_SUM, quant);
     must(ferry_allreduce(comm, outputs[rank].data(), outputs[rank].data(), count, &desc, nullptr), "allreduce");
     ferry_comm_destroy(comm);
   });
@@ -180,7 +170,7 @@ TEST_CASE("quant: a NaN makes its block NaN on every peer, constant blocks are e
     size_t rank = static_cast<size_t>(attribute(comm, FERRY_ATTR_RANK));
     std::vector<float> v(4096, 2.5f);        // constant: exact through u8
     if (rank == 1) v[1000] = NAN;            // one NaN, in the block [768, 1024)
-    auto desc = quant_desc(FERRY_F32, FERRY_OP_SUM, FERRY_QUANT_U8);
+    auto desc = allreduce_desc(FERRY_F32, FERRY_OP_SUM, FERRY_QUANT_U8);
     must(ferry_allreduce(comm, v.data(), v.data(), v.size(), &desc, nullptr), "allreduce");
     out[rank] = v;
     ferry_comm_destroy(comm);
@@ -205,7 +195,7 @@ TEST_CASE("quant: bytes on the wire shrink as promised, bad combinations are ref
     size_t rank = static_cast<size_t>(attribute(comm, FERRY_ATTR_RANK));
     std::vector<float> v(count, 1.0f);
     for (ferry_quant q : {FERRY_QUANT_NONE, FERRY_QUANT_U8, FERRY_QUANT_U4, FERRY_QUANT_F16}) {
-      auto desc = quant_desc(FERRY_F32, FERRY_OP_SUM, q);
+      auto desc = allreduce_desc(FERRY_F32, FERRY_OP_SUM, q);
       ferry_op_info info{};
       info.struct_size = sizeof info;
       must(ferry_allreduce(comm, v.data(), v.data(), count, &desc, &info), "allreduce");
@@ -224,17 +214,17 @@ TEST_CASE("quant: bytes on the wire shrink as promised, bad combinations are ref
   ferry_comm* comm = create_peer(master.address());
   REQUIRE(ferry_connect(comm) == FERRY_OK);
   std::vector<int32_t> ints(10);
-  auto bad = quant_desc(FERRY_I32, FERRY_OP_SUM, FERRY_QUANT_U8);
+  auto bad = allreduce_desc(FERRY_I32, FERRY_OP_SUM, FERRY_QUANT_U8);
   CHECK(ferry_allreduce(comm, ints.data(), ints.data(), ints.size(), &bad, nullptr) == FERRY_ERR_INVALID_ARGUMENT);
   std::vector<uint16_t> halves(10);
-  bad = quant_desc(FERRY_BF16, FERRY_OP_SUM, FERRY_QUANT_F16);
+  bad = allreduce_desc(FERRY_BF16, FERRY_OP_SUM, FERRY_QUANT_F16);
   CHECK(ferry_allreduce(comm, halves.data(), halves.data(), 10, &bad, nullptr) == FERRY_ERR_INVALID_ARGUMENT);
-  bad = quant_desc(FERRY_F32, FERRY_OP_SUM, FERRY_QUANT_U8);
+  bad = allreduce_desc(FERRY_F32, FERRY_OP_SUM, FERRY_QUANT_U8);
   bad.quant_block = 100000;
   CHECK(ferry_allreduce(comm, ints.data(), ints.data(), 10, &bad, nullptr) == FERRY_ERR_INVALID_ARGUMENT);
   // After refusals the collective numbering is intact: a matching op still works.
   float one = 1.0f;
-  auto good = quant_desc(FERRY_F32, FERRY_OP_SUM, FERRY_QUANT_U8);
+  auto good = allreduce_desc(FERRY_F32, FERRY_OP_SUM, FERRY_QUANT_U8);
   CHECK(ferry_allreduce(comm, &one, &one, 1, &good, nullptr) == FERRY_OK);
   ferry_comm_destroy(comm);
 }
@@ -247,7 +237,7 @@ TEST_CASE("quant: peers that disagree on the codec get FERRY_ERR_MISMATCH", "[al
     grow_group(comm, 2);
     size_t rank = static_cast<size_t>(attribute(comm, FERRY_ATTR_RANK));
     std::vector<float> v(1000, 1.0f);
-    auto desc = quant_desc(FERRY_F32, FERRY_OP_SUM, rank == 0 ? FERRY_QUANT_U8 : FERRY_QUANT_U4);
+    auto desc = allreduce_desc(FERRY_F32, FERRY_OP_SUM, rank == 0 ? FERRY_QUANT_U8 : FERRY_QUANT_U4);
     got[rank] = ferry_allreduce(comm, v.data(), v.data(), v.size(), &desc, nullptr);
     ferry_comm_destroy(comm);
   });

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/half.h"
+#include "hex_text.h"
 #include "core/quant.h"
 #include "core/quant_kernels.h"
 
@@ -61,16 +62,6 @@ std::vector<T> decode(QuantSpec spec, const Bytes& in, size_t count) {
   const Status status = quant_decode(spec, in.data(), in.size(), count, out.data());
   REQUIRE(status.ok());
   return out;
-}
-
-std::string hex(const Bytes& bytes) {
-  std::string text;
-  char digits[3];
-  for (uint8_t b : bytes) {
-    std::snprintf(digits, sizeof digits, "%02x", b);
-    text += digits;
-  }
-  return text;
 }
 
 // ---- the layout, restated
@@ -472,9 +463,9 @@ TEST_CASE("quant golden bytes: a fixed input encodes to these bytes", "[core][qu
     CAPTURE(quant_name(g.kind));
     const QuantSpec spec{g.kind, 4};
     const Bytes wire = encode(spec, x);
-    CHECK(hex(wire) == g.f32);
+    CHECK(ferry::test::to_hex(wire) == g.f32);
     // f16/bf16 carry no metadata: double data that floats represent gives the same bytes.
-    CHECK(hex(encode(spec, xd)) == (g.f64.empty() ? g.f32 : g.f64));
+    CHECK(ferry::test::to_hex(encode(spec, xd)) == (g.f64.empty() ? g.f32 : g.f64));
   }
   // And back: the exact values of the formula min + q * scale.
   const QuantSpec u8{Quant::u8, 4};
@@ -575,9 +566,9 @@ TEMPLATE_TEST_CASE("quant f16/bf16: IEEE rounding, overflow, NaN, subnormals", "
   }
   if constexpr (sizeof(T) == 8) {
     const Bytes f16 = encode(QuantSpec{Quant::f16}, std::vector<double>{1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40)});
-    CHECK(hex(f16) == "013c");
+    CHECK(ferry::test::to_hex(f16) == "013c");
     const Bytes bf16 = encode(QuantSpec{Quant::bf16}, std::vector<double>{1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -40)});
-    CHECK(hex(bf16) == "813f");
+    CHECK(ferry::test::to_hex(bf16) == "813f");
   }
 }
 

@@ -13,6 +13,7 @@
 #include <variant>
 #include <vector>
 
+#include "hex_text.h"
 #include "wire/fetch_frames.h"
 #include "wire/frame.h"
 #include "wire/messages.h"
@@ -30,16 +31,6 @@ std::vector<uint8_t> from_hex(std::string_view hex) {
   REQUIRE(digits.size() % 2 == 0);
   for (size_t i = 0; i < digits.size(); i += 2)
     out.push_back(static_cast<uint8_t>(std::stoul(digits.substr(i, 2), nullptr, 16)));
-  return out;
-}
-
-std::string to_hex(std::span<const uint8_t> bytes) {
-  std::string out;
-  char b[3];
-  for (uint8_t x : bytes) {
-    std::snprintf(b, sizeof b, "%02x", x);
-    out += b;
-  }
   return out;
 }
 
@@ -177,7 +168,7 @@ TEST_CASE("wire golden: each message encodes to its golden bytes and decodes bac
     INFO(message_type_name(type) << " (type " << type << ")");
     const std::vector<uint8_t> golden = from_hex(g.hex);
     const std::vector<uint8_t> encoded = encode_message(g.message);
-    INFO("encoded: " << to_hex(encoded));
+    INFO("encoded: " << ferry::test::to_hex(encoded));
     CHECK(encoded == golden);
 
     REQUIRE(golden.size() >= kFrameHeaderBytes);
