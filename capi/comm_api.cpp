@@ -43,7 +43,7 @@ ferry::peer::CommConfig to_config(const ferry_comm_params& p) {
   if (!master) throw Error(Errc::invalid_argument, "master_address: " + error);
   c.master = *master;
   c.peer_group = p.peer_group;
-  check_range(p.p2p_connections, 1, 64, "p2p_connections");
+  check_range(p.p2p_connections, 0, 64, "p2p_connections");
   c.connections = p.p2p_connections;
   require(p.p2p_listen_host, "params->p2p_listen_host");
   c.listen_host = p.p2p_listen_host;
@@ -149,7 +149,7 @@ void ferry_comm_params_init(ferry_comm_params* params) {
   *params = ferry_comm_params{};
   params->struct_size = sizeof(ferry_comm_params);
   params->peer_group = 0;
-  params->p2p_connections = 4;
+  params->p2p_connections = 0;
   params->p2p_listen_host = "0.0.0.0";
   params->timeout_ms = 60000;
   params->progress_timeout_ms = 20000;

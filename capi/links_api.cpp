@@ -23,6 +23,7 @@ ferry_link_info to_info(const ferry::wire::LinkEntry& e) {
   out.retransmit_ratio = e.retrans_ppm / 1e6;
   out.bytes = e.bytes;
   out.age_s = e.age_ms / 1e3;
+  out.connections = e.connections;
   return out;
 }
 

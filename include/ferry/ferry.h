@@ -232,7 +232,12 @@ typedef struct ferry_comm_params {
      never exchange data. Default 0. */
   uint32_t peer_group;
   /* Parallel TCP connections to each ring neighbour; one operation is
-     striped over all of them. 1..64, default 4. */
+     striped over all of them. 0 (default since 0.2): adapted per link: each
+     link starts with 4 and, on a long or lossy path, doubles them while its
+     delivered rate rises by 10 % or more, up to 64, then keeps the best count
+     (README, "Connections per link"); on loopback or a LAN it stays at 4.
+     1..64 pins the count (the group uses the smallest any member pins).
+     The count never changes the results' bits. */
   uint32_t p2p_connections;
   /* Address the peer-to-peer listener binds. Default "0.0.0.0". */
   const char* p2p_listen_host;
@@ -407,6 +412,10 @@ typedef struct ferry_link_info {
   double retransmit_ratio;
   uint64_t bytes;             /* payload bytes the collectives sent over it */
   double age_s;               /* how old the measurement is */
+  /* TCP connections carrying its chunks when it was measured (added in
+     0.2): with p2p_connections 0 (the default) the count adapts to the
+     link (see ferry_comm_params.p2p_connections). */
+  uint32_t connections;
 } ferry_link_info;
 
 /* The group's link matrix as the master holds it: one entry per measured

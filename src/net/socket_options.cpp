@@ -52,4 +52,13 @@ Status check_congestion_control(const std::string& name) {
                              read_proc("/proc/sys/net/ipv4/tcp_allowed_congestion_control"));
 }
 
+bool set_congestion_control(int fd, const std::string& name) { return set_congestion(fd, name) == 0; }
+
+std::string congestion_control_of(int fd) {
+  char name[32] = {};
+  socklen_t length = sizeof name;
+  if (::getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &length) != 0) return {};
+  return std::string(name, ::strnlen(name, sizeof name));
+}
+
 }  // namespace ferry::net

@@ -25,4 +25,8 @@ Status apply_tuning(asio::ip::tcp::socket& socket, const SocketTuning& tuning);
 // Errc::invalid_argument when this process may not use `name` (checked on a scratch socket).
 Status check_congestion_control(const std::string& name);
 
+// TCP_CONGESTION of a socket, set (false when refused) and read (empty when unknown).
+bool set_congestion_control(int fd, const std::string& name);
+std::string congestion_control_of(int fd);
+
 }  // namespace ferry::net

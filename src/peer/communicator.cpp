@@ -31,7 +31,12 @@ CommConfig with_transport(CommConfig config) {
 // stalls the writer; capped because every lane of every link has its own.
 LinkOptions link_options(const CommConfig& config, std::weak_ptr<OpRegistry> ops) {
   size_t ring = std::clamp<size_t>(4 * (config.max_chunk_bytes + 64), size_t{1} << 20, size_t{16} << 20);
-  return {config.transport, config.p2p_tuning, config.secret, {config.shared_memory, ring}, config.timeout, std::move(ops)};
+  // A pinned count (the user's p2p_connections) never grows: the cap is then the ring's own.
+  uint32_t max_lanes = config.connections == 0 ? wire::kMaxConnectionsPerLink : 0;
+  bool bbr = max_lanes > 0 && config.p2p_tuning.congestion_control.empty() &&
+             net::check_congestion_control("bbr").ok();
+  return {config.transport, config.p2p_tuning, config.secret, {config.shared_memory, ring},
+          config.timeout,   std::move(ops),     max_lanes,  bbr};
 }
 
 std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
@@ -146,7 +151,7 @@ void Communicator::connect() {
     hello.peer_group = config_.peer_group;
     hello.advertised_host = config_.advertised_host;
     hello.advertised_port = config_.advertised_port ? config_.advertised_port : listener_->port();
-    hello.p2p_connections = config_.connections;
+    hello.p2p_connections = config_.connections ? config_.connections : kStartLanes;
     hello.heartbeat_timeout_ms = static_cast<uint32_t>(config_.heartbeat_timeout.count());
     hello.nonce = random_nonce();
     lock.unlock();
@@ -242,7 +247,7 @@ std::shared_ptr<SharedStateSync> Communicator::sync_shared_state(SyncSpec spec) 
     std::lock_guard lock(mu_);
     require_accepted("sync_shared_state");
   }
-  if (spec.connections == 0) spec.connections = config_.connections;
+  if (spec.connections == 0) spec.connections = config_.connections ? config_.connections : kStartLanes;
   // Hashing happens first, with no lock held: it may take a while for large states.
   HashedState state = HashedState::of(std::move(spec));
   std::shared_ptr<SharedStateSync> op;

@@ -48,7 +48,7 @@ namespace ferry::peer {
 struct CommConfig {
   net::Endpoint master;
   uint32_t peer_group = 0;
-  uint32_t connections = 4;
+  uint32_t connections = 0;  // lanes per ring link; 0: adapted (lane_tuner.h), from kStartLanes
   std::string listen_host = "0.0.0.0";
   uint16_t port_min = 0, port_max = 0;
   std::string advertised_host;  // empty: as the master sees us

@@ -35,6 +35,7 @@ class InLane : public std::enable_shared_from_this<InLane> {
   void close();
   void join();
   std::thread::id thread_id() const { return thread_.get_id(); }
+  uint32_t lane() const { return lane_; }
 
  private:
   void run();

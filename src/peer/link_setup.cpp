@@ -3,12 +3,11 @@
 #include <asio/dispatch.hpp>
 #include <asio/strand.hpp>
 
-#include "net/dialer.h"
 #include "net/frame_io.h"
 #include "net/host_identity.h"
 #include "net/shm_stream.h"
 #include "core/log.h"
-#include "peer/p2p_handshake.h"
+#include "peer/lane_dialer.h"
 
 namespace ferry::peer {
 
@@ -54,44 +53,17 @@ void LinkSetup::arm_timer() {
 
 void LinkSetup::dial_lane(uint32_t lane) {
   auto self = shared_from_this();
-  auto fail = [self](const Status& st) {
-    // Out of local resources: this peer's own trouble, so it names itself, not the next peer.
-    if (st.code == Errc::system) return self->outgoing_failed({st, nullptr, self->self_id_});
-    Errc code = st.code == Errc::timeout || st.code == Errc::auth ? st.code : Errc::connect;
-    self->outgoing_failed({Status::failure(code, "peer " + std::to_string(self->next_.peer_id) + ": " + st.message),
-                           nullptr, self->next_.peer_id});
-  };
-  net::dial(
-      executor_, {next_.host, next_.port}, options_.timeout, options_.transport,
-      [self, lane, fail](Status st, std::shared_ptr<net::Stream> stream) {
-        if (!st.ok()) return fail(st);
-        auto ring = self->offer_ring();
-        wire::LinkHello hello{self->self_id_, self->next_.peer_id, self->topology_.epoch, lane,
-                              static_cast<uint32_t>(self->out_.size()), {}, {},
-                              ring ? net::same_host_key() : std::string(), ring ? ring->name() : std::string()};
-        asio::dispatch(stream->executor(), [self, lane, fail, stream, hello, ring] {
-          dialer_handshake(stream, hello, self->options_.secret, self->options_.timeout,
-                           [self, lane, fail, stream, ring](Status hst, bool shm_accepted) {
-                             // Mapped by the acceptor or refused: either way the name has served.
-                             if (ring) ring->unlink();
-                             if (!hst.ok()) return fail(hst);
-                             if (!shm_accepted || !ring) return self->lane_ready(true, lane, stream, false);
-                             auto shared = std::make_shared<net::ShmStream>(stream, ring);
-                             self->lane_ready(true, lane, shared, true);
-                           });
-        });
-      },
-      options_.tuning);
-}
-
-std::shared_ptr<net::ShmRing> LinkSetup::offer_ring() {
-  if (!options_.same_host.enabled || net::same_host_key().empty()) return nullptr;
-  try {
-    return net::ShmRing::create(options_.same_host.ring_bytes);
-  } catch (const Error& e) {
-    log().info("ring link to peer {} stays on TCP: {}", next_.peer_id, e.what());
-    return nullptr;
-  }
+  wire::LinkHello hello{self_id_, next_.peer_id, topology_.epoch, lane, static_cast<uint32_t>(out_.size()), {}, {}, {}, {}};
+  peer::dial_lane(executor_, options_, next_, hello, true,
+                  [self, lane](Status st, std::shared_ptr<net::Stream> stream, bool shared_memory) {
+                    if (st.ok()) return self->lane_ready(true, lane, std::move(stream), shared_memory);
+                    // Out of local resources: this peer's own trouble, so it names itself, not the next peer.
+                    if (st.code == Errc::system) return self->outgoing_failed({st, nullptr, self->self_id_});
+                    Errc code = st.code == Errc::timeout || st.code == Errc::auth ? st.code : Errc::connect;
+                    self->outgoing_failed({Status::failure(code, "peer " + std::to_string(self->next_.peer_id) +
+                                                                     ": " + st.message),
+                                           nullptr, self->next_.peer_id});
+                  });
 }
 
 std::shared_ptr<net::Stream> LinkSetup::accept_ring(const wire::LinkHello& hello,
@@ -171,10 +143,26 @@ void LinkSetup::lane_ready(bool outgoing, uint32_t lane, std::shared_ptr<net::St
     }
   }
   if (failed) return finish(std::move(*failed));
-  links = std::make_shared<RingLinks>(topology_.epoch, static_cast<uint32_t>(out.size()), options_.ops, shared_memory_lanes);
+  links = std::make_shared<RingLinks>(topology_.epoch, static_cast<uint32_t>(out.size()), options_.ops,
+                                      shared_memory_lanes, growth(static_cast<uint32_t>(out.size())));
   // A full descriptor table or thread limit here is this peer's own: it names itself, not a neighbour.
   if (Status st = links->start(std::move(out), std::move(in)); !st.ok()) return finish({st, nullptr, self_id_});
   finish({Status::success(), links, 0});
+}
+
+LaneGrowth LinkSetup::growth(uint32_t lanes) const {
+  // Further lanes are plain TCP: a link over shared memory never grows.
+  auto dial = [executor = executor_, options = options_, next = next_, hello_base = wire::LinkHello{
+                   self_id_, next_.peer_id, topology_.epoch, 0, lanes, {}, {}, {}, {}}](uint32_t lane,
+                                                                                      LaneGrowth::Done done) {
+    wire::LinkHello hello = hello_base;
+    hello.lane = lane;
+    peer::dial_lane(executor, options, next, hello, false,
+                    [done = std::move(done)](Status st, std::shared_ptr<net::Stream> stream, bool) {
+                      done(st, std::move(stream));
+                    });
+  };
+  return {options_.max_lanes, options_.bbr_allowed, dial};
 }
 
 void LinkSetup::cancel(const Status& why) { finish({why, nullptr, 0}); }

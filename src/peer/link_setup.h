@@ -21,29 +21,11 @@
 #include <asio/strand.hpp>
 
 #include "net/shm_ring.h"
-#include "net/socket_options.h"
-#include "core/run_secret.h"
-#include "net/transport.h"
+#include "peer/link_options.h"
 #include "peer/ring_links.h"
 #include "wire/messages.h"
 
 namespace ferry::peer {
-
-// Whether same-host lanes use shared memory, and each ring's size in bytes.
-struct SameHostLinks {
-  bool enabled = true;
-  size_t ring_bytes = 1 << 20;
-};
-
-// How this peer builds the links of every ring.
-struct LinkOptions {
-  std::shared_ptr<net::Transport> transport;
-  net::SocketTuning tuning;                 // applied to every p2p socket
-  std::shared_ptr<const RunSecret> secret;  // null: unauthenticated
-  SameHostLinks same_host;
-  std::chrono::milliseconds timeout{60'000};  // the whole set-up, and each handshake
-  std::weak_ptr<OpRegistry> ops;              // where the links' incoming chunks go
-};
 
 class LinkSetup : public std::enable_shared_from_this<LinkSetup> {
  public:
@@ -68,10 +50,10 @@ class LinkSetup : public std::enable_shared_from_this<LinkSetup> {
  private:
   void arm_timer();
   void dial_lane(uint32_t lane);
-  // The ring this lane offers the next peer, or null (off, or none could be made).
-  std::shared_ptr<net::ShmRing> offer_ring();
   // The inbound stream as this lane will use it: over the hello's ring when it maps.
   std::shared_ptr<net::Stream> accept_ring(const wire::LinkHello& hello, const std::shared_ptr<net::Stream>& stream);
+  // How the started links may dial further lanes (ring_links.h).
+  LaneGrowth growth(uint32_t lanes) const;
   void lane_ready(bool outgoing, uint32_t lane, std::shared_ptr<net::Stream> stream, bool shared_memory);
   // A lane to the next peer failed: finish now, or once the inbound lanes are up.
   void outgoing_failed(Outcome outcome);

@@ -18,6 +18,8 @@ std::optional<TcpSample> read_tcp_info(int fd) {
   s.delivery_rate_bps = info.tcpi_delivery_rate;
   s.total_retrans = info.tcpi_total_retrans;
   s.segs_out = info.tcpi_segs_out;
+  s.bytes_acked = info.tcpi_bytes_acked;
+  s.min_rtt_us = info.tcpi_min_rtt;
   return s;
 }
 

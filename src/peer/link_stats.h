@@ -32,6 +32,8 @@ struct TcpSample {
   uint64_t delivery_rate_bps = 0;  // bytes/s
   uint64_t total_retrans = 0;      // segments
   uint64_t segs_out = 0;
+  uint64_t bytes_acked = 0;        // bytes the far side acknowledged
+  uint32_t min_rtt_us = 0;         // the smallest RTT the connection has seen
 };
 
 // The socket's TCP_INFO; nullopt when `fd` is not a TCP socket or the call fails.

@@ -1,5 +1,7 @@
 #include "peer/out_lane.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
@@ -11,14 +13,15 @@
 
 #include "core/hash.h"
 #include "net/shm_stream.h"
+#include "net/socket_options.h"
 #include "peer/escaped_exception.h"
 
 namespace ferry::peer {
 
 OutLane::OutLane(std::shared_ptr<net::Stream> stream, uint32_t lane, std::shared_ptr<SendQueue> queue,
-                 OnError on_error)
+                 std::shared_ptr<const std::atomic<uint32_t>> in_use, OnError on_error)
     : stream_(std::move(stream)), lane_(lane), shared_memory_(dynamic_cast<net::ShmStream*>(stream_.get()) != nullptr),
-      queue_(std::move(queue)), on_error_(std::move(on_error)),
+      queue_(std::move(queue)), in_use_(std::move(in_use)), on_error_(std::move(on_error)),
       wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
   // Typically EMFILE: a full descriptor table fails this link set-up, not the process.
   if (wake_fd_ < 0) throw Error(Errc::system, std::string("cannot create an eventfd: ") + std::strerror(errno));
@@ -51,16 +54,42 @@ LaneSample OutLane::sample() {
   return {false, read_tcp_info(stream_->native_handle())};
 }
 
+void OutLane::limit_unsent(uint32_t bytes) {
+  std::lock_guard lock(mu_);
+  if (shared_memory_ || closed_ || !stream_ || std::exchange(unsent_limited_, true)) return;
+  int value = static_cast<int>(bytes);
+  // A kernel without it (before 3.12) keeps the whole socket buffer: only the balance suffers.
+  (void)::setsockopt(stream_->native_handle(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &value, sizeof value);
+}
+
+std::string OutLane::congestion_control() {
+  std::lock_guard lock(mu_);
+  if (shared_memory_ || closed_ || !stream_) return {};
+  return net::congestion_control_of(stream_->native_handle());
+}
+
+void OutLane::set_congestion_control(const std::string& name) {
+  std::lock_guard lock(mu_);
+  if (shared_memory_ || closed_ || !stream_ || name.empty() || congestion_ == name) return;
+  congestion_ = name;
+  (void)net::set_congestion_control(stream_->native_handle(), name);  // refused: the lane keeps its own
+}
+
 bool OutLane::next(SendQueue::Item& item) {
   for (;;) {
     {
       std::lock_guard lock(mu_);
       if (closed_) return false;
     }
-    switch (queue_->take(item, wake_fd_)) {
-      case SendQueue::Take::item: return true;
-      case SendQueue::Take::closed: return false;
-      case SendQueue::Take::empty: break;
+    if (in_use_ && lane_ >= in_use_->load()) {
+      // Idle by the link's count: a wakeup the queue gave us goes to a lane in use.
+      if (!queue_->leave(wake_fd_)) return false;
+    } else {
+      switch (queue_->take(item, wake_fd_)) {
+        case SendQueue::Take::item: return true;
+        case SendQueue::Take::closed: return false;
+        case SendQueue::Take::empty: break;
+      }
     }
     // Idle: wake for new work, or when the far side hangs up (never for its data: it sends none here).
     std::array<pollfd, 2> fds{pollfd{wake_fd_, POLLIN, 0}, pollfd{stream_->native_handle(), POLLRDHUP, 0}};
@@ -113,6 +142,11 @@ void OutLane::fail(const Status& why) {
 }
 
 void OutLane::close() { close_once(); }
+
+void OutLane::wake() {
+  uint64_t one = 1;
+  (void)!::write(wake_fd_, &one, sizeof one);
+}
 
 bool OutLane::close_once() {
   // Any thread may close (a failing in-lane closes the whole link) while join()

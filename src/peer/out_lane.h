@@ -9,12 +9,16 @@
 // still read its buffer.
 //
 // While idle the thread waits on an eventfd and on the socket's hang-up, so a
-// far side that closes or resets is noticed before the next collective.
+// far side that closes or resets is noticed before the next collective. A
+// lane numbered at or above the link's count in use (ring_links.h) idles the
+// same way, taking nothing, until the count grows or the link closes.
 //
 // Threading: close() from any thread; join() from any thread but the lane's
 // own. The mutex guards the flags.
 #pragma once
 
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -30,8 +34,10 @@ class OutLane : public std::enable_shared_from_this<OutLane> {
  public:
   using OnError = std::function<void(const Status&)>;
 
+  // `in_use`: the link's count of lanes in use (null: this lane always works).
   // Throws Error (Errc::system) when its eventfd cannot be made (a full descriptor table).
-  OutLane(std::shared_ptr<net::Stream> stream, uint32_t lane, std::shared_ptr<SendQueue> queue, OnError on_error);
+  OutLane(std::shared_ptr<net::Stream> stream, uint32_t lane, std::shared_ptr<SendQueue> queue,
+          std::shared_ptr<const std::atomic<uint32_t>> in_use, OnError on_error);
   ~OutLane();
 
   // Throws std::system_error when no thread can be made.
@@ -39,9 +45,17 @@ class OutLane : public std::enable_shared_from_this<OutLane> {
   // Stops the lane (the chunk it is writing is dropped); the queue stays the link's to close.
   void close();
   void join();
+  // The link's count in use changed: an idle lane looks again.
+  void wake();
   std::thread::id thread_id() const { return thread_.get_id(); }
   // This connection's TCP figures (link_stats.h): one getsockopt, any thread.
   LaneSample sample();
+  // Holds at most about `bytes` written but unsent in the socket (TCP_NOTSENT_LOWAT),
+  // so this lane takes chunks only as fast as its window sends them. Any thread; once.
+  void limit_unsent(uint32_t bytes);
+  // TCP_CONGESTION of its connection: read, and switched on the fly (a no-op when already so).
+  std::string congestion_control();
+  void set_congestion_control(const std::string& name);
 
  private:
   void run();
@@ -54,11 +68,14 @@ class OutLane : public std::enable_shared_from_this<OutLane> {
   const uint32_t lane_;
   const bool shared_memory_;  // its bytes go through a shared-memory ring: no TCP figures
   const std::shared_ptr<SendQueue> queue_;
+  const std::shared_ptr<const std::atomic<uint32_t>> in_use_;
   OnError on_error_;
   int wake_fd_ = -1;
   std::thread thread_;
   std::mutex mu_;
   bool closed_ = false;  // guarded by mu_; so is stream_ against join()'s release
+  bool unsent_limited_ = false;  // guarded by mu_
+  std::string congestion_;       // guarded by mu_; as last set here
 };
 
 }  // namespace ferry::peer

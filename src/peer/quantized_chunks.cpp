@@ -5,6 +5,7 @@
 
 #include "core/half.h"
 #include "core/reduce.h"
+#include "wire/messages.h"
 
 namespace ferry::peer {
 namespace {
@@ -22,24 +23,22 @@ class QuantizedChunksFor final : public QuantizedChunks {
       offsets_[u + 1] = offsets_[u] + (n ? wire_bytes(n) : 0);
     }
     arena_.resize(offsets_.back());
-    // Per lane, and one more for the starting thread: widened local data and the accumulator.
-    scratch_.resize(plan_.lanes() + 1);
-    for (auto& s : scratch_) {
-      s.local.resize(widened() ? max_chunk : 0);
-      s.acc.resize(max_chunk);
-    }
+    max_chunk_ = max_chunk;
+    // Per lane (a link may grow to the most lanes there are), and one more for
+    // the starting thread: each made on first use by the one thread it serves.
+    scratch_.resize(wire::kMaxConnectionsPerLink + 1);
   }
 
   size_t wire_bytes(size_t count) const override { return quant_encoded_bytes<T>(spec_, count); }
   uint8_t* slot(uint32_t unit) override { return arena_.data() + offsets_[unit]; }
 
   void encode_own(uint32_t unit, const void* local, size_t count) override {
-    quant_encode<T>(spec_, as_t(scratch_.back(), local, count), count, slot(unit));
+    quant_encode<T>(spec_, as_t(scratch(wire::kMaxConnectionsPerLink), local, count), count, slot(unit));
   }
 
   Status hop(uint32_t lane, ReduceOp op, const uint8_t* in, size_t in_bytes, const void* local, size_t count,
              uint32_t next) override {
-    Scratch& s = scratch_[lane];
+    Scratch& s = scratch(lane);
     const T* l = as_t(s, local, count);
     if (op == ReduceOp::sum || op == ReduceOp::avg)  // the hot path, fused in L1
       return quant_decode_add_encode<T>(spec_, in, in_bytes, l, count, slot(next));
@@ -50,7 +49,7 @@ class QuantizedChunksFor final : public QuantizedChunks {
 
   Status finish_owner(uint32_t lane, ReduceOp op, const uint8_t* in, size_t in_bytes, const void* local, size_t count,
                       uint32_t world, uint32_t next, void* result) override {
-    Scratch& s = scratch_[lane];
+    Scratch& s = scratch(lane);
     if (Status st = combine(s, op, in, in_bytes, as_t(s, local, count), count); !st.ok()) return st;
     if (op == ReduceOp::avg) finalize_avg(acc_dtype(), s.acc.data(), count, world);
     quant_encode<T>(spec_, s.acc.data(), count, slot(next));
@@ -60,7 +59,7 @@ class QuantizedChunksFor final : public QuantizedChunks {
 
   Status deliver(uint32_t lane, const uint8_t* bytes, size_t size, size_t count, void* result) override {
     if (!widened()) return quant_decode<T>(spec_, bytes, size, count, static_cast<T*>(result));
-    Scratch& s = scratch_[lane];
+    Scratch& s = scratch(lane);
     if (Status st = quant_decode<T>(spec_, bytes, size, count, s.acc.data()); !st.ok()) return st;
     narrow(s.acc.data(), count, result);
     return Status::success();
@@ -70,6 +69,16 @@ class QuantizedChunksFor final : public QuantizedChunks {
   struct Scratch {
     std::vector<T> local, acc;
   };
+
+  // Lane `lane`'s scratch (an in-lane's number; kMaxConnectionsPerLink: the starting thread's).
+  Scratch& scratch(uint32_t lane) {
+    Scratch& s = scratch_.at(lane);
+    if (s.acc.size() < max_chunk_) {
+      s.local.resize(widened() ? max_chunk_ : 0);
+      s.acc.resize(max_chunk_);
+    }
+    return s;
+  }
 
   bool widened() const { return dtype_ == DType::f16 || dtype_ == DType::bf16; }
   static constexpr DType acc_dtype() { return std::is_same_v<T, float> ? DType::f32 : DType::f64; }
@@ -111,7 +120,8 @@ class QuantizedChunksFor final : public QuantizedChunks {
   const QuantSpec spec_;
   std::vector<size_t> offsets_;  // per unit: its slot in arena_
   std::vector<uint8_t> arena_;
-  std::vector<Scratch> scratch_;
+  size_t max_chunk_ = 0;            // elements
+  std::vector<Scratch> scratch_;    // entry i touched only by lane i's thread
 };
 
 }  // namespace

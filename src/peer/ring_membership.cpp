@@ -1,5 +1,6 @@
 #include "peer/ring_membership.h"
 
+#include <asio/dispatch.hpp>
 #include <asio/post.hpp>
 
 #include "core/log.h"
@@ -120,12 +121,22 @@ RingMembership::Commit RingMembership::commit(const wire::TopologyDone& done) {
 
 void RingMembership::offer_link(const wire::LinkHello& hello, const std::string& welcome_proof,
                                 const std::shared_ptr<net::Stream>& stream) {
+  std::shared_ptr<RingLinks> grown;
+  {
+    std::lock_guard lock(mu_);
+    if (setup_ && setup_->offer_inbound(hello, welcome_proof, stream)) return;
+    if (is_further_lane(hello)) grown = committed_.links;
+  }
+  if (grown) return welcome_further_lane(grown, hello.lane, welcome_proof, stream);
+  refuse_or_park(hello, welcome_proof, stream);
+}
+
+void RingMembership::refuse_or_park(const wire::LinkHello& hello, const std::string& welcome_proof,
+                                    const std::shared_ptr<net::Stream>& stream) {
   std::string refusal;
   {
-    // One critical section: a proposal arriving between "is there a set-up for
-    // this hello?" and "park it?" would otherwise drop a valid hello (and get
-    // its sender kicked).
     std::lock_guard lock(mu_);
+    // A proposal may have arrived since offer_link looked: its set-up takes the hello now.
     if (setup_ && setup_->offer_inbound(hello, welcome_proof, stream)) return;
     uint64_t known = proposed_ ? proposed_->epoch : committed_.epoch;
     auto now = Clock::now();
@@ -143,6 +154,26 @@ void RingMembership::offer_link(const wire::LinkHello& hello, const std::string&
   log().debug("refused a link: {}", refusal);
   net::write_one_message(stream, wire::LinkWelcome{static_cast<uint32_t>(Errc::protocol), refusal, "", 0},
                          [stream](Status) { stream->close(); });
+}
+
+bool RingMembership::is_further_lane(const wire::LinkHello& hello) const {
+  const auto& links = committed_.links;
+  size_t n = committed_.ring.size();
+  if (closed_ || !links || n < 2 || hello.to_peer != self_ || hello.epoch != links->epoch()) return false;
+  uint64_t prev = committed_.ring[(committed_.rank + n - 1) % n].peer_id;
+  return hello.from_peer == prev && hello.lanes == links->lanes() && hello.lane >= links->lanes() &&
+         hello.lane < wire::kMaxConnectionsPerLink && links->accepts_in_lane(hello.lane);
+}
+
+void RingMembership::welcome_further_lane(const std::shared_ptr<RingLinks>& links, uint32_t lane,
+                                          const std::string& welcome_proof,
+                                          const std::shared_ptr<net::Stream>& stream) {
+  asio::dispatch(stream->executor(), [links, lane, welcome_proof, stream] {
+    net::write_one_message(stream, wire::LinkWelcome{0, "", welcome_proof, 0}, [links, lane, stream](Status st) {
+      // Closed meanwhile: the dialer's lane sees the hang-up, as its link goes down anyway.
+      if (!st.ok() || !links->add_in_lane(lane, stream)) stream->close();
+    });
+  });
 }
 
 RingMembership::View RingMembership::view() const {

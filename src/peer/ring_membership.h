@@ -49,7 +49,8 @@ class RingMembership {
   Commit commit(const wire::TopologyDone& done);
 
   // A link hello from a ring neighbour (handshake checked): handed to the
-  // set-up it belongs to, parked for a ring not proposed yet, or refused.
+  // set-up it belongs to, to the committed links as a further lane (their
+  // sender grows them), parked for a ring not proposed yet, or refused.
   void offer_link(const wire::LinkHello& hello, const std::string& welcome_proof,
                   const std::shared_ptr<net::Stream>& stream);
 
@@ -69,6 +70,16 @@ class RingMembership {
 
  private:
   void on_links_ready(const std::shared_ptr<LinkSetup>& setup, LinkSetup::Outcome outcome);
+  // A hello for one more lane of the committed links (the previous peer's link grows). Under mu_.
+  bool is_further_lane(const wire::LinkHello& hello) const;
+  // Not for a set-up nor a further lane: parked for a ring not proposed yet,
+  // or refused. Its check for a set-up and its parking are one critical
+  // section: a proposal arriving between them would drop a valid hello (and
+  // get its sender kicked).
+  void refuse_or_park(const wire::LinkHello& hello, const std::string& welcome_proof,
+                      const std::shared_ptr<net::Stream>& stream);
+  static void welcome_further_lane(const std::shared_ptr<RingLinks>& links, uint32_t lane,
+                                   const std::string& welcome_proof, const std::shared_ptr<net::Stream>& stream);
 
   struct ParkedLink {
     wire::LinkHello hello;

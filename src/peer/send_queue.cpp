@@ -44,6 +44,21 @@ SendQueue::Take SendQueue::take(Item& out, int wake_fd) {
   return Take::empty;
 }
 
+bool SendQueue::leave(int wake_fd) {
+  int other = -1;
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) return false;
+    std::erase(sleepers_, wake_fd);
+    if (head_ < items_.size() && !sleepers_.empty()) {
+      other = sleepers_.back();
+      sleepers_.pop_back();
+    }
+  }
+  if (other >= 0) wake(other);
+  return true;
+}
+
 void SendQueue::close() {
   std::vector<Item> dropped;
   std::vector<int> sleepers;

@@ -36,6 +36,10 @@ class SendQueue {
   // The oldest chunk, if any. On `empty`, `wake_fd` (an eventfd) is written
   // when a chunk arrives or the queue closes, so the lane can sleep on it.
   Take take(Item& out, int wake_fd);
+  // A lane that takes nothing for now (idle by the link's count) stops
+  // sleeping on the queue; a wakeup meant for it goes to another sleeper when
+  // chunks wait. False once closed.
+  bool leave(int wake_fd);
   // Drops every queued chunk and wakes every idle lane. Idempotent.
   void close();
 

@@ -370,9 +370,10 @@ struct LinkEntry {
   uint32_t retrans_ppm = 0;        // TCP_INFO: retransmitted segments per million sent (a loss estimate)
   uint64_t bytes = 0;              // payload bytes the collectives sent over it
   uint32_t age_ms = 0;             // how old the measurement is (in a report: when it was sampled)
+  uint32_t connections = 0;        // lanes carrying chunks when it was sampled
   template <class V> void fields(V& v) {
     v(from_peer); v(to_peer); v(shared_memory); v(goodput_bps); v(delivery_rate_bps); v(rtt_us); v(retrans_ppm);
-    v(bytes); v(age_ms);
+    v(bytes); v(age_ms); v(connections);
   }
   bool operator==(const LinkEntry&) const = default;
 };

@@ -10,6 +10,9 @@
   check_bench.py slow-pair FILE A B -- COMMAND... As json, on an emulated WAN topology whose pair A-B is
                                                 capped far below the hosts' links: the ring uses it (3 peers
                                                 on 3 hosts always do), and the link matrix shows it.
+  check_bench.py connections FILE exactly|above N -- COMMAND...
+                                                As json, and every ring link's connection count, as last
+                                                measured, is exactly N or above N.
   check_bench.py fails RC PATTERN -- COMMAND... COMMAND must exit RC, with PATTERN in its stderr.
 """
 import json
@@ -28,7 +31,7 @@ ARGS_KEYS = ["peers", "sizes", "dtype", "op", "connections", "concurrent", "iter
              "shared_memory", "wan", "wan_topology", "link_rate"]
 LINK_KEYS = {
     "from": dict, "to": dict, "goodput_bytes_per_s": float, "delivery_rate_bytes_per_s": float, "rtt_ms": float,
-    "retransmit_ratio": float, "bytes": int, "shared_memory": bool, "age_s": float,
+    "retransmit_ratio": float, "bytes": int, "shared_memory": bool, "age_s": float, "connections": int,
 }
 LINK_END_KEYS = {"rank": int, "peer_index": int, "peer_id": int, "host": (str, type(None))}
 # ferry measures goodput over the all-reduces of at least this many bytes (ferry_link_info).
@@ -175,6 +178,14 @@ def check_link_matrix(links, args, ferry_links):
                    f"{where}: no TCP figures (delivery rate {link['delivery_rate_bytes_per_s']}, rtt {link['rtt_ms']})")
         expect(0 <= link["retransmit_ratio"] <= 1, f"{where}: retransmit_ratio {link['retransmit_ratio']}")
         expect(0 <= link["age_s"] < 60, f"{where}: age_s {link['age_s']}")
+        # Pinned counts stay pinned; adapted ones stay within 1..64 (shared memory writes on one lane).
+        pinned = args["connections"]
+        if link["shared_memory"]:
+            expect(link["connections"] == 1, f"{where}: {link['connections']} connections over shared memory")
+        elif pinned:
+            expect(link["connections"] == pinned, f"{where}: {link['connections']} connections, pinned at {pinned}")
+        else:
+            expect(1 <= link["connections"] <= 64, f"{where}: {link['connections']} connections")
     if problems:
         return problems
     ring = ring_links(links, args)
@@ -213,6 +224,15 @@ def check_slow_pair(record, a, b):
     if not slow[0]["goodput_bytes_per_s"] < 2 * cap_Bps:
         problems.append(f"{a}-{b}: goodput {slow[0]['goodput_bytes_per_s']} B/s through a cap of {cap_Bps}")
     return problems
+
+
+def check_connections(record, relation, count):
+    """Every ring link's connection count (as last measured) is `exactly` or `above` count."""
+    links = ring_links(record["link_matrix"], record["args"])
+    counts = [link["connections"] for link in links]
+    print(f"ring links' connections: {counts}")
+    ok = all(c == count for c in counts) if relation == "exactly" else all(c > count for c in counts)
+    return [] if ok and counts else [f"connections {counts}, expected every one {relation} {count}"]
 
 
 SYNC_RUN_KEYS = {
@@ -283,7 +303,7 @@ def main(argv):
     split = argv.index("--")
     mode, params, command = argv[1], argv[2:split], argv[split + 1:]
     done = run(command)
-    if mode in ("json", "sync", "slow-pair"):
+    if mode in ("json", "sync", "slow-pair", "connections"):
         if done.returncode != 0:
             sys.exit(f"FAIL: ferry-bench exited {done.returncode}")
         with open(params[0]) as f:
@@ -291,6 +311,8 @@ def main(argv):
         problems = (check_sync_record if mode == "sync" else check_record)(record)
         if mode == "slow-pair" and not problems:
             problems = check_slow_pair(record, params[1], params[2])
+        if mode == "connections" and not problems:
+            problems = check_connections(record, params[1], int(params[2]))
         if problems:
             sys.exit("FAIL:\n  " + "\n  ".join(problems))
         print(f"OK: {len(record['runs'])} runs, every key there, every result correct")

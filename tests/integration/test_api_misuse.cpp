@@ -82,7 +82,6 @@ TEST_CASE("api: NULL pointers and bad values are FERRY_ERR_INVALID_ARGUMENT with
   rejects("uninitialised struct", [](ferry_comm_params& q) { q.struct_size = 0; });
   rejects("no master", [](ferry_comm_params& q) { q.master_address = nullptr; });
   rejects("master port 0", [](ferry_comm_params& q) { q.master_address = "127.0.0.1:0"; });
-  rejects("zero connections", [](ferry_comm_params& q) { q.p2p_connections = 0; });
   rejects("65 connections", [](ferry_comm_params& q) { q.p2p_connections = 65; });
   rejects("inverted port range", [](ferry_comm_params& q) {
     q.p2p_port_min = 5000;

@@ -35,7 +35,7 @@ std::vector<ferry_link_info> query(ferry_comm* comm) {
 // Everything but the age, which moves on between queries.
 auto measured(const ferry_link_info& l) {
   return std::make_tuple(l.from_peer, l.to_peer, l.shared_memory, l.goodput_bytes_per_s, l.delivery_rate_bytes_per_s,
-                         l.rtt_ms, l.retransmit_ratio, l.bytes);
+                         l.rtt_ms, l.retransmit_ratio, l.bytes, l.connections);
 }
 
 }  // namespace
@@ -90,6 +90,8 @@ TEST_CASE("link matrix: every peer reads the master's matrix of the ring it meas
       CHECK(l.goodput_bytes_per_s > 0);
       CHECK(l.bytes >= (5u << 20));
       CHECK(l.shared_memory == (wire == Wire::shm ? 1u : 0u));
+      // The harness pins 2 connections; over shared memory one of them writes.
+      CHECK(l.connections == (wire == Wire::shm ? 1u : 2u));
       if (wire == Wire::plain) {
         CHECK(l.rtt_ms > 0);
         CHECK(l.delivery_rate_bytes_per_s > 0);

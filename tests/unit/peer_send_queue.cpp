@@ -99,3 +99,26 @@ TEST_CASE("closing the queue wakes the lanes waiting on it") {
   CHECK(b.drain() == 1);
   CHECK(queue.take(item, a.fd) == SendQueue::Take::closed);
 }
+
+TEST_CASE("a lane that leaves (idle by its link's count) passes a wakeup meant for it to a sleeping lane") {
+  SendQueue queue;
+  auto owner = std::make_shared<CountingOwner>();
+  WakeFd idle, working;
+  SendQueue::Item item;
+  REQUIRE(queue.take(item, working.fd) == SendQueue::Take::empty);
+  REQUIRE(queue.take(item, idle.fd) == SendQueue::Take::empty);  // the last to sleep is woken first
+  queue.push(chunk(0, owner));
+  REQUIRE(idle.drain() == 1);
+  REQUIRE(working.drain() == 0);
+  // The woken lane is idle now: leaving hands the chunk's wakeup on instead of sitting on it.
+  CHECK(queue.leave(idle.fd));
+  CHECK(working.drain() == 1);
+  CHECK(queue.take(item, working.fd) == SendQueue::Take::item);
+  // A lane that left is no longer woken.
+  REQUIRE(queue.take(item, working.fd) == SendQueue::Take::empty);
+  queue.push(chunk(1, owner));
+  CHECK(idle.drain() == 0);
+  CHECK(working.drain() == 1);
+  queue.close();
+  CHECK_FALSE(queue.leave(idle.fd));
+}

@@ -121,9 +121,10 @@ std::optional<BenchArgs> parse_bench_args(int argc, char** argv) {
   app.add_option("--op", op_text, "Reduction (the Gloo baseline runs sum only)")
       ->check(CLI::IsMember(kReduceKindByName, CLI::ignore_case))
       ->capture_default_str();
-  app.add_option("--connections", args.connections, "TCP connections per ring neighbour (p2p_connections)")
+  app.add_option("--connections", args.connections,
+                 "TCP connections per ring neighbour (p2p_connections); 0 adapts them to each link")
       ->capture_default_str()
-      ->check(CLI::Range(1u, 64u));
+      ->check(CLI::Range(0u, 64u));
   app.add_option("--concurrent", args.concurrent, "All-reduces in flight per iteration (tags 0..C-1)")
       ->capture_default_str()
       ->check(CLI::Range(1u, 256u));

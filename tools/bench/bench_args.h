@@ -43,7 +43,7 @@ struct BenchArgs {
   std::vector<std::size_t> sizes;  // bytes per operation, in run order
   ElemType dtype = ElemType::f32;
   ReduceKind op = ReduceKind::sum;
-  std::uint32_t connections = 4;  // ferry_comm_params.p2p_connections
+  std::uint32_t connections = 0;  // ferry_comm_params.p2p_connections; 0: adapted per link
   std::uint32_t concurrent = 1;   // all-reduces in flight per iteration
   int iters = 10;
   int warmup = 3;

@@ -45,6 +45,7 @@ void write_figures(JsonWriter& json, const LinkMeasurement& link) {
   json.key("bytes").value(link.bytes);
   json.key("shared_memory").value(link.shared_memory);
   json.key("age_s").value(link.age_s);
+  json.key("connections").value(link.connections);
 }
 
 }  // namespace
@@ -69,6 +70,7 @@ std::vector<LinkMeasurement> query_link_matrix(ferry_comm* comm) {
     link.retransmit_ratio = info.retransmit_ratio;
     link.bytes = info.bytes;
     link.age_s = info.age_s;
+    link.connections = info.connections;
     links.push_back(link);
   }
   return links;
@@ -106,6 +108,7 @@ std::optional<std::vector<LinkMeasurement>> parse_link_matrix_line(const JsonVal
     link.retransmit_ratio = json_number(entry, "retransmit_ratio");
     link.bytes = static_cast<std::uint64_t>(json_number(entry, "bytes"));
     link.age_s = json_number(entry, "age_s");
+    link.connections = static_cast<std::uint32_t>(json_number(entry, "connections"));
     links.push_back(link);
   }
   return links;

@@ -7,7 +7,7 @@
 // one more line on its report stdout (rank_report.h):
 //   {"link_matrix":[{"from_peer":1,"to_peer":2,"goodput_bytes_per_s":2.1e7,
 //                    "delivery_rate_bytes_per_s":2.4e7,"rtt_ms":50.3,"retransmit_ratio":0.001,
-//                    "bytes":6291456,"shared_memory":false,"age_s":0.4}, ...]}
+//                    "bytes":6291456,"shared_memory":false,"age_s":0.4,"connections":16}, ...]}
 // A last barrier keeps the others in the group until rank 0 has it: the master's
 // matrix holds members only.
 //
@@ -44,6 +44,7 @@ struct LinkMeasurement {
   double retransmit_ratio = 0;
   std::uint64_t bytes = 0;
   double age_s = 0;
+  std::uint32_t connections = 0;  // lanes in use when measured
 };
 
 // ferry_comm_link_matrix, every entry. Throws PeerFailure (peer_session.h).

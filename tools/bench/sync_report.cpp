@@ -61,7 +61,9 @@ std::string which(const std::string& who, std::size_t bytes) { return who + ", "
 
 std::uint32_t sync_total_connections(const BenchArgs& args) {
   const auto holders = static_cast<std::uint32_t>(args.holders);
-  const std::uint32_t per_holder = std::max(1u, std::min(args.connections, kMaxFetchConnections / holders));
+  // p2p_connections 0 (adapted ring links) fetches over 4 per holder, the library's starting count.
+  const std::uint32_t asked = args.connections > 0 ? args.connections : 4;
+  const std::uint32_t per_holder = std::max(1u, std::min(asked, kMaxFetchConnections / holders));
   return per_holder * holders;
 }
 

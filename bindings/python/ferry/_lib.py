@@ -120,6 +120,7 @@ class LinkInfoC(ctypes.Structure):
         ("retransmit_ratio", ctypes.c_double),
         ("bytes", ctypes.c_uint64),
         ("age_s", ctypes.c_double),
+        ("connections", ctypes.c_uint32),
     ]
 
 

@@ -13,7 +13,8 @@ class Link:
     """One ordered pair's measurement, as the master holds it (see ``ferry_link_info`` in ferry.h).
 
     goodput_bytes_per_s: what the collectives achieved over the link (payload over transfer time);
-    delivery_rate_bytes_per_s, rtt_ms, retransmit_ratio: the link's TCP figures (0 over shared memory).
+    delivery_rate_bytes_per_s, rtt_ms, retransmit_ratio: the link's TCP figures (0 over shared memory);
+    connections: the TCP connections carrying its chunks (they adapt unless ``connections=`` pinned them).
     """
 
     from_peer: int
@@ -25,12 +26,13 @@ class Link:
     retransmit_ratio: float
     bytes: int
     age_s: float
+    connections: int
 
     @classmethod
     def from_c(cls, c: Any) -> "Link":
         return cls(int(c.from_peer), int(c.to_peer), bool(c.shared_memory), float(c.goodput_bytes_per_s),
                    float(c.delivery_rate_bytes_per_s), float(c.rtt_ms), float(c.retransmit_ratio), int(c.bytes),
-                   float(c.age_s))
+                   float(c.age_s), int(c.connections))
 
 
 class LinkMatrix(List[Link]):
@@ -39,9 +41,9 @@ class LinkMatrix(List[Link]):
     def __str__(self) -> str:
         if not self:
             return "no link measured yet"
-        rows = [("from", "to", "carrier", "goodput MB/s", "delivery MB/s", "rtt ms", "retrans %", "age s")]
+        rows = [("from", "to", "carrier", "conns", "goodput MB/s", "delivery MB/s", "rtt ms", "retrans %", "age s")]
         for link in self:
-            rows.append((str(link.from_peer), str(link.to_peer), "shm" if link.shared_memory else "tcp",
+            rows.append((str(link.from_peer), str(link.to_peer), "shm" if link.shared_memory else "tcp", str(link.connections),
                          f"{link.goodput_bytes_per_s / 1e6:.1f}", f"{link.delivery_rate_bytes_per_s / 1e6:.1f}",
                          f"{link.rtt_ms:.2f}", f"{100 * link.retransmit_ratio:.3f}", f"{link.age_s:.1f}"))
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]

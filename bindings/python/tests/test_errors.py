@@ -46,7 +46,7 @@ def test_messages_carry_ferry_last_error():
 
 
 @pytest.mark.parametrize("kwargs", [
-    dict(connections=0), dict(connections=65), dict(io_threads=0), dict(max_chunk_bytes=100),
+    dict(connections=65), dict(io_threads=0), dict(max_chunk_bytes=100),
     dict(heartbeat_timeout_ms=1), dict(port_range=(2000, 1000)), dict(timeout_ms=0),
 ])
 def test_the_library_refuses_out_of_range_parameters(kwargs, address):

@@ -40,8 +40,9 @@ def test_every_member_reads_the_same_measured_ring(address):
             assert not link.shared_memory
             assert link.goodput_bytes_per_s > 0 and link.bytes > 0
             assert link.rtt_ms > 0 and 0 <= link.retransmit_ratio <= 1 and link.age_s >= 0
+            assert link.connections == 2  # the harness pins connections=2: a pinned count never moves
     table = str(results[0][1])
-    assert "goodput MB/s" in table and len(table.splitlines()) == 4
+    assert "goodput MB/s" in table and "conns" in table and len(table.splitlines()) == 4
 
 
 def test_links_before_connect_is_invalid_usage(address):
