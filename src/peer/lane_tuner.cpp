@@ -78,6 +78,13 @@ void LaneTuner::change_to(uint32_t lanes, Phase next, double now_s) {
   if (next == Phase::hold) held_since_s_ = now_s;
 }
 
+void LaneTuner::resume(uint32_t lanes, bool bbr, double now_s) {
+  wanted_ = std::clamp(lanes, floor_, cap_);
+  if (bbr && bbr_allowed_) bbr_ = true;
+  bbr_allowed_ = bbr_allowed_ && !bbr_;
+  change_to(wanted_, Phase::hold, now_s);
+}
+
 void LaneTuner::limit(uint32_t lanes) {
   cap_ = std::max(lanes, floor_);
   if (wanted_ > cap_) {

@@ -84,6 +84,9 @@ class LaneTuner {
   bool bbr() const { return bbr_; }
   // No more lanes can be had (a dial failed): the count stays at most `lanes`.
   void limit(uint32_t lanes);
+  // Starts where the last links to the same peer settled (a rebuilt ring):
+  // `lanes` and bbr, held until a reprobe, rather than climbing again from the start.
+  void resume(uint32_t lanes, bool bbr, double now_s);
 
   // What the last complete window measured, and how many were (for logs and tests).
   double last_rate() const { return last_rate_; }

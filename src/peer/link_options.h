@@ -37,4 +37,10 @@ struct LinkOptions {
   bool bbr_allowed = false;
 };
 
+// Where a link to one peer settled (lane_tuner.h), for the next links to it.
+struct SettledLink {
+  uint32_t lanes = 0;  // 0: never grew
+  bool bbr = false;
+};
+
 }  // namespace ferry::peer

@@ -12,8 +12,8 @@
 namespace ferry::peer {
 
 LinkSetup::LinkSetup(asio::any_io_executor executor, LinkOptions options, uint64_t self_id,
-                     const wire::Topology& topology, Done done)
-    : executor_(executor), options_(std::move(options)), self_id_(self_id), topology_(topology),
+                     const wire::Topology& topology, Done done, SettledLink resume)
+    : executor_(executor), options_(std::move(options)), self_id_(self_id), topology_(topology), resume_(resume),
       strand_(asio::make_strand(executor)), timer_(strand_), done_(std::move(done)) {
   size_t n = topology_.ring.size();
   for (size_t i = 0; i < n; ++i)
@@ -162,7 +162,7 @@ LaneGrowth LinkSetup::growth(uint32_t lanes) const {
                       done(st, std::move(stream));
                     });
   };
-  return {options_.max_lanes, options_.bbr_allowed, dial};
+  return {options_.max_lanes, options_.bbr_allowed, resume_, dial};
 }
 
 void LinkSetup::cancel(const Status& why) { finish({why, nullptr, 0}); }

@@ -36,8 +36,9 @@ class LinkSetup : public std::enable_shared_from_this<LinkSetup> {
   };
   using Done = std::function<void(Outcome)>;
 
+  // `resume`: where the last links to the same next peer settled (lane_tuner.h).
   LinkSetup(asio::any_io_executor executor, LinkOptions options, uint64_t self_id, const wire::Topology& topology,
-            Done done);
+            Done done, SettledLink resume = {});
 
   void start();
   // A connection from some peer said link_hello (handshake checked). True when
@@ -63,6 +64,7 @@ class LinkSetup : public std::enable_shared_from_this<LinkSetup> {
   const LinkOptions options_;
   const uint64_t self_id_;
   const wire::Topology topology_;
+  const SettledLink resume_;
   uint32_t rank_ = 0;
   wire::RingMember next_, prev_;
   asio::strand<asio::any_io_executor> strand_;

@@ -19,8 +19,13 @@ RingLinks::RingLinks(uint64_t epoch, uint32_t lanes, std::weak_ptr<OpRegistry> o
                      LaneGrowth growth)
     : epoch_(epoch), lanes_(lanes), shared_memory_(shared_memory), ops_(std::move(ops)), growth_(std::move(growth)) {
   // Over shared memory there is no congestion window to multiply: the count stays.
-  if (growth_.dial && growth_.cap > lanes_ && shared_memory_.out == 0 && lanes_ > 0)
+  if (growth_.dial && growth_.cap > lanes_ && shared_memory_.out == 0 && lanes_ > 0) {
     tuner_.emplace(lanes_, growth_.cap, growth_.bbr_allowed);
+    // The further lanes are dialled after the first collective, not now: the
+    // next peer takes them only once it has committed this ring too.
+    if (growth_.resume.lanes > lanes_ || growth_.resume.bbr)
+      tuner_->resume(growth_.resume.lanes, growth_.resume.bbr, now_s());
+  }
 }
 
 RingLinks::~RingLinks() {
@@ -31,6 +36,10 @@ RingLinks::~RingLinks() {
 Status RingLinks::start(std::vector<std::shared_ptr<net::Stream>> out, std::vector<std::shared_ptr<net::Stream>> in) {
   try {
     start_lanes(std::move(out), std::move(in));
+    if (tuner_) {  // resumed on bbr: the lanes switch now (further lanes wait for the first collective)
+      std::lock_guard lock(tune_mu_);
+      apply_congestion(out_lanes());
+    }
     return Status::success();
   } catch (...) {
     // Lanes already started stop with the rest; streams not yet in a lane close as they go.
@@ -100,6 +109,12 @@ std::vector<std::shared_ptr<InLane>> RingLinks::in_lanes() const {
 
 uint32_t RingLinks::lanes_in_use() const { return in_use_->load(); }
 
+SettledLink RingLinks::settled() {
+  if (!tuner_) return {};
+  std::lock_guard lock(tune_mu_);
+  return {tuner_->wanted(), tuner_->bbr()};
+}
+
 bool RingLinks::accepts_in_lane(uint32_t lane) const {
   std::lock_guard lock(mu_);
   return failure_.ok() && lane >= lanes_ && lane < wire::kMaxConnectionsPerLink &&
@@ -168,9 +183,7 @@ void RingLinks::apply(uint32_t wanted) {
   // 0..3 sent 30 to 44. A growing link holds little unsent data per lane.
   if (wanted > lanes_ || tuner_->bbr())
     for (auto& lane : lanes) lane->limit_unsent(kUnsentPerLane);
-  if (tuner_->bbr() && own_congestion_.empty() && !lanes.empty()) own_congestion_ = lanes.front()->congestion_control();
-  if (tuner_->bbr() || !own_congestion_.empty())
-    for (auto& lane : lanes) lane->set_congestion_control(tuner_->bbr() ? "bbr" : own_congestion_);
+  apply_congestion(lanes);
   std::weak_ptr<RingLinks> weak = weak_from_this();
   for (uint32_t lane = up + dialling_; lane < wanted; ++lane) {
     ++dialling_;
@@ -179,6 +192,12 @@ void RingLinks::apply(uint32_t wanted) {
       if (stream) stream->abort();
     });
   }
+}
+
+void RingLinks::apply_congestion(const std::vector<std::shared_ptr<OutLane>>& lanes) {
+  if (tuner_->bbr() && own_congestion_.empty() && !lanes.empty()) own_congestion_ = lanes.front()->congestion_control();
+  if (tuner_->bbr() || !own_congestion_.empty())
+    for (auto& lane : lanes) lane->set_congestion_control(tuner_->bbr() ? "bbr" : own_congestion_);
 }
 
 void RingLinks::out_lane_dialled(uint32_t lane, Status st, std::shared_ptr<net::Stream> stream) {

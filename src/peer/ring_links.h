@@ -26,6 +26,7 @@
 
 #include "peer/in_lane.h"
 #include "peer/lane_tuner.h"
+#include "peer/link_options.h"
 #include "peer/link_stats.h"
 #include "peer/op_registry.h"
 #include "peer/out_lane.h"
@@ -42,6 +43,7 @@ struct SharedMemoryLanes {
 struct LaneGrowth {
   uint32_t cap = 0;
   bool bbr_allowed = false;  // the lanes may switch to bbr (lane_tuner.h)
+  SettledLink resume;        // where the last links to the same peer settled
   // Dials out-lane `lane` to the next peer; `done` gets the handshaken stream, or why not.
   using Done = std::function<void(Status, std::shared_ptr<net::Stream>)>;
   std::function<void(uint32_t lane, Done done)> dial;
@@ -65,6 +67,8 @@ class RingLinks : public std::enable_shared_from_this<RingLinks> {
   uint32_t lanes() const { return lanes_; }
   // Out-lanes carrying chunks now (grows and shrinks with the tuner).
   uint32_t lanes_in_use() const;
+  // Where the tuner settled, for the next links to the same peer (none: it never grew).
+  SettledLink settled();
   // A further lane from the previous peer (its lane >= lanes()), handshaken.
   // False once closed, or for a lane it already has: the caller closes the stream.
   bool add_in_lane(uint32_t lane, std::shared_ptr<net::Stream> stream);
@@ -99,6 +103,8 @@ class RingLinks : public std::enable_shared_from_this<RingLinks> {
   // Dials up to what the tuner wants; sets the lanes in use. Under tune_mu_.
   void apply(uint32_t wanted);
   void out_lane_dialled(uint32_t lane, Status st, std::shared_ptr<net::Stream> stream);
+  // Sets the lanes' congestion control to the tuner's choice. Under tune_mu_.
+  void apply_congestion(const std::vector<std::shared_ptr<OutLane>>& lanes);
   std::vector<std::shared_ptr<OutLane>> out_lanes() const;
   std::vector<std::shared_ptr<InLane>> in_lanes() const;
 

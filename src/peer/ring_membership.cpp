@@ -10,6 +10,7 @@ namespace ferry::peer {
 namespace {
 
 constexpr size_t kMaxParkedLinks = 256;
+constexpr size_t kMaxSettledLinks = 1024;
 
 void release(const std::shared_ptr<RingLinks>& links, const Status& why) {
   if (!links) return;
@@ -49,13 +50,14 @@ Status RingMembership::propose(const wire::Topology& topology) {
     old_proposed = std::exchange(proposed_links_, nullptr);
     // The ring is being rebuilt: the old links go now (no collective may be in flight).
     old_links = committed_.links;
+    remember_settled();
     proposed_ = topology;
     // The callback must name its own setup, to tell a superseded one apart.
     auto self_setup = std::make_shared<std::weak_ptr<LinkSetup>>();
-    setup = std::make_shared<LinkSetup>(executor_, options_, self_, topology,
-                                        [this, self_setup](LinkSetup::Outcome outcome) {
-                                          on_links_ready(self_setup->lock(), std::move(outcome));
-                                        });
+    setup = std::make_shared<LinkSetup>(
+        executor_, options_, self_, topology,
+        [this, self_setup](LinkSetup::Outcome outcome) { on_links_ready(self_setup->lock(), std::move(outcome)); },
+        settled_to(topology));
     *self_setup = setup;
     setup_ = setup;
     std::erase_if(parked_links_, [&](ParkedLink& p) {
@@ -74,6 +76,28 @@ Status RingMembership::propose(const wire::Topology& topology) {
     if (!setup->offer_inbound(p.hello, p.welcome_proof, p.stream))
       asio::post(p.stream->executor(), [s = p.stream] { s->close(); });
   return Status::success();
+}
+
+void RingMembership::remember_settled() {
+  const auto& ring = committed_.ring;
+  if (!committed_.links || ring.size() < 2) return;
+  SettledLink link = committed_.links->settled();
+  if (link.lanes == 0) return;
+  if (settled_.size() >= kMaxSettledLinks) settled_.clear();  // bounded: a long run meets many peers
+  settled_[ring[(committed_.rank + 1) % ring.size()].peer_id] = link;
+  last_settled_bbr_ = link.bbr;
+}
+
+SettledLink RingMembership::settled_to(const wire::Topology& topology) const {
+  size_t n = topology.ring.size();
+  for (size_t i = 0; i < n; ++i)
+    if (topology.ring[i].peer_id == self_) {
+      auto it = settled_.find(topology.ring[(i + 1) % n].peer_id);
+      // A new next peer: its count is its path's, but where bbr paid on this
+      // peer's last link it likely pays on the next (the same uplink's loss).
+      return it == settled_.end() ? SettledLink{0, last_settled_bbr_} : it->second;
+    }
+  return {};
 }
 
 void RingMembership::on_links_ready(const std::shared_ptr<LinkSetup>& setup, LinkSetup::Outcome outcome) {

@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "peer/link_setup.h"
@@ -70,6 +71,10 @@ class RingMembership {
 
  private:
   void on_links_ready(const std::shared_ptr<LinkSetup>& setup, LinkSetup::Outcome outcome);
+  // The committed links' settled count, kept by their next peer (under mu_),
+  // so a rebuilt ring's link to the same peer starts there (lane_tuner.h).
+  void remember_settled();
+  SettledLink settled_to(const wire::Topology& topology) const;
   // A hello for one more lane of the committed links (the previous peer's link grows). Under mu_.
   bool is_further_lane(const wire::LinkHello& hello) const;
   // Not for a set-up nor a further lane: parked for a ring not proposed yet,
@@ -100,6 +105,8 @@ class RingMembership {
   std::shared_ptr<LinkSetup> setup_;            // guarded by mu_; of proposed_
   std::shared_ptr<RingLinks> proposed_links_;   // guarded by mu_; setup_'s result
   std::vector<ParkedLink> parked_links_;        // guarded by mu_
+  std::unordered_map<uint64_t, SettledLink> settled_;  // guarded by mu_; by next peer
+  bool last_settled_bbr_ = false;                      // guarded by mu_
   // Link sets close() closed, for join(): guarded by mu_.
   std::vector<std::shared_ptr<RingLinks>> closing_;
 };

@@ -189,3 +189,21 @@ TEST_CASE("lane tuner: a lossy long link tries bbr before its first doubling, an
     }
   }
 }
+
+TEST_CASE("lane tuner: links rebuilt to the same peer resume where the last ones settled, held", "[lanes]") {
+  ModelLink link(1e6, 25e6, 50'000, true);
+  link.bbr_rate = 21e6;
+  LaneTuner tuner(4, 64, true);
+  tuner.resume(16, true, 0);
+  CHECK(tuner.wanted() == 16);
+  CHECK(tuner.bbr());
+  auto used = link.run(tuner, 5);  // 5 collectives of 3.2 s: within the 20 s before a reprobe
+  CHECK(used == std::vector<uint32_t>{16, 16, 16, 16, 16});
+  CHECK(tuner.bbr());
+  SECTION("never beyond its cap, nor bbr where it is not allowed") {
+    LaneTuner pinned_cc(4, 32, false);
+    pinned_cc.resume(64, true, 0);
+    CHECK(pinned_cc.wanted() == 32);
+    CHECK(!pinned_cc.bbr());
+  }
+}
