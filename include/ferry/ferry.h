@@ -339,8 +339,9 @@ FERRY_API ferry_result ferry_connect(ferry_comm* comm);
 
 /* Collective over the group's accepted peers: admits pending peers, drops
    lost ones, and rebuilds the ring; returns once every member has its
-   links. Must not be called with operations in flight. Blocks at most
-   timeout_ms per attempt.
+   links and the pairs nobody measured were probed (ferry_link_info: up to
+   8 rounds of at most ~3.5 s each; 0.25 s each on a LAN). Must not be
+   called with operations in flight. Blocks at most timeout_ms per attempt.
    Errors: FERRY_ERR_INVALID_ARGUMENT (NULL), FERRY_ERR_INVALID_USAGE (not
    connected, operations in flight), FERRY_ERR_TIMEOUT, FERRY_ERR_PEER_LOST
    (a member died during the vote; call again), FERRY_ERR_MASTER_LOST,
@@ -390,9 +391,13 @@ FERRY_API ferry_result ferry_comm_ring(const ferry_comm* comm, uint64_t* ids, si
 /* What one peer measured of its link to another (added in 0.2). Each peer
    measures its ring link to the next peer passively: from the all-reduces
    that commit over it, and from its connections' TCP_INFO; it reports to the
-   master after a collective, at most once a second. The master keeps one
-   matrix per group, members only, and drops an entry unrefreshed for
-   ferry_master_params.link_max_age_ms. A pair nobody measured has no entry. */
+   master after a collective, at most once a second. Pairs nobody measured
+   (a newcomer's, or entries aged out) are probed when the master admits
+   peers, before ferry_connect / ferry_update_topology return: 8 connections
+   of the probe's own, for 16 RTTs (0.25 to 3 s), no collective running.
+   The master keeps one matrix per group, members only, and drops an entry
+   unrefreshed for ferry_master_params.link_max_age_ms. A pair nobody
+   measured has no entry; one that could not connect has none either. */
 typedef struct ferry_link_info {
   uint32_t struct_size;       /* set by the caller: sizeof(ferry_link_info) */
   uint32_t shared_memory;     /* 1: its bytes go through shared memory (the
@@ -402,19 +407,22 @@ typedef struct ferry_link_info {
   /* Bytes/s the collectives achieved: payload bytes over transfer time
      (the master's go to this peer's last chunk out), over the all-reduces of
      at least 1 MiB since the previous report. A ring moves at its slowest
-     link, so this is at most the slowest link's rate. 0: none yet. */
+     link, so this is at most the slowest link's rate. 0: none yet.
+     Probed: the best rate over any 2 RTTs of the probe. */
   double goodput_bytes_per_s;
   /* The sum of the link's connections' latest TCP delivery rates, bytes/s. */
   double delivery_rate_bytes_per_s;
-  double rtt_ms;              /* mean smoothed TCP RTT of its connections */
+  double rtt_ms;              /* mean smoothed TCP RTT of its connections
+                                 (probed: the smallest RTT they saw) */
   /* Retransmitted segments per segment sent, over the connections' lives:
      a loss estimate, 0..1. */
   double retransmit_ratio;
-  uint64_t bytes;             /* payload bytes the collectives sent over it */
+  uint64_t bytes;             /* payload bytes the collectives (or the probe) sent over it */
   double age_s;               /* how old the measurement is */
   /* TCP connections carrying its chunks when it was measured (added in
      0.2): with p2p_connections 0 (the default) the count adapts to the
-     link (see ferry_comm_params.p2p_connections). */
+     link (see ferry_comm_params.p2p_connections); a probe's 8; 0 for a
+     probed pair on one host (shared memory). */
   uint32_t connections;
 } ferry_link_info;
 

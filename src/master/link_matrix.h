@@ -32,6 +32,8 @@ class LinkMatrix {
   // At most `limit` entries, in (from, to) order, each with its age at now_ms.
   std::vector<wire::LinkEntry> entries(uint64_t now_ms, size_t limit) const;
   size_t size() const { return cells_.size(); }
+  // Whether the matrix holds a measurement of from -> to (call expire first for a current answer).
+  bool has(uint64_t from, uint64_t to) const { return cells_.count({from, to}) > 0; }
 
  private:
   struct Cell {

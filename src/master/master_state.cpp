@@ -68,7 +68,8 @@ void MasterState::dispatch(ConnId conn, const wire::Message& message) {
                       std::is_same_v<M, wire::TopologyReady> || std::is_same_v<M, wire::PendingQuery> ||
                       std::is_same_v<M, wire::CollectiveBegin> || std::is_same_v<M, wire::CollectiveEnd> ||
                       std::is_same_v<M, wire::SyncBegin> || std::is_same_v<M, wire::Leave> ||
-                      std::is_same_v<M, wire::LinkReport> || std::is_same_v<M, wire::LinkMatrixQuery>) {
+                      std::is_same_v<M, wire::LinkReport> || std::is_same_v<M, wire::LinkMatrixQuery> ||
+                      std::is_same_v<M, wire::ProbeDone>) {
           handle(peer, m);
         } else {
           kick(conn, Errc::protocol,
@@ -265,7 +266,7 @@ void MasterState::settle_proposal(Group& group) {
   }
   auto verdict = ring_verdict(members);
   if (!verdict) return;  // answers that could still matter are missing
-  if (verdict->empty()) return maybe_commit_proposal(group);
+  if (verdict->empty()) return probe_or_commit(group);
   uint64_t epoch = p.epoch;
   log().warn("phase: group {} epoch {} failed; evicting {} peers", group.id, epoch, verdict->size());
   group.proposal.reset();
@@ -278,6 +279,65 @@ void MasterState::settle_proposal(Group& group) {
   }
   group.settling = false;
   start_proposal(group);
+}
+
+void MasterState::probe_or_commit(Group& group) {
+  Proposal& p = *group.proposal;
+  if (p.probing) return;
+  p.probing = true;
+  group.links.expire(now_ms_, limits_.link_max_age_ms);
+  p.probe_rounds = plan_probes(
+      p.members, [&](PeerId from, PeerId to) { return group.links.has(from, to); }, limits_.max_probe_rounds);
+  if (p.probe_rounds.empty()) return maybe_commit_proposal(group);
+  p.probe_started_ms = now_ms_;
+  log().debug("phase: group {} epoch {} probes {} rounds", group.id, p.epoch, p.probe_rounds.size());
+  send_probe_round(group);
+}
+
+void MasterState::send_probe_round(Group& group) {
+  Proposal& p = *group.proposal;
+  std::map<PeerId, wire::ProbeRound> rounds;
+  auto round_of = [&](PeerId id) -> wire::ProbeRound& {
+    auto [it, fresh] = rounds.try_emplace(id);
+    if (fresh) {
+      it->second.epoch = p.epoch;
+      it->second.round = static_cast<uint32_t>(p.probe_round);
+    }
+    return it->second;
+  };
+  for (const ProbePair& pair : p.probe_rounds[p.probe_round]) {
+    round_of(pair.from).targets.push_back(peers_.at(pair.to).endpoint);
+    round_of(pair.to).sources.push_back(pair.from);
+  }
+  p.probe_waiting.clear();
+  for (auto& [id, round] : rounds) {
+    p.probe_waiting.insert(id);
+    send(id, std::move(round));
+  }
+}
+
+void MasterState::handle(Peer& peer, const wire::ProbeDone& m) {
+  Group& group = group_of(peer);
+  if (!group.proposal || !group.proposal->probing || group.proposal->epoch != m.epoch ||
+      group.proposal->probe_round != m.round || !group.proposal->probe_waiting.count(peer.id))
+    return;  // from a proposal or round already over
+  Proposal& p = *group.proposal;
+  const ProbeRoundPlan& round = p.probe_rounds[p.probe_round];
+  auto asked = [&](PeerId to) {
+    return std::any_of(round.begin(), round.end(), [&](const ProbePair& q) { return q.from == peer.id && q.to == to; });
+  };
+  for (const wire::LinkEntry& e : m.links)
+    if (e.from_peer != peer.id || !asked(e.to_peer))
+      return kick(peer.conn, Errc::protocol, "probe_done may only hold the links its round asked for");
+  for (PeerId to : m.unreachable) {
+    if (!asked(to)) return kick(peer.conn, Errc::protocol, "probe_done names an unreachable peer it was not asked to probe");
+    log().info("probe: group {}: {} cannot reach {}", group.id, peer_name(peer.id), peer_name(to));
+  }
+  group.links.record(peer.id, m.links, p.members, now_ms_);
+  p.probe_waiting.erase(peer.id);
+  if (!p.probe_waiting.empty()) return;
+  if (++p.probe_round < p.probe_rounds.size()) return send_probe_round(group);
+  maybe_commit_proposal(group);
 }
 
 void MasterState::maybe_commit_proposal(Group& group) {
@@ -299,8 +359,15 @@ void MasterState::maybe_commit_proposal(Group& group) {
     peer.phase = Phase::accepted;
     erase_value(group.waiting, id);
   }
+  std::string probed;
+  if (!p.probe_rounds.empty()) {
+    size_t pairs = 0;
+    for (const auto& round : p.probe_rounds) pairs += round.size();
+    probed = " (probed " + std::to_string(pairs) + " links in " + std::to_string(p.probe_rounds.size()) + " rounds, " +
+             std::to_string(now_ms_ - p.probe_started_ms) + " ms)";
+  }
   group.proposal.reset();
-  log().info("phase: group {} committed epoch {}: ring of {}", group.id, group.epoch, group.ring.size());
+  log().info("phase: group {} committed epoch {}: ring of {}{}", group.id, group.epoch, group.ring.size(), probed);
   send_all(group.ring, done_message(group));
 }
 

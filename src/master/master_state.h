@@ -45,6 +45,7 @@
 #include "core/log_throttle.h"
 #include "core/run_secret.h"
 #include "master/link_matrix.h"
+#include "master/probe_plan.h"
 #include "wire/messages.h"
 
 namespace ferry::master {
@@ -102,6 +103,10 @@ struct MasterLimits {
   // Peers report after their collectives (at most once a second each), so a
   // link in use is never this old; one that is names a ring since changed.
   uint64_t link_max_age_ms = 600'000;
+  // Active probe rounds per proposal (probe_plan.h): 8 cover every pair of a
+  // 9-peer group; a larger group's remaining pairs wait for later votes.
+  // Each round takes at most ~3 s on the peers (link_probe.h).
+  size_t max_probe_rounds = 8;
 };
 
 class MasterState {
@@ -153,6 +158,14 @@ class MasterState {
     uint64_t epoch = 0;
     std::vector<PeerId> members;
     std::map<PeerId, wire::TopologyReady> answers;
+    // Once every link is up, the pairs nobody measured are probed
+    // (probe_plan.h), round by round, before the commit: no collective runs
+    // on a link while it is probed, because none runs before the commit.
+    bool probing = false;
+    std::vector<ProbeRoundPlan> probe_rounds;
+    size_t probe_round = 0;            // the round in flight
+    std::set<PeerId> probe_waiting;    // its members yet to answer
+    uint64_t probe_started_ms = 0;
   };
 
   // Lives only while the ring it began on stands (a commit, a renewal or a
@@ -208,6 +221,7 @@ class MasterState {
   void handle(Peer& peer, const wire::Leave& m);
   void handle(Peer& peer, const wire::LinkReport& m);
   void handle(Peer& peer, const wire::LinkMatrixQuery& m);
+  void handle(Peer& peer, const wire::ProbeDone& m);
   void on_hello(ConnId conn, const wire::Hello& hello);
   void dispatch(ConnId conn, const wire::Message& message);
   void drop_connection(ConnId conn, const std::string& reason);
@@ -220,6 +234,8 @@ class MasterState {
   void maybe_complete_votes(Group& group);
   void start_proposal(Group& group);
   void renew_epoch(Group& group);
+  void probe_or_commit(Group& group);
+  void send_probe_round(Group& group);
   void maybe_commit_proposal(Group& group);
   void settle_proposal(Group& group);
   std::optional<std::string> refusal(const Connection& from, uint32_t group) const;

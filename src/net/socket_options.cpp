@@ -54,6 +54,16 @@ Status check_congestion_control(const std::string& name) {
 
 bool set_congestion_control(int fd, const std::string& name) { return set_congestion(fd, name) == 0; }
 
+bool limit_unsent(int fd, uint32_t bytes) {
+  int value = static_cast<int>(bytes);
+  return ::setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &value, sizeof value) == 0;
+}
+
+bool reset_on_close(int fd) {
+  linger value{1, 0};
+  return ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &value, sizeof value) == 0;
+}
+
 std::string congestion_control_of(int fd) {
   char name[32] = {};
   socklen_t length = sizeof name;

@@ -29,4 +29,11 @@ Status check_congestion_control(const std::string& name);
 bool set_congestion_control(int fd, const std::string& name);
 std::string congestion_control_of(int fd);
 
+// TCP_NOTSENT_LOWAT: at most about `bytes` written but unsent stay in the
+// socket. False where the kernel lacks it (before 3.12): only pacing suffers.
+bool limit_unsent(int fd, uint32_t bytes);
+// SO_LINGER 0: close() drops what is queued and resets the connection, so a
+// finished measurement leaves no bytes draining into the next one.
+bool reset_on_close(int fd);
+
 }  // namespace ferry::net

@@ -57,6 +57,7 @@ Communicator::Communicator(CommConfig config)
                {config_.master, config_.timeout, config_.heartbeat_timeout, config_.transport, config_.secret}, *this),
       membership_(io_.get_executor(), link_options_,
                   [this](const wire::TopologyReady& ready) { session_.send(ready); }),
+      prober_(io_.get_executor(), link_options_, [this](wire::ProbeDone done) { session_.send(done); }),
       watchdog_strand_(asio::make_strand(io_.get_executor())),
       watchdog_(watchdog_strand_) {
   listener_ = net::Listener::bind(io_.get_executor(), config_.listen_host, config_.port_min, config_.port_max);
@@ -69,6 +70,9 @@ Communicator::Communicator(CommConfig config)
                 },
                 [this](const wire::FetchHello& hello, const std::string& proof, const std::shared_ptr<net::Stream>& s) {
                   on_fetch_hello(hello, proof, s);
+                },
+                [this](const wire::ProbeHello& hello, const std::string& proof, const std::shared_ptr<net::Stream>& s) {
+                  prober_.accept(hello, proof, s);
                 }});
   });
   asio::dispatch(watchdog_strand_, [this] { arm_watchdog(); });
@@ -106,6 +110,7 @@ Communicator::~Communicator() {
     was_alive = state_ != State::dead;
   }
   die(Status::failure(Errc::invalid_usage, "the communicator was destroyed"));
+  prober_.stop();  // a round in flight ends within ~20 ms
   // Say goodbye, so the master drops us at once instead of after a silence.
   if (was_alive) session_.leave();
   auto grace = Clock::now() + kLeaveGrace;
@@ -298,6 +303,16 @@ void Communicator::on_topology_done(const wire::TopologyDone& done) {
   }
   ++topology_done_count_;
   cv_.notify_all();
+}
+
+void Communicator::on_probe_round(const wire::ProbeRound& round) {
+  uint64_t self;
+  {
+    std::lock_guard lock(mu_);
+    if (state_ == State::dead) return;
+    self = peer_id_;
+  }
+  prober_.start_round(round, self);
 }
 
 void Communicator::on_pending_count(uint32_t pending) {

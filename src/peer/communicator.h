@@ -38,6 +38,7 @@
 
 #include "net/listener.h"
 #include "peer/allreduce_op.h"
+#include "peer/link_probe.h"
 #include "peer/master_session.h"
 #include "peer/op_registry.h"
 #include "peer/ring_membership.h"
@@ -106,6 +107,7 @@ class Communicator final : private MasterSession::Events {
   void on_sync_plan(const wire::SyncPlan& plan) override;
   void on_collective_result(const wire::CollectiveResult& result) override;
   void on_link_matrix(wire::LinkMatrix& matrix) override;
+  void on_probe_round(const wire::ProbeRound& round) override;
   void on_session_failed(const Status& why) override { die(why); }
 
   void on_fetch_hello(const wire::FetchHello& hello, const std::string& welcome_proof,
@@ -134,6 +136,7 @@ class Communicator final : private MasterSession::Events {
   const LinkOptions link_options_;  // config_'s p2p settings
   MasterSession session_;
   RingMembership membership_;
+  LinkProber prober_;  // answers through session_: declared after it, so it goes first
   std::shared_ptr<net::Listener> listener_;
   asio::strand<asio::io_context::executor_type> watchdog_strand_;
   asio::steady_timer watchdog_;  // only on watchdog_strand_

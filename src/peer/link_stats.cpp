@@ -20,6 +20,7 @@ std::optional<TcpSample> read_tcp_info(int fd) {
   s.segs_out = info.tcpi_segs_out;
   s.bytes_acked = info.tcpi_bytes_acked;
   s.min_rtt_us = info.tcpi_min_rtt;
+  s.delivered_bytes = static_cast<uint64_t>(info.tcpi_delivered) * info.tcpi_snd_mss;
   return s;
 }
 

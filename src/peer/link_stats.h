@@ -34,6 +34,9 @@ struct TcpSample {
   uint64_t segs_out = 0;
   uint64_t bytes_acked = 0;        // bytes the far side acknowledged
   uint32_t min_rtt_us = 0;         // the smallest RTT the connection has seen
+  // Segments delivered (cumulatively acked or SACKed) times the MSS: unlike
+  // bytes_acked it does not leap when a retransmission fills a hole.
+  uint64_t delivered_bytes = 0;
 };
 
 // The socket's TCP_INFO; nullopt when `fd` is not a TCP socket or the call fails.

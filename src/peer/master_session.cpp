@@ -70,6 +70,8 @@ void MasterSession::on_message(wire::Message message) {
           events_.on_collective_result(m);
         } else if constexpr (std::is_same_v<M, wire::LinkMatrix>) {
           events_.on_link_matrix(m);
+        } else if constexpr (std::is_same_v<M, wire::ProbeRound>) {
+          events_.on_probe_round(m);
         } else if constexpr (std::is_same_v<M, wire::Kick>) {
           bool auth = m.code == static_cast<uint32_t>(Errc::auth);
           fail(Status::failure(auth ? Errc::auth : Errc::kicked,

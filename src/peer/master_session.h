@@ -40,6 +40,7 @@ class MasterSession {
     virtual void on_sync_plan(const wire::SyncPlan& plan) = 0;
     virtual void on_collective_result(const wire::CollectiveResult& result) = 0;
     virtual void on_link_matrix(wire::LinkMatrix& matrix) = 0;
+    virtual void on_probe_round(const wire::ProbeRound& round) = 0;
     virtual void on_session_failed(const Status& why) = 0;
   };
 

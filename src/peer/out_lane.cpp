@@ -57,9 +57,7 @@ LaneSample OutLane::sample() {
 void OutLane::limit_unsent(uint32_t bytes) {
   std::lock_guard lock(mu_);
   if (shared_memory_ || closed_ || !stream_ || std::exchange(unsent_limited_, true)) return;
-  int value = static_cast<int>(bytes);
-  // A kernel without it (before 3.12) keeps the whole socket buffer: only the balance suffers.
-  (void)::setsockopt(stream_->native_handle(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &value, sizeof value);
+  (void)net::limit_unsent(stream_->native_handle(), bytes);
 }
 
 std::string OutLane::congestion_control() {

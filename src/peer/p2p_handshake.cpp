@@ -53,7 +53,7 @@ void dialer_handshake(std::shared_ptr<net::Stream> stream, P2pHello hello, std::
         if (secret && !secret->verify(welcome->proof, auth_label::kAcceptor, nonce_of(state->hello),
                                       state->acceptor_nonce, context_of(state->hello)))
           return done(Status::failure(Errc::auth, "the peer could not prove the run secret"));
-        finish(Status::success(), welcome->shm != 0 && std::holds_alternative<wire::LinkHello>(state->hello));
+        finish(Status::success(), welcome->shm != 0 && !std::holds_alternative<wire::FetchHello>(state->hello));
       });
     });
   });
@@ -70,9 +70,10 @@ void acceptor_handshake(std::shared_ptr<net::Stream> stream, std::shared_ptr<con
       std::optional<P2pHello> hello;
       if (auto* link = std::get_if<wire::LinkHello>(&*m)) hello = *link;
       if (auto* fetch = std::get_if<wire::FetchHello>(&*m)) hello = *fetch;
+      if (auto* probe = std::get_if<wire::ProbeHello>(&*m)) hello = *probe;
       if (!hello) {
         stream->close();
-        return done(Status::failure(Errc::protocol, "expected link_hello or fetch_hello"), std::nullopt);
+        return done(Status::failure(Errc::protocol, "expected link_hello, fetch_hello or probe_hello"), std::nullopt);
       }
       AcceptedHello accepted{*hello, {}};
       if (secret) {

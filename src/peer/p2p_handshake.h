@@ -1,6 +1,6 @@
 // The opening of every p2p connection, ring link or shared-state fetch:
 //   acceptor -> link_challenge(nonce)
-//   dialer   -> link_hello | fetch_hello (its nonce, proof over both + what it asks for)
+//   dialer   -> link_hello | fetch_hello | probe_hello (its nonce, proof over both + what it asks for)
 //   acceptor -> link_welcome (code, its proof)   [written by whoever takes the connection]
 // With a run secret each side checks the other's proof; without one the
 // proofs stay empty and a peer only checks names against the master's plan.
@@ -19,11 +19,12 @@
 
 namespace ferry::peer {
 
-using P2pHello = std::variant<wire::LinkHello, wire::FetchHello>;
+using P2pHello = std::variant<wire::LinkHello, wire::FetchHello, wire::ProbeHello>;
 
 // Dialer side, on the stream's strand. `done` runs once: ok when the acceptor
 // welcomed us and (with a secret) proved it holds the secret too;
-// `shm_accepted` when it also mapped the link hello's shared-memory ring.
+// `shm_accepted` when it also mapped the link hello's shared-memory ring (a
+// probe_hello's acceptor: when it is on this host).
 using DialerDone = std::function<void(Status, bool shm_accepted)>;
 void dialer_handshake(std::shared_ptr<net::Stream> stream, P2pHello hello, std::shared_ptr<const RunSecret> secret,
                       std::chrono::milliseconds timeout, DialerDone done);

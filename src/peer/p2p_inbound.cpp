@@ -32,6 +32,8 @@ void accept_p2p(asio::ip::tcp::socket socket, std::shared_ptr<net::StrangerGate:
                                }
                                if (auto* link = std::get_if<wire::LinkHello>(&accepted->hello))
                                  return routes.link(*link, accepted->welcome_proof, stream);
+                               if (auto* probe = std::get_if<wire::ProbeHello>(&accepted->hello))
+                                 return routes.probe(*probe, accepted->welcome_proof, stream);
                                routes.fetch(std::get<wire::FetchHello>(accepted->hello), accepted->welcome_proof, stream);
                              });
         });

@@ -1,7 +1,7 @@
 // Connections other peers open to this one's p2p listener: tuned like every
 // p2p socket, opened by the transport (TLS or not), handshaken
 // (p2p_handshake.h), then handed on by what the dialer asked for: a ring
-// link, or a fetch of shared state.
+// link, a fetch of shared state, or a link probe (link_probe.h).
 //
 // Threading: accept() from the listener's handler; the routes run on the
 // connection's strand, once each connection is handshaken.
@@ -21,6 +21,7 @@ namespace ferry::peer {
 struct InboundRoutes {
   std::function<void(const wire::LinkHello&, const std::string& welcome_proof, const std::shared_ptr<net::Stream>&)> link;
   std::function<void(const wire::FetchHello&, const std::string& welcome_proof, const std::shared_ptr<net::Stream>&)> fetch;
+  std::function<void(const wire::ProbeHello&, const std::string& welcome_proof, const std::shared_ptr<net::Stream>&)> probe;
 };
 
 // `stranger` holds the connection's place under the listener's caps until its

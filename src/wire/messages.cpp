@@ -70,6 +70,9 @@ const char* message_type_name(uint16_t type) {
     case MessageType::link_report: return "link_report";
     case MessageType::link_matrix_query: return "link_matrix_query";
     case MessageType::link_matrix: return "link_matrix";
+    case MessageType::probe_round: return "probe_round";
+    case MessageType::probe_done: return "probe_done";
+    case MessageType::probe_hello: return "probe_hello";
   }
   return "unknown";
 }

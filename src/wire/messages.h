@@ -34,6 +34,7 @@ enum class MessageType : uint16_t {
   sync_begin = 8,
   link_report = 9,
   link_matrix_query = 10,
+  probe_done = 11,
   // master -> peer
   welcome = 64,
   topology = 65,
@@ -45,6 +46,7 @@ enum class MessageType : uint16_t {
   sync_plan = 71,
   auth_challenge = 72,
   link_matrix = 73,
+  probe_round = 74,
   // both directions on a master connection: liveness
   heartbeat = 96,
   // peer -> peer, before a link switches to raw chunk streaming
@@ -52,6 +54,7 @@ enum class MessageType : uint16_t {
   link_welcome = 129,
   fetch_hello = 130,
   link_challenge = 131,
+  probe_hello = 132,
 };
 
 inline constexpr size_t kMaxHostLength = 255;
@@ -400,10 +403,65 @@ struct LinkMatrix {
   template <class V> void fields(V& v) { v(request); v(links, Limit{kMaxLinkMatrixEntries}); }
 };
 
+// --- active probes (master/probe_plan.h, peer/link_probe.h) ---------------
+
+// Master -> peer, while a proposal's links are all up and before it commits
+// (so no collective runs): probe round `round` of the proposal's epoch. The
+// peer measures its links to `targets` and accepts probe_hellos from
+// `sources`, then answers probe_done. A round sends each peer at most one
+// target and one source, so no two probes share its uplink or downlink.
+struct ProbeRound {
+  static constexpr MessageType kType = MessageType::probe_round;
+  uint64_t epoch = 0;
+  uint32_t round = 0;
+  std::vector<RingMember> targets;
+  std::vector<uint64_t> sources;
+  template <class V> void fields(V& v) {
+    v(epoch); v(round); v(targets, Limit{kMaxRingMembers}); v(sources, Limit{kMaxRingMembers});
+  }
+};
+
+// Peer -> master: what the round measured (from_peer is the sender), and the
+// targets it could not open a connection to.
+struct ProbeDone {
+  static constexpr MessageType kType = MessageType::probe_done;
+  uint64_t epoch = 0;
+  uint32_t round = 0;
+  std::vector<LinkEntry> links;
+  std::vector<uint64_t> unreachable;
+  template <class V> void fields(V& v) {
+    v(epoch); v(round); v(links, Limit{kMaxRingMembers}); v(unreachable, Limit{kMaxRingMembers});
+  }
+};
+
+// The dialer's answer on a probe connection (after link_challenge): bulk
+// bytes follow, which the acceptor drops. host_key as in link_hello: an
+// acceptor on the same host welcomes with shm = 1 and the probe ends there
+// (such a pair's ring link goes through shared memory, not TCP).
+struct ProbeHello {
+  static constexpr MessageType kType = MessageType::probe_hello;
+  uint64_t from_peer = 0;
+  uint64_t to_peer = 0;
+  uint64_t epoch = 0;
+  uint32_t round = 0;
+  std::string nonce;
+  std::string proof;
+  std::string host_key;
+  template <class V> void fields(V& v) {
+    v(from_peer); v(to_peer); v(epoch); v(round); v(nonce, Limit{kMaxAuthField}); v(proof, Limit{kMaxAuthField});
+    v(host_key, Limit{kMaxHostKey});
+  }
+  std::string context() const {
+    return "probe:" + std::to_string(from_peer) + ">" + std::to_string(to_peer) + "@" + std::to_string(epoch) + "#" +
+           std::to_string(round) + ";" + host_key;
+  }
+};
+
 using Message = std::variant<Hello, Welcome, TopologyVote, Topology, TopologyReady, TopologyDone,
                              PendingQuery, PendingCount, CollectiveBegin, CollectiveGo, CollectiveEnd,
                              CollectiveResult, Kick, Heartbeat, Leave, LinkHello, LinkWelcome, SyncBegin, SyncPlan,
-                             FetchHello, AuthChallenge, LinkChallenge, LinkReport, LinkMatrixQuery, LinkMatrix>;
+                             FetchHello, AuthChallenge, LinkChallenge, LinkReport, LinkMatrixQuery, LinkMatrix,
+                             ProbeRound, ProbeDone, ProbeHello>;
 
 MessageType message_type(const Message& message);
 const char* message_type_name(uint16_t type);

@@ -132,9 +132,15 @@ def ring_bytes(args):
                for size in args["sizes"])
 
 
+def is_ring_link(link, peers):
+    """Whether the entry is a ring link (rank r to r + 1), which the all-reduces ran over;
+    the others were probed when their peers were admitted (src/peer/link_probe.h)."""
+    return link["to"]["rank"] == (link["from"]["rank"] + 1) % peers
+
+
 def ring_links(links, args):
-    """The entries of the links the all-reduces ran over (a probe of another pair carries less)."""
-    return [link for link in links if isinstance(link.get("bytes"), int) and link["bytes"] >= ring_bytes(args)]
+    """The entries of the links the all-reduces ran over."""
+    return [link for link in links if is_ring_link(link, args["peers"])]
 
 
 def check_link_matrix(links, args, ferry_links):
@@ -168,16 +174,23 @@ def check_link_matrix(links, args, ferry_links):
         expect(link["from"]["rank"] != link["to"]["rank"], f"{where}: a link to itself")
         expect(link["shared_memory"] == (ferry_links == "shared_memory"),
                f"{where}: shared_memory {link['shared_memory']}, the runs' links are {ferry_links!r}")
-        # The ring's bytes plus its barriers' at most.
-        expect(link["bytes"] <= ring_bytes(args) * 1.01 + 4096,
-               f"{where}: {link['bytes']} bytes, the ring sent {ring_bytes(args):.0f} over each link")
-        if link in ring_links(links, args) and max(args["sizes"]) * args["concurrent"] >= GOODPUT_MIN_BYTES:
-            expect(0 < link["goodput_bytes_per_s"] < 1e11, f"{where}: goodput {link['goodput_bytes_per_s']}")
+        expect(0 <= link["retransmit_ratio"] <= 1, f"{where}: retransmit_ratio {link['retransmit_ratio']}")
+        expect(0 <= link["age_s"] < 60, f"{where}: age_s {link['age_s']}")
         if not link["shared_memory"]:
             expect(link["delivery_rate_bytes_per_s"] > 0 and link["rtt_ms"] > 0,
                    f"{where}: no TCP figures (delivery rate {link['delivery_rate_bytes_per_s']}, rtt {link['rtt_ms']})")
-        expect(0 <= link["retransmit_ratio"] <= 1, f"{where}: retransmit_ratio {link['retransmit_ratio']}")
-        expect(0 <= link["age_s"] < 60, f"{where}: age_s {link['age_s']}")
+        if not is_ring_link(link, peers):
+            # A probe: its own 8 connections over TCP; none to a peer on this host (shared memory).
+            probe_lanes = 0 if link["shared_memory"] else 8
+            expect(link["connections"] == probe_lanes, f"{where}: probed over {link['connections']} connections")
+            if not link["shared_memory"]:
+                expect(0 < link["goodput_bytes_per_s"] < 1e11, f"{where}: probed goodput {link['goodput_bytes_per_s']}")
+            continue
+        # The ring's bytes plus its barriers' at most.
+        expect(link["bytes"] <= ring_bytes(args) * 1.01 + 4096,
+               f"{where}: {link['bytes']} bytes, the ring sent {ring_bytes(args):.0f} over each link")
+        if max(args["sizes"]) * args["concurrent"] >= GOODPUT_MIN_BYTES:
+            expect(0 < link["goodput_bytes_per_s"] < 1e11, f"{where}: goodput {link['goodput_bytes_per_s']}")
         # Pinned counts stay pinned; adapted ones stay within 1..64 (shared memory writes on one lane).
         pinned = args["connections"]
         if link["shared_memory"]:

@@ -72,7 +72,10 @@ std::vector<wire::Message> example_messages() {
           wire::LinkChallenge{nonce, 0},
           wire::LinkReport{{{1, 2, 0, 25'000'000, 24'000'000, 50'000, 1000, 1u << 26, 3}}},
           wire::LinkMatrixQuery{3},
-          wire::LinkMatrix{3, {{1, 2, 0, 25'000'000, 24'000'000, 50'000, 1000, 1u << 26, 3}, {2, 1, 1, 9, 0, 0, 0, 5, 0}}}};
+          wire::LinkMatrix{3, {{1, 2, 0, 25'000'000, 24'000'000, 50'000, 1000, 1u << 26, 3}, {2, 1, 1, 9, 0, 0, 0, 5, 0}}},
+          wire::ProbeRound{3, 1, {{2, "10.0.0.2", 7000}}, {3}},
+          wire::ProbeDone{3, 1, {{1, 2, 0, 25'000'000, 24'000'000, 50'000, 1000, 1u << 26, 0, 8}}, {4}},
+          wire::ProbeHello{1, 2, 3, 1, "n", "p", "boot/net/mnt"}};
 }
 
 void wire_seeds(SeedDir out) {

@@ -1,6 +1,9 @@
 // The master's rules, fed message by message: no sockets, and a clock only when a test moves it.
 #include <catch2/catch.hpp>
 
+#include <set>
+#include <tuple>
+
 #include <spdlog/logger.h>
 
 #include "core/log.h"
@@ -24,10 +27,30 @@ struct Fixture {
 
   static std::string nonce(ConnId conn) { return std::string(32, static_cast<char>('a' + conn)); }
 
+  // Answers every probe round (with nothing measured) unless a test probes by hand.
+  bool answer_probes = true;
+
   Effects& step() {
     last = state.take_effects();
+    for (bool probing = answer_probes; probing;) {
+      probing = false;
+      std::vector<std::pair<ConnId, ProbeRound>> rounds;
+      for (auto& s : last.sends)
+        if (auto* r = std::get_if<ProbeRound>(&s.message); r && !answered_rounds.count({s.conn, r->epoch, r->round}))
+          rounds.push_back({s.conn, *r});
+      for (auto& [conn, r] : rounds) {
+        answered_rounds.insert({conn, r.epoch, r.round});
+        state.on_message(conn, ProbeDone{r.epoch, r.round, {}, {}});
+      }
+      Effects more = state.take_effects();
+      probing = !rounds.empty();
+      last.sends.insert(last.sends.end(), more.sends.begin(), more.sends.end());
+      last.closes.insert(last.closes.end(), more.closes.begin(), more.closes.end());
+      last.deadlines.insert(last.deadlines.end(), more.deadlines.begin(), more.deadlines.end());
+    }
     return last;
   }
+  std::set<std::tuple<ConnId, uint64_t, uint32_t>> answered_rounds;
 
   // Connects `conn` from `host` (default 10.0.0.<conn>) and says hello for a
   // peer of `group`; returns its peer id, or 0 when the master refused it.
@@ -752,4 +775,105 @@ TEST_CASE("master: link reports of others' links or from peers not yet accepted 
   f.state.on_message(3, LinkMatrixQuery{1});
   f.step();
   CHECK(f.kick_of(3).reason.find("not accepted") != std::string::npos);
+}
+
+TEST_CASE("master: a proposal probes the pairs nobody measured, round by round, and commits after the last",
+          "[master][probe]") {
+  Fixture f;
+  f.answer_probes = false;
+  f.join(1);
+  f.all_ready();  // a ring of one probes nothing
+  f.join(2);
+  f.join(3);
+  f.state.on_message(1, TopologyVote{});
+  f.step();
+  auto proposals = f.sent<Topology>();
+  REQUIRE(proposals.size() == 3);
+  uint64_t epoch = proposals[0].second.epoch;
+  for (auto& [conn, t] : proposals) f.state.on_message(conn, TopologyReady{epoch, 0, 0, ""});
+  std::set<std::pair<PeerId, PeerId>> probed;
+  for (uint32_t round = 0; round < 2; ++round) {
+    f.step();
+    CHECK(f.sent<TopologyDone>().empty());  // not before the last round's answers
+    auto rounds = f.sent<ProbeRound>();
+    REQUIRE(rounds.size() == 3);
+    for (auto& [conn, r] : rounds) {
+      CHECK(r.epoch == epoch);
+      CHECK(r.round == round);
+      REQUIRE(r.targets.size() == 1);
+      REQUIRE(r.sources.size() == 1);
+      PeerId self = static_cast<PeerId>(conn);  // conn n joined as peer n
+      CHECK(r.targets[0].port == 5000 + r.targets[0].peer_id);  // the target's p2p endpoint
+      probed.insert({self, r.targets[0].peer_id});
+      // A collective begun meanwhile is refused: nothing runs while links are probed.
+      if (conn == 1) {
+        f.state.on_message(conn, CollectiveBegin{epoch - 1, 0, 1, 0, 10, 10, 0});
+      }
+      f.state.on_message(conn, ProbeDone{epoch, round, {{self, r.targets[0].peer_id, 0, 1000 + self, 0, 0, 0, 0, 0, 8}}, {}});
+    }
+  }
+  f.step();
+  CHECK(f.sent<CollectiveGo>().empty());
+  CHECK(probed.size() == 6);
+  CHECK(f.sent<TopologyDone>().size() == 3);
+  auto matrix = f.state.link_matrix(0);
+  REQUIRE(matrix.size() == 6);
+  for (const LinkEntry& e : matrix) CHECK(e.goodput_bps == 1000 + e.from_peer);
+
+  // A newcomer: only its own pairs are probed (4 sends to one and hears from one per round).
+  f.join(4);
+  for (ConnId c = 1; c <= 3; ++c) f.state.on_message(c, TopologyVote{});
+  f.step();
+  epoch = f.sent<Topology>()[0].second.epoch;
+  for (ConnId c = 1; c <= 4; ++c) f.state.on_message(c, TopologyReady{epoch, 0, 0, ""});
+  for (uint32_t round = 0; round < 3; ++round) {
+    f.step();
+    auto rounds = f.sent<ProbeRound>();
+    // 4, the one it probes, the one probing it (the same one at shift 2 of 4)
+    REQUIRE(rounds.size() == (round == 1 ? 2u : 3u));
+    for (auto& [conn, r] : rounds) {
+      for (auto& t : r.targets) CHECK((conn == 4 || t.peer_id == 4));
+      for (PeerId s : r.sources) CHECK((conn == 4 || s == 4));
+      std::vector<LinkEntry> links;
+      for (auto& t : r.targets) links.push_back({static_cast<PeerId>(conn), t.peer_id, 1, 0, 0, 0, 0, 0, 0, 0});
+      f.state.on_message(conn, ProbeDone{epoch, round, links, {}});
+    }
+  }
+  f.step();
+  CHECK(f.sent<TopologyDone>().size() == 4);
+  CHECK(f.state.link_matrix(0).size() == 12);
+}
+
+TEST_CASE("master: a probe answer for links it was not asked about gets the sender kicked, and the ring is proposed without it",
+          "[master][probe]") {
+  Fixture f;
+  f.answer_probes = false;
+  f.join(1);
+  f.all_ready();
+  f.join(2);
+  f.join(3);
+  f.state.on_message(1, TopologyVote{});
+  f.step();
+  uint64_t epoch = f.sent<Topology>()[0].second.epoch;
+  for (ConnId c = 1; c <= 3; ++c) f.state.on_message(c, TopologyReady{epoch, 0, 0, ""});
+  f.step();
+  auto rounds = f.sent<ProbeRound>();
+  REQUIRE(rounds.size() == 3);
+  PeerId asked = rounds[0].second.targets[0].peer_id;
+  PeerId other = asked == 2 ? 3 : 2;
+  ConnId prober = rounds[0].first;
+  REQUIRE(other != prober);
+  // A stale round is ignored.
+  f.state.on_message(prober, ProbeDone{epoch, 7, {}, {}});
+  f.step();
+  CHECK_FALSE(f.closed(prober));
+  f.state.on_message(prober, ProbeDone{epoch, 0, {{prober, other, 0, 1, 0, 0, 0, 0, 0, 8}}, {}});
+  f.step();
+  REQUIRE(f.closed(prober));
+  CHECK(f.kick_of(prober).reason.find("asked for") != std::string::npos);
+  // The kicked prober was a member: the ring is proposed again without it.
+  auto again = f.sent<Topology>();
+  REQUIRE_FALSE(again.empty());
+  CHECK(again[0].second.ring.size() == 2);
+  CHECK(again[0].second.epoch > epoch);
 }

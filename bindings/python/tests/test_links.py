@@ -11,25 +11,29 @@ import ferry
 from harness import join, make_peer, run_threads
 
 
-def test_every_member_reads_the_same_measured_ring(address):
+def test_every_member_reads_the_same_matrix_of_every_pair(address):
+    """Every ordered pair: the ring's links as the all-reduce measured them, the others as
+    the probes at admission did (8 connections of their own)."""
     everyone_read = threading.Barrier(3, timeout=20)
 
     def body(i):
         with join(address, 3, shared_memory=False) as comm:
             comm.all_reduce(np.ones(1 << 20, dtype=np.float32), op="sum")  # 4 MiB: enough for a rate
+            ring = comm.ring()
+            ring_pairs = {(ring[r], ring[(r + 1) % 3]) for r in range(3)}
             deadline = time.monotonic() + 10
             links = comm.links()
-            while len(links) < 3:  # the other members' reports may still be on their way
-                assert time.monotonic() < deadline, f"only {len(links)} links reported"
+            # The other members' reports may still be on their way: until then their links show the probe's figures.
+            while len(links) < 6 or sum(l.connections == 2 for l in links) < 3:
+                assert time.monotonic() < deadline, f"only {len(links)} links reported: {links}"
                 time.sleep(0.02)
                 links = comm.links()
-            ring = comm.ring()
             everyone_read.wait()
-            return ring, links
+            return ring_pairs, links
 
     results = run_threads(3, body)
-    ring = results[0][0]
-    pairs = sorted((ring[r], ring[(r + 1) % 3]) for r in range(3))
+    ring_pairs = results[0][0]
+    pairs = sorted((a, b) for a in range(1, 4) for b in range(1, 4) if a != b)
     for _, links in results:
         assert sorted((l.from_peer, l.to_peer) for l in links) == pairs
         # The same measurements everywhere; only their ages moved on between the queries.
@@ -40,9 +44,10 @@ def test_every_member_reads_the_same_measured_ring(address):
             assert not link.shared_memory
             assert link.goodput_bytes_per_s > 0 and link.bytes > 0
             assert link.rtt_ms > 0 and 0 <= link.retransmit_ratio <= 1 and link.age_s >= 0
-            assert link.connections == 2  # the harness pins connections=2: a pinned count never moves
+            # The harness pins connections=2 (a pinned count never moves); a probe uses its own 8.
+            assert link.connections == (2 if (link.from_peer, link.to_peer) in ring_pairs else 8)
     table = str(results[0][1])
-    assert "goodput MB/s" in table and "conns" in table and len(table.splitlines()) == 4
+    assert "goodput MB/s" in table and "conns" in table and len(table.splitlines()) == 7
 
 
 def test_links_before_connect_is_invalid_usage(address):
