@@ -184,6 +184,13 @@ ferry_result ferry_update_topology(ferry_comm* comm) {
   });
 }
 
+ferry_result ferry_optimize_topology(ferry_comm* comm) {
+  return guarded([&] {
+    require(comm, "comm");
+    comm->impl->update_topology(/*optimize=*/true);
+  });
+}
+
 ferry_result ferry_peers_pending(ferry_comm* comm, uint32_t* pending) {
   return guarded([&] {
     require(comm, "comm");

@@ -348,6 +348,16 @@ FERRY_API ferry_result ferry_connect(ferry_comm* comm);
    FERRY_ERR_KICKED. */
 FERRY_API ferry_result ferry_update_topology(ferry_comm* comm);
 
+/* ferry_update_topology that also re-measures: the master forgets the
+   group's link matrix, probes every pair once the links are up (up to 8
+   rounds; see ferry_link_info), and proposes the ring order that maximises
+   the bottleneck bandwidth, then least total RTT, whenever it beats the
+   current one at all (a plain vote reorders only for a ring at least 25 %
+   faster). Collective over the group's accepted peers; if any member calls
+   this while the others call ferry_update_topology, the vote re-measures.
+   Same errors and bounds as ferry_update_topology (added in 0.2). */
+FERRY_API ferry_result ferry_optimize_topology(ferry_comm* comm);
+
 /* Collective over the group's accepted peers: how many peers wait to be
    admitted. Every caller gets the same answer, so all of them can decide
    alike whether to call ferry_update_topology. Unlike ferry_update_topology

@@ -6,23 +6,47 @@
 namespace ferry::master {
 
 void LinkMatrix::record(uint64_t from, const std::vector<wire::LinkEntry>& entries,
-                        const std::vector<uint64_t>& members, uint64_t now_ms) {
+                        const std::vector<uint64_t>& members, uint64_t now_ms, bool probed) {
   auto member = [&](uint64_t id) { return std::find(members.begin(), members.end(), id) != members.end(); };
   if (!member(from)) return;
   for (const wire::LinkEntry& e : entries) {
     if (e.from_peer != from || e.to_peer == from || !member(e.to_peer)) continue;
-    Cell cell{e, now_ms - std::min<uint64_t>(e.age_ms, now_ms)};
+    Cell& cell = cells_[{from, e.to_peer}];
+    cell.entry = e;
     cell.entry.age_ms = 0;
-    cells_[{from, e.to_peer}] = cell;
+    cell.measured_at_ms = now_ms - std::min<uint64_t>(e.age_ms, now_ms);
+    if (probed) cell.probed_bps = e.goodput_bps;
+    unreachable_.erase({from, e.to_peer});
   }
 }
 
+void LinkMatrix::mark_unreachable(uint64_t from, uint64_t to, uint64_t now_ms) {
+  unreachable_[{from, to}] = now_ms;
+  cells_.erase({from, to});
+}
+
+double LinkMatrix::capacity(uint64_t from, uint64_t to) const {
+  if (unreachable_.count({from, to})) return -1;
+  auto it = cells_.find({from, to});
+  if (it == cells_.end()) return 0;
+  if (it->second.entry.shared_memory) return 1e12;
+  return static_cast<double>(std::max(it->second.probed_bps, it->second.entry.goodput_bps));
+}
+
+double LinkMatrix::rtt_ms(uint64_t from, uint64_t to) const {
+  auto it = cells_.find({from, to});
+  return it == cells_.end() ? 0 : it->second.entry.rtt_us / 1e3;
+}
+
 void LinkMatrix::forget(uint64_t peer) {
-  std::erase_if(cells_, [&](const auto& kv) { return kv.first.first == peer || kv.first.second == peer; });
+  auto touches = [&](const auto& kv) { return kv.first.first == peer || kv.first.second == peer; };
+  std::erase_if(cells_, touches);
+  std::erase_if(unreachable_, touches);
 }
 
 void LinkMatrix::expire(uint64_t now_ms, uint64_t max_age_ms) {
   std::erase_if(cells_, [&](const auto& kv) { return now_ms - kv.second.measured_at_ms > max_age_ms; });
+  std::erase_if(unreachable_, [&](const auto& kv) { return now_ms - kv.second > max_age_ms; });
 }
 
 std::vector<wire::LinkEntry> LinkMatrix::entries(uint64_t now_ms, size_t limit) const {

@@ -23,24 +23,42 @@ class LinkMatrix {
  public:
   // `from`'s measurements at `now_ms`; entries whose far end is not in
   // `members` are ignored. An entry's age_ms says how old it already was.
+  // Probed entries (probe_done) also set the pair's capacity, which later
+  // passive reports keep: a ring link's goodput is the whole ring's pace,
+  // not what the link could carry.
   void record(uint64_t from, const std::vector<wire::LinkEntry>& entries, const std::vector<uint64_t>& members,
-              uint64_t now_ms);
+              uint64_t now_ms, bool probed = false);
+  // `from` could not open a connection to `to` (a probe's dial failed).
+  void mark_unreachable(uint64_t from, uint64_t to, uint64_t now_ms);
+  // What the pair can carry, bytes/s, as far as known: the larger of its
+  // probed capacity and its latest goodput; 1e12 over shared memory; -1 when
+  // unreachable; 0 when unknown.
+  double capacity(uint64_t from, uint64_t to) const;
+  double rtt_ms(uint64_t from, uint64_t to) const;
   // A member left: its row and its column go.
   void forget(uint64_t peer);
+  // Everything goes (a re-measurement was asked for).
+  void clear() {
+    cells_.clear();
+    unreachable_.clear();
+  }
   // Drops the entries older than max_age_ms.
   void expire(uint64_t now_ms, uint64_t max_age_ms);
   // At most `limit` entries, in (from, to) order, each with its age at now_ms.
   std::vector<wire::LinkEntry> entries(uint64_t now_ms, size_t limit) const;
   size_t size() const { return cells_.size(); }
-  // Whether the matrix holds a measurement of from -> to (call expire first for a current answer).
-  bool has(uint64_t from, uint64_t to) const { return cells_.count({from, to}) > 0; }
+  // Whether the matrix holds a measurement of from -> to, or knows it
+  // unreachable (call expire first for a current answer).
+  bool has(uint64_t from, uint64_t to) const { return cells_.count({from, to}) > 0 || unreachable_.count({from, to}) > 0; }
 
  private:
   struct Cell {
     wire::LinkEntry entry;
     uint64_t measured_at_ms = 0;
+    uint64_t probed_bps = 0;  // the last probe's rate; 0: never probed
   };
   std::map<std::pair<uint64_t, uint64_t>, Cell> cells_;
+  std::map<std::pair<uint64_t, uint64_t>, uint64_t> unreachable_;  // since (ms); aged out like entries
 };
 
 }  // namespace ferry::master

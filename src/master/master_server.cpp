@@ -7,6 +7,17 @@
 #include "net/fd_limit.h"
 
 namespace ferry::master {
+namespace {
+
+// The state's only clock (back-off, probe deadlines); steady: a wall-clock
+// jump must not lift or extend one.
+uint64_t now_ms() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+}  // namespace
 
 MasterServer::MasterServer(MasterServerOptions options)
     : options_(std::move(options)), state_(options_.limits, options_.secret) {
@@ -27,6 +38,7 @@ void MasterServer::start() {
   listener_->start(strangers_, [this](asio::ip::tcp::socket socket, std::shared_ptr<net::StrangerGate::Pass> pass) {
     on_accept(std::move(socket), std::move(pass));
   });
+  asio::post(io_, [this] { arm_tick(); });
   thread_ = std::thread([this] { serve(); });
   const net::StrangerLimits& caps = strangers_->limits();
   log().info("master listening on {}:{} ({}); open-file limit {}; at most {} unwelcomed connections ({} per source)",
@@ -58,6 +70,16 @@ void MasterServer::close_all(const Status& why) {
   listener_->stop();
   for (auto& [id, served] : connections_) served.conn->close(why);
   connections_.clear();
+}
+
+void MasterServer::arm_tick() {
+  tick_.expires_after(std::chrono::milliseconds(500));
+  tick_.async_wait([this](std::error_code ec) {
+    if (ec || stopped_) return;
+    state_.on_tick(now_ms());
+    apply_effects();
+    arm_tick();
+  });
 }
 
 void MasterServer::stop() {
@@ -98,9 +120,7 @@ void MasterServer::on_stream(const Status& status, std::shared_ptr<net::Stream> 
   conn->set_deadline(options_.hello_timeout);
   conn->start({
       [this, id](wire::Message message) {
-        // The state's only clock (back-off); steady: a wall-clock jump must not lift or extend one.
-        state_.advance_clock(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-            std::chrono::steady_clock::now().time_since_epoch()).count()));
+        state_.advance_clock(now_ms());
         state_.on_message(id, message);
         apply_effects();
       },

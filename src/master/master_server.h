@@ -12,6 +12,7 @@
 #include <thread>
 
 #include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
 
 #include "master/master_state.h"
 #include "net/frame_connection.h"
@@ -65,9 +66,12 @@ class MasterServer {
   void on_stream(const Status& status, std::shared_ptr<net::Stream> stream,
                  std::shared_ptr<net::StrangerGate::Pass> stranger);
   void apply_effects();
+  // Twice a second: the state's deadlines that no message brings up.
+  void arm_tick();
 
   MasterServerOptions options_;
   asio::io_context io_;
+  asio::steady_timer tick_{io_};  // only on the serving thread
   std::shared_ptr<net::Listener> listener_;
   std::shared_ptr<net::StrangerGate> strangers_;
   std::thread thread_;

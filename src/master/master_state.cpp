@@ -1,5 +1,7 @@
 #include "master/master_state.h"
 
+#include <numeric>
+
 #include <algorithm>
 
 #include "core/auth_labels.h"
@@ -185,6 +187,7 @@ void MasterState::handle(Peer& peer, const wire::TopologyVote& m) {
     return kick(peer.conn, Errc::protocol, "topology vote from a peer that is not accepted");
   group.topology_votes.insert(peer.id);
   group.links_broken_vote |= m.links_broken != 0;
+  group.optimize_vote |= m.optimize != 0;
   maybe_complete_votes(group);
 }
 
@@ -209,25 +212,78 @@ void MasterState::maybe_complete_votes(Group& group) {
   }
   if (all_in(group.topology_votes)) {
     group.topology_votes.clear();
-    bool rebuild = !group.waiting.empty() || group.broken || group.links_broken_vote;
+    bool optimize = std::exchange(group.optimize_vote, false);
+    bool rebuild = !group.waiting.empty() || group.broken || group.links_broken_vote || optimize ||
+                   better_ring(group, group.ring, std::chrono::milliseconds(100), limits_.ring_reorder_gain);
     group.links_broken_vote = false;
     if (!rebuild) return renew_epoch(group);  // the ring stands, its links stay up
+    if (optimize) {
+      // Measured afresh: every pair is probed once the links are up, and the best order taken.
+      log().info("phase: group {} re-measures its links and re-orders its ring", group.id);
+      group.links.clear();
+    }
     start_proposal(group);
+    if (optimize && group.proposal) group.proposal->optimize = true;
   }
 }
 
 // --- topology proposals --------------------------------------------------------
 
-void MasterState::start_proposal(Group& group) {
+void MasterState::start_proposal(Group& group, std::vector<PeerId> order) {
   Proposal proposal;
   proposal.epoch = next_epoch_++;
   proposal.members = group.ring;
   for (PeerId id : group.waiting)
     if (!contains(proposal.members, id)) proposal.members.push_back(id);
+  bool ordered = !order.empty();
+  if (ordered) proposal.members = std::move(order);
   if (proposal.members.empty()) {
     group.proposal.reset();
     return;
   }
+  abort_all_collectives(group, Errc::peer_lost, "the ring is being rebuilt");
+  group.proposal = std::move(proposal);
+  send_topology(group, !ordered);
+}
+
+RingProblem MasterState::ring_problem(Group& group, const std::vector<PeerId>& members) {
+  group.links.expire(now_ms_, limits_.link_max_age_ms);
+  RingProblem problem = RingProblem::sized(members.size());
+  for (size_t a = 0; a < members.size(); ++a)
+    for (size_t b = 0; b < members.size(); ++b)
+      if (a != b) {
+        problem.bw(a, b) = group.links.capacity(members[a], members[b]);
+        problem.rtt_ms[a * members.size() + b] = group.links.rtt_ms(members[a], members[b]);
+      }
+  return problem;
+}
+
+std::optional<std::vector<PeerId>> MasterState::better_ring(Group& group, const std::vector<PeerId>& members,
+                                                            std::chrono::milliseconds budget, double gain) {
+  if (members.size() < 3) return std::nullopt;
+  RingProblem problem = ring_problem(group, members);
+  std::vector<size_t> start(members.size());
+  std::iota(start.begin(), start.end(), 0);
+  RingChoice given = evaluate_ring(problem, start);
+  RingChoice best = choose_ring(problem, start, limits_.ring_rtt_tolerance, budget);
+  // Hysteresis: measurement noise must not rebuild rings; a ring that needs an unreachable pair always goes.
+  bool unusable = given.bottleneck < 0 && best.bottleneck >= 0;
+  bool gains = gain > 1 ? best.bottleneck >= given.bottleneck * gain
+                        : best.order != given.order && (best.bottleneck > given.bottleneck ||
+                                                        best.total_rtt_ms < given.total_rtt_ms);
+  if (!unusable && !gains) return std::nullopt;
+  std::vector<PeerId> order;
+  for (size_t i : best.order) order.push_back(members[i]);
+  log().info("ring: group {}: order by bottleneck {:.1f} MB/s (total RTT {:.0f} ms) instead of {:.1f} MB/s ({:.0f} ms)",
+             group.id, best.bottleneck / 1e6, best.total_rtt_ms, given.bottleneck / 1e6, given.total_rtt_ms);
+  return order;
+}
+
+void MasterState::send_topology(Group& group, bool reorder) {
+  Proposal& proposal = *group.proposal;
+  if (reorder)
+    if (auto order = better_ring(group, proposal.members, std::chrono::milliseconds(1000), limits_.ring_reorder_gain))
+      proposal.members = std::move(*order);
   wire::Topology topology;
   topology.epoch = proposal.epoch;
   topology.peer_group = group.id;
@@ -238,11 +294,9 @@ void MasterState::start_proposal(Group& group) {
     // A ring moves at its slowest link; one lane count for all keeps both ends of every link agreed.
     topology.p2p_connections = std::min(topology.p2p_connections, p.connections);
   }
-  abort_all_collectives(group, Errc::peer_lost, "the ring is being rebuilt");
   log().info("phase: group {} proposes epoch {} with {} peers", group.id, proposal.epoch,
                proposal.members.size());
   send_all(proposal.members, topology);
-  group.proposal = std::move(proposal);
 }
 
 void MasterState::handle(Peer& peer, const wire::TopologyReady& m) {
@@ -294,6 +348,38 @@ void MasterState::probe_or_commit(Group& group) {
   send_probe_round(group);
 }
 
+void MasterState::end_probes(Group& group) {
+  Proposal& p = *group.proposal;
+  size_t pairs = 0;
+  for (const auto& planned : p.probe_rounds) pairs += planned.size();
+  log().info("phase: group {} epoch {} probed {} links in {} rounds, {} ms", group.id, p.epoch, pairs,
+             p.probe_rounds.size(), now_ms_ - p.probe_started_ms);
+  // What the probes found may call for another order: proposed now, before
+  // anyone runs a collective on this one (its links are then known: no probes).
+  if (auto order = better_ring(group, p.members, std::chrono::milliseconds(1000),
+                               p.optimize ? 1.0 : limits_.ring_reorder_gain)) {
+    group.proposal.reset();
+    return start_proposal(group, std::move(*order));
+  }
+  maybe_commit_proposal(group);
+}
+
+void MasterState::on_tick(uint64_t now_ms) {
+  advance_clock(now_ms);
+  for (auto& [id, group] : groups_) {
+    if (!group.proposal || !group.proposal->probing || group.proposal->probe_waiting.empty()) continue;
+    if (now_ms_ - group.proposal->probe_round_started_ms < limits_.probe_round_timeout_ms) continue;
+    // An honest peer answers within its own bounds (link_probe.h); one that does not stalls the vote.
+    std::vector<PeerId> silent(group.proposal->probe_waiting.begin(), group.proposal->probe_waiting.end());
+    for (PeerId peer : silent)
+      if (auto it = peers_.find(peer); it != peers_.end())
+        kick(it->second.conn, Errc::protocol,
+             "did not answer probe round " + std::to_string(group.proposal->probe_round) + " within " +
+                 std::to_string(limits_.probe_round_timeout_ms) + " ms");
+  }
+  forget_idle_groups();
+}
+
 void MasterState::send_probe_round(Group& group) {
   Proposal& p = *group.proposal;
   std::map<PeerId, wire::ProbeRound> rounds;
@@ -310,6 +396,7 @@ void MasterState::send_probe_round(Group& group) {
     round_of(pair.to).sources.push_back(pair.from);
   }
   p.probe_waiting.clear();
+  p.probe_round_started_ms = now_ms_;
   for (auto& [id, round] : rounds) {
     p.probe_waiting.insert(id);
     send(id, std::move(round));
@@ -332,12 +419,13 @@ void MasterState::handle(Peer& peer, const wire::ProbeDone& m) {
   for (PeerId to : m.unreachable) {
     if (!asked(to)) return kick(peer.conn, Errc::protocol, "probe_done names an unreachable peer it was not asked to probe");
     log().info("probe: group {}: {} cannot reach {}", group.id, peer_name(peer.id), peer_name(to));
+    group.links.mark_unreachable(peer.id, to, now_ms_);
   }
-  group.links.record(peer.id, m.links, p.members, now_ms_);
+  group.links.record(peer.id, m.links, p.members, now_ms_, /*probed=*/true);
   p.probe_waiting.erase(peer.id);
   if (!p.probe_waiting.empty()) return;
   if (++p.probe_round < p.probe_rounds.size()) return send_probe_round(group);
-  maybe_commit_proposal(group);
+  end_probes(group);
 }
 
 void MasterState::maybe_commit_proposal(Group& group) {
@@ -359,15 +447,8 @@ void MasterState::maybe_commit_proposal(Group& group) {
     peer.phase = Phase::accepted;
     erase_value(group.waiting, id);
   }
-  std::string probed;
-  if (!p.probe_rounds.empty()) {
-    size_t pairs = 0;
-    for (const auto& round : p.probe_rounds) pairs += round.size();
-    probed = " (probed " + std::to_string(pairs) + " links in " + std::to_string(p.probe_rounds.size()) + " rounds, " +
-             std::to_string(now_ms_ - p.probe_started_ms) + " ms)";
-  }
   group.proposal.reset();
-  log().info("phase: group {} committed epoch {}: ring of {}{}", group.id, group.epoch, group.ring.size(), probed);
+  log().info("phase: group {} committed epoch {}: ring of {}", group.id, group.epoch, group.ring.size());
   send_all(group.ring, done_message(group));
 }
 

@@ -35,6 +35,7 @@
 // with peer_lost until the survivors vote a new topology.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -46,6 +47,7 @@
 #include "core/run_secret.h"
 #include "master/link_matrix.h"
 #include "master/probe_plan.h"
+#include "master/ring_choice.h"
 #include "wire/messages.h"
 
 namespace ferry::master {
@@ -107,6 +109,16 @@ struct MasterLimits {
   // 9-peer group; a larger group's remaining pairs wait for later votes.
   // Each round takes at most ~3 s on the peers (link_probe.h).
   size_t max_probe_rounds = 8;
+  // Ring order (ring_choice.h): rings whose bottleneck is within this
+  // fraction of the best compete on total RTT; and a group's ring is rebuilt
+  // only for one whose bottleneck is at least ring_reorder_gain times its
+  // own (noise in the measurements must not make rings thrash).
+  double ring_rtt_tolerance = 0.05;
+  // A member that has not answered a probe round by then is kicked: an
+  // honest one answers within its dial and handshake deadlines (at most 3 s
+  // each) plus its probe (at most 3 s).
+  uint64_t probe_round_timeout_ms = 15'000;
+  double ring_reorder_gain = 1.25;
 };
 
 class MasterState {
@@ -121,6 +133,9 @@ class MasterState {
   // goes back (an earlier value is ignored). Back-off and the ages of link
   // measurements read it.
   void advance_clock(uint64_t now_ms);
+  // Called now and then (the server: twice a second): deadlines that no
+  // message would bring up (a probe round some member never answers).
+  void on_tick(uint64_t now_ms);
   // The connection is gone (closed, silent, malformed traffic): drop its peer.
   void on_disconnected(ConnId conn, const std::string& reason);
   Effects take_effects();
@@ -158,14 +173,18 @@ class MasterState {
     uint64_t epoch = 0;
     std::vector<PeerId> members;
     std::map<PeerId, wire::TopologyReady> answers;
-    // Once every link is up, the pairs nobody measured are probed
-    // (probe_plan.h), round by round, before the commit: no collective runs
-    // on a link while it is probed, because none runs before the commit.
+    // Once every link is up (so every member proved it answers), the pairs
+    // nobody measured are probed (probe_plan.h), round by round, before the
+    // commit: no collective runs on a link while it is probed, because none
+    // runs before the commit. If what they found calls for another ring
+    // order (ring_choice.h), that order is proposed at once; else it commits.
     bool probing = false;
+    bool optimize = false;  // any better order wins, not only one ring_reorder_gain better
     std::vector<ProbeRoundPlan> probe_rounds;
     size_t probe_round = 0;            // the round in flight
     std::set<PeerId> probe_waiting;    // its members yet to answer
     uint64_t probe_started_ms = 0;
+    uint64_t probe_round_started_ms = 0;
   };
 
   // Lives only while the ring it began on stands (a commit, a renewal or a
@@ -189,6 +208,7 @@ class MasterState {
     std::vector<PeerId> waiting; // pending peers, in arrival order
     std::set<PeerId> topology_votes;
     bool links_broken_vote = false;  // some voter's links failed: rebuild even if nothing else changed
+    bool optimize_vote = false;      // some voter asked to re-measure and re-order (ferry_optimize_topology)
     std::set<PeerId> pending_queries;
     std::optional<Proposal> proposal;
     std::map<uint32_t, Collective> collectives;  // open ones, by seq
@@ -232,10 +252,18 @@ class MasterState {
   void send_all(const std::vector<PeerId>& ids, const wire::Message& message);
 
   void maybe_complete_votes(Group& group);
-  void start_proposal(Group& group);
+  // `order`: the members in the ring order to propose (empty: the ring, then
+  // the joiners, reordered if the matrix knows a better ring).
+  void start_proposal(Group& group, std::vector<PeerId> order = {});
   void renew_epoch(Group& group);
   void probe_or_commit(Group& group);
   void send_probe_round(Group& group);
+  void end_probes(Group& group);
+  void send_topology(Group& group, bool reorder);
+  RingProblem ring_problem(Group& group, const std::vector<PeerId>& members);
+  // `members` reordered when the matrix knows a ring better by the hysteresis rule; else nullopt.
+  std::optional<std::vector<PeerId>> better_ring(Group& group, const std::vector<PeerId>& members,
+                                                 std::chrono::milliseconds budget, double gain);
   void maybe_commit_proposal(Group& group);
   void settle_proposal(Group& group);
   std::optional<std::string> refusal(const Connection& from, uint32_t group) const;

@@ -173,7 +173,7 @@ void Communicator::connect() {
            "admission by the master (this peer stays pending; call ferry_connect again to keep waiting)");
 }
 
-void Communicator::update_topology() {
+void Communicator::update_topology(bool optimize) {
   std::lock_guard vote(vote_mu_);
   std::unique_lock lock(mu_);
   require_accepted("update_topology");
@@ -184,6 +184,7 @@ void Communicator::update_topology() {
   auto links = membership_.view().links;
   wire::TopologyVote ballot;
   ballot.links_broken = links && !links->failure().ok();
+  ballot.optimize = optimize ? 1 : 0;
   session_.send(ballot);
   wait_for(lock, [&] { return topology_done_count_ > before; }, "update_topology");
 }

@@ -83,7 +83,8 @@ class Communicator final : private MasterSession::Events {
   Communicator& operator=(const Communicator&) = delete;
 
   void connect();
-  void update_topology();
+  // `optimize`: ask the master to re-measure every link and take the best ring order.
+  void update_topology(bool optimize = false);
   uint32_t peers_pending();
   Attributes attributes() const;
   // Issues an all-reduce; the returned operation is waited with wait().

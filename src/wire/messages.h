@@ -119,7 +119,9 @@ struct Welcome {
 struct TopologyVote {
   static constexpr MessageType kType = MessageType::topology_vote;
   uint8_t links_broken = 0;  // this peer's ring links failed: the ring must be rebuilt, not kept
-  template <class V> void fields(V& v) { v(links_broken); }
+  // ferry_optimize_topology: measure every pair afresh and take the best ring order
+  uint8_t optimize = 0;
+  template <class V> void fields(V& v) { v(links_broken); v(optimize); }
 };
 
 struct RingMember {

@@ -39,7 +39,7 @@ std::vector<Message> one_of_each() {
   return {AuthChallenge{std::string(32, 'n'), 1},
           Hello{7, "example.org", 4000, 4, 10000, std::string(32, 'x'), std::string(32, 'p')},
           Welcome{42, "192.0.2.1", std::string(32, 'q')},
-          TopologyVote{1},
+          TopologyVote{1, 1},
           topology,
           TopologyReady{9, 6, 2, "refused"},
           TopologyDone{9, 5, 2, 3},

@@ -217,6 +217,15 @@ class Communicator:
             code = _lib.lib().ferry_update_topology(ptr)
         _lib.check(code, "update_topology")
 
+    def optimize_topology(self) -> None:
+        """update_topology that re-measures every link and takes the best ring order
+        (``ferry_optimize_topology``): collective, same errors and bounds. For a boundary of
+        your choosing (say every few hundred outer steps); plain votes already reorder for a
+        ring at least 25 % faster."""
+        with self._call("optimize_topology") as ptr:
+            code = _lib.lib().ferry_optimize_topology(ptr)
+        _lib.check(code, "optimize_topology")
+
     def peers_pending(self) -> int:
         """Collective over the group's accepted peers: how many peers wait to be admitted.
 

@@ -59,3 +59,18 @@ def test_links_before_connect_is_invalid_usage(address):
         else:
             raise AssertionError("links() before connect() must raise InvalidUsageError")
     assert str(ferry.LinkMatrix()) == "no link measured yet"
+
+
+def test_optimize_topology_remeasures_and_every_member_sees_the_same_ring(address):
+    def body(i):
+        with join(address, 3, shared_memory=False) as comm:
+            comm.optimize_topology()
+            links = comm.links()
+            out = comm.all_reduce(np.arange(1000, dtype=np.float32) * (i + 1), op="sum")
+            return comm.ring(), len(links), {l.connections for l in links}, out.tobytes()
+
+    results = run_threads(3, body)
+    for ring, count, connections, out in results:
+        assert ring == results[0][0]
+        assert count == 6 and connections == {8}  # probed afresh, before any collective
+        assert out == results[0][3]
