@@ -115,6 +115,25 @@ struct Fixture {
     return {newcomer, sent<Topology>()[0].second.epoch};
   }
 
+  // A ring of conn 1 votes conns 2 and 3 in and every link comes up; the
+  // probes are answered by hand from here on. Returns the proposal's epoch
+  // (its first probe round is in the last step).
+  uint64_t three_probing() {
+    answer_probes = false;
+    join(1);
+    all_ready();  // a ring of one probes nothing
+    join(2);
+    join(3);
+    state.on_message(1, TopologyVote{});
+    step();
+    auto proposals = sent<Topology>();
+    REQUIRE(proposals.size() == 3);
+    uint64_t epoch = proposals[0].second.epoch;
+    for (ConnId c = 1; c <= 3; ++c) state.on_message(c, TopologyReady{epoch, 0, 0, ""});
+    step();
+    return epoch;
+  }
+
   // Conns 1..n begin collective `seq` alike (and so get the go).
   void all_begin(uint64_t epoch, uint32_t seq, ConnId n) {
     for (ConnId c = 1; c <= n; ++c) state.on_message(c, CollectiveBegin{epoch, seq, 1, 0, 10, 10, 0});
@@ -780,20 +799,10 @@ TEST_CASE("master: link reports of others' links or from peers not yet accepted 
 TEST_CASE("master: once the links are up, a vote probes the pairs nobody measured, then reorders the ring by its bottleneck",
           "[master][probe]") {
   Fixture f;
-  f.answer_probes = false;
-  f.join(1);
-  f.all_ready();  // a ring of one probes nothing
-  f.join(2);
-  f.join(3);
-  f.state.on_message(1, TopologyVote{});
-  f.step();
-  auto proposals = f.sent<Topology>();
-  REQUIRE(proposals.size() == 3);
-  uint64_t epoch = proposals[0].second.epoch;
-  for (ConnId c = 1; c <= 3; ++c) f.state.on_message(c, TopologyReady{epoch, 0, 0, ""});
+  uint64_t epoch = f.three_probing();
   std::set<std::pair<PeerId, PeerId>> probed;
   for (uint32_t round = 0; round < 2; ++round) {
-    f.step();
+    if (round > 0) f.step();
     CHECK(f.sent<TopologyDone>().empty());  // not before the last round's answers
     auto rounds = f.sent<ProbeRound>();
     REQUIRE(rounds.size() == 3);
@@ -818,7 +827,7 @@ TEST_CASE("master: once the links are up, a vote probes the pairs nobody measure
   CHECK(probed.size() == 6);
   // The probes call for another order: proposed at once, under a new epoch, with no probes.
   CHECK(f.sent<TopologyDone>().empty());
-  proposals = f.sent<Topology>();
+  auto proposals = f.sent<Topology>();
   REQUIRE(proposals.size() == 3);
   CHECK(proposals[0].second.epoch > epoch);
   std::vector<PeerId> ring;
@@ -857,16 +866,7 @@ TEST_CASE("master: once the links are up, a vote probes the pairs nobody measure
 TEST_CASE("master: a probe answer for links it was not asked about gets the sender kicked, and the rest start over",
           "[master][probe]") {
   Fixture f;
-  f.answer_probes = false;
-  f.join(1);
-  f.all_ready();
-  f.join(2);
-  f.join(3);
-  f.state.on_message(1, TopologyVote{});
-  f.step();
-  uint64_t epoch = f.sent<Topology>().at(0).second.epoch;
-  for (ConnId c = 1; c <= 3; ++c) f.state.on_message(c, TopologyReady{epoch, 0, 0, ""});
-  f.step();
+  uint64_t epoch = f.three_probing();
   auto rounds = f.sent<ProbeRound>();
   REQUIRE(rounds.size() == 3);
   ConnId prober = rounds[0].first;
@@ -890,17 +890,8 @@ TEST_CASE("master: a member that never answers a probe round is kicked at the ro
   MasterLimits limits;
   limits.probe_round_timeout_ms = 1000;
   Fixture f(limits);
-  f.answer_probes = false;
   f.state.advance_clock(10);
-  f.join(1);
-  f.all_ready();
-  f.join(2);
-  f.join(3);
-  f.state.on_message(1, TopologyVote{});
-  f.step();
-  uint64_t epoch = f.sent<Topology>().at(0).second.epoch;
-  for (ConnId c = 1; c <= 3; ++c) f.state.on_message(c, TopologyReady{epoch, 0, 0, ""});
-  f.step();
+  uint64_t epoch = f.three_probing();
   for (auto& [conn, r] : f.sent<ProbeRound>())
     if (conn != 3) f.state.on_message(conn, ProbeDone{epoch, 0, {}, {}});
   f.state.on_tick(900);
