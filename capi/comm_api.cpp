@@ -150,7 +150,7 @@ void ferry_comm_params_init(ferry_comm_params* params) {
   params->struct_size = sizeof(ferry_comm_params);
   params->peer_group = 0;
   params->p2p_connections = 0;
-  params->p2p_listen_host = "0.0.0.0";
+  params->p2p_listen_host = "::";
   params->timeout_ms = 60000;
   params->progress_timeout_ms = 20000;
   params->heartbeat_timeout_ms = 10000;

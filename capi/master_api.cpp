@@ -24,7 +24,7 @@ void ferry_master_params_init(ferry_master_params* params) {
   if (!params) return;
   *params = ferry_master_params{};
   params->struct_size = sizeof(ferry_master_params);
-  params->listen_address = "0.0.0.0:48148";
+  params->listen_address = "[::]:48148";
   params->peer_timeout_ms = 10000;
   params->link_max_age_ms = 600000;
 }

@@ -42,7 +42,7 @@ def parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="model initialisation (the same on every peer)")
     p.add_argument("--device", default="cpu", help="cpu or cuda (ferry stages CUDA tensors through host memory)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
-    p.add_argument("--listen-host", default="0.0.0.0", help="address of this peer's p2p listener")
+    p.add_argument("--listen-host", default="::", help="address of this peer's p2p listener (:: takes IPv6 and IPv4)")
     p.add_argument("--timeout-ms", type=int, help="ferry timeout_ms (waiting for other peers)")
     p.add_argument("--heartbeat-timeout-ms", type=int, help="ferry heartbeat_timeout_ms")
     p.add_argument("--pace", type=float, default=0.0,

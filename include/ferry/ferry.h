@@ -157,7 +157,8 @@ typedef struct ferry_master_params {
   uint32_t struct_size;       /* sizeof(ferry_master_params); set by _init */
   /* "HOST:PORT" to listen on. HOST is an IPv4/IPv6 literal or a name;
      PORT 0 picks a free port (see ferry_master_port). Default
-     "0.0.0.0:48148". Borrowed during ferry_master_create_with only. */
+     "[::]:48148": IPv6 and IPv4 (changed in 0.2 from "0.0.0.0:48148").
+     Borrowed during ferry_master_create_with only. */
   const char* listen_address;
   /* A peer silent for this long is removed (its heartbeats stopped: killed,
      stopped, cut off). A peer may ask for a longer deadline when it joins.
@@ -239,14 +240,20 @@ typedef struct ferry_comm_params {
      1..64 pins the count (the group uses the smallest any member pins).
      The count never changes the results' bits. */
   uint32_t p2p_connections;
-  /* Address the peer-to-peer listener binds. Default "0.0.0.0". */
+  /* Address the peer-to-peer listener binds. Default "::": IPv6 and IPv4
+     on one socket (IPV6_V6ONLY off; "0.0.0.0" where the system has no
+     IPv6). Changed in 0.2 from "0.0.0.0". */
   const char* p2p_listen_host;
   /* Port range for the peer-to-peer listener, inclusive; the first free
      port is taken. 0/0 (default) lets the system choose. */
   uint16_t p2p_port_min;
   uint16_t p2p_port_max;
   /* Address other peers should dial to reach this one (NAT, proxies).
-     NULL (default): the address the master sees this peer connect from. */
+     NULL (default): p2p_listen_host when that is one address (not "::" or
+     "0.0.0.0"), else the address the master sees this peer connect from.
+     ferry_connect fails with FERRY_ERR_INVALID_ARGUMENT when that address
+     is IPv6 and the listener takes IPv4 only ("0.0.0.0"): neighbours could
+     not dial it. */
   const char* advertised_host;
   /* Port other peers should dial. 0 (default): the bound port. */
   uint16_t advertised_port;

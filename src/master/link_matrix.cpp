@@ -17,12 +17,31 @@ void LinkMatrix::record(uint64_t from, const std::vector<wire::LinkEntry>& entri
     cell.measured_at_ms = now_ms - std::min<uint64_t>(e.age_ms, now_ms);
     if (probed) cell.probed_bps = e.goodput_bps;
     unreachable_.erase({from, e.to_peer});
+    failures_.erase({from, e.to_peer});
   }
 }
 
-void LinkMatrix::mark_unreachable(uint64_t from, uint64_t to, uint64_t now_ms) {
-  unreachable_[{from, to}] = now_ms;
+uint64_t LinkMatrix::mark_unreachable(uint64_t from, uint64_t to, uint64_t now_ms, Backoff backoff) {
+  uint32_t failures = failures_[{from, to}]++;
+  uint64_t wait = backoff.initial_ms;
+  for (uint32_t i = 0; i < failures && wait < backoff.max_ms; ++i) wait *= 2;
+  wait = std::min(wait, backoff.max_ms);
+  unreachable_[{from, to}] = now_ms + wait;
   cells_.erase({from, to});
+  return wait;
+}
+
+bool LinkMatrix::any_unreachable(const std::vector<uint64_t>& members) const {
+  auto member = [&](uint64_t id) { return std::find(members.begin(), members.end(), id) != members.end(); };
+  return std::any_of(unreachable_.begin(), unreachable_.end(),
+                     [&](const auto& kv) { return member(kv.first.first) && member(kv.first.second); });
+}
+
+bool LinkMatrix::retry_due(const std::vector<uint64_t>& members) const {
+  auto member = [&](uint64_t id) { return std::find(members.begin(), members.end(), id) != members.end(); };
+  return std::any_of(failures_.begin(), failures_.end(), [&](const auto& kv) {
+    return member(kv.first.first) && member(kv.first.second) && !has(kv.first.first, kv.first.second);
+  });
 }
 
 double LinkMatrix::capacity(uint64_t from, uint64_t to) const {
@@ -42,11 +61,12 @@ void LinkMatrix::forget(uint64_t peer) {
   auto touches = [&](const auto& kv) { return kv.first.first == peer || kv.first.second == peer; };
   std::erase_if(cells_, touches);
   std::erase_if(unreachable_, touches);
+  std::erase_if(failures_, touches);
 }
 
 void LinkMatrix::expire(uint64_t now_ms, uint64_t max_age_ms) {
   std::erase_if(cells_, [&](const auto& kv) { return now_ms - kv.second.measured_at_ms > max_age_ms; });
-  std::erase_if(unreachable_, [&](const auto& kv) { return now_ms - kv.second > max_age_ms; });
+  std::erase_if(unreachable_, [&](const auto& kv) { return now_ms >= kv.second; });
 }
 
 std::vector<wire::LinkEntry> LinkMatrix::entries(uint64_t now_ms, size_t limit) const {

@@ -7,6 +7,12 @@
 // age out: one not refreshed for max_age_ms is dropped (a link's rate from an
 // hour ago says little about it now). Time is the master's clock (ms).
 //
+// A pair that could not connect (a probe's or a ring link's dial failed) is
+// unreachable until its back-off ends: `initial` after its first failure,
+// doubling with each further one up to `max`. Then it is unknown again and
+// retry_due() says so, so the next vote probes it: a healed firewall or
+// route is used again. A success forgets its failures.
+//
 // Threading: none; the master's state machine owns it (master_state.h).
 #pragma once
 
@@ -28,8 +34,12 @@ class LinkMatrix {
   // not what the link could carry.
   void record(uint64_t from, const std::vector<wire::LinkEntry>& entries, const std::vector<uint64_t>& members,
               uint64_t now_ms, bool probed = false);
-  // `from` could not open a connection to `to` (a probe's dial failed).
-  void mark_unreachable(uint64_t from, uint64_t to, uint64_t now_ms);
+  struct Backoff {
+    uint64_t initial_ms = 30'000;
+    uint64_t max_ms = 600'000;
+  };
+  // `from` could not open a connection to `to`. Returns how long it stays unreachable.
+  uint64_t mark_unreachable(uint64_t from, uint64_t to, uint64_t now_ms, Backoff backoff);
   // What the pair can carry, bytes/s, as far as known: the larger of its
   // probed capacity and its latest goodput; 1e12 over shared memory; -1 when
   // unreachable; 0 when unknown.
@@ -38,12 +48,18 @@ class LinkMatrix {
   // A member left: its row and its column go.
   void forget(uint64_t peer);
   // Everything goes (a re-measurement was asked for).
+  // (Failures are kept: a pair that fails again backs off longer.)
   void clear() {
     cells_.clear();
     unreachable_.clear();
   }
-  // Drops the entries older than max_age_ms.
+  // Drops the entries older than max_age_ms, and the unreachable marks whose back-off ended.
   void expire(uint64_t now_ms, uint64_t max_age_ms);
+  // Whether some pair of `members` failed before, is due for a retry, and is
+  // not yet measured again (call expire first).
+  bool retry_due(const std::vector<uint64_t>& members) const;
+  // Whether some pair of `members` is unreachable now.
+  bool any_unreachable(const std::vector<uint64_t>& members) const;
   // At most `limit` entries, in (from, to) order, each with its age at now_ms.
   std::vector<wire::LinkEntry> entries(uint64_t now_ms, size_t limit) const;
   size_t size() const { return cells_.size(); }
@@ -58,7 +74,8 @@ class LinkMatrix {
     uint64_t probed_bps = 0;  // the last probe's rate; 0: never probed
   };
   std::map<std::pair<uint64_t, uint64_t>, Cell> cells_;
-  std::map<std::pair<uint64_t, uint64_t>, uint64_t> unreachable_;  // since (ms); aged out like entries
+  std::map<std::pair<uint64_t, uint64_t>, uint64_t> unreachable_;  // until (ms): its back-off
+  std::map<std::pair<uint64_t, uint64_t>, uint32_t> failures_;     // since its last success
 };
 
 }  // namespace ferry::master

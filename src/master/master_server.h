@@ -23,7 +23,7 @@
 namespace ferry::master {
 
 struct MasterServerOptions {
-  std::string listen_host = "0.0.0.0";
+  std::string listen_host = "::";  // both families (net/listener.h)
   uint16_t listen_port = 48148;
   MasterLimits limits;
   // A connection must say hello within this time, or it is closed.

@@ -109,6 +109,7 @@ void MasterState::on_hello(ConnId conn, const wire::Hello& hello) {
   peer.group = hello.peer_group;
   peer.connections = hello.p2p_connections;
   peer.source = c.remote_host;
+  peer.silent_link_ms = hello.silent_link_ms;
   peer.endpoint = {peer.id, hello.advertised_host.empty() ? c.remote_host : hello.advertised_host,
                    hello.advertised_port};
   c.peer = peer.id;
@@ -213,7 +214,10 @@ void MasterState::maybe_complete_votes(Group& group) {
   if (all_in(group.topology_votes)) {
     group.topology_votes.clear();
     bool optimize = std::exchange(group.optimize_vote, false);
-    bool rebuild = !group.waiting.empty() || group.broken || group.links_broken_vote || optimize ||
+    group.links.expire(now_ms_, limits_.link_max_age_ms);
+    // A pair whose back-off ended is probed again once the rebuilt ring's links are up.
+    bool rebuild = placeable(group, nullptr) != group.ring || group.broken || group.links_broken_vote || optimize ||
+                   group.links.retry_due(group.ring) ||
                    better_ring(group, group.ring, std::chrono::milliseconds(100), limits_.ring_reorder_gain);
     group.links_broken_vote = false;
     if (!rebuild) return renew_epoch(group);  // the ring stands, its links stay up
@@ -232,16 +236,30 @@ void MasterState::maybe_complete_votes(Group& group) {
 void MasterState::start_proposal(Group& group, std::vector<PeerId> order) {
   Proposal proposal;
   proposal.epoch = next_epoch_++;
-  proposal.members = group.ring;
-  for (PeerId id : group.waiting)
-    if (!contains(proposal.members, id)) proposal.members.push_back(id);
   bool ordered = !order.empty();
-  if (ordered) proposal.members = std::move(order);
+  if (ordered) {
+    proposal.members = std::move(order);
+  } else {
+    std::vector<PeerId> evict;
+    proposal.members = placeable(group, &evict);
+    for (PeerId id : group.waiting)
+      if (!contains(proposal.members, id))
+        log().info("join: {} waits: no ring with it avoids every pair that cannot connect", peer_name(id));
+    std::string names;
+    for (PeerId id : evict) names += (names.empty() ? "" : ", ") + peer_name(id);
+    group.settling = true;
+    for (PeerId id : evict)
+      kick(peers_.at(id).conn, Errc::connect,
+           "no ring of the group avoids every pair that cannot connect, and leaving out " + names +
+               " is the fewest peers that makes one possible");
+    group.settling = false;
+  }
   if (proposal.members.empty()) {
     group.proposal.reset();
     return;
   }
   abort_all_collectives(group, Errc::peer_lost, "the ring is being rebuilt");
+  proposal.started_ms = now_ms_;
   group.proposal = std::move(proposal);
   send_topology(group, !ordered);
 }
@@ -271,7 +289,7 @@ std::optional<std::vector<PeerId>> MasterState::better_ring(Group& group, const 
   bool gains = gain > 1 ? best.bottleneck >= given.bottleneck * gain
                         : best.order != given.order && (best.bottleneck > given.bottleneck ||
                                                         best.total_rtt_ms < given.total_rtt_ms);
-  if (!unusable && !gains) return std::nullopt;
+  if (!unusable && (!gains || !limits_.order_rings_by_links)) return std::nullopt;
   std::vector<PeerId> order;
   for (size_t i : best.order) order.push_back(members[i]);
   log().info("ring: group {}: order by bottleneck {:.1f} MB/s (total RTT {:.0f} ms) instead of {:.1f} MB/s ({:.0f} ms)",
@@ -318,21 +336,60 @@ void MasterState::settle_proposal(Group& group) {
     if (auto it = p.answers.find(id); it != p.answers.end()) m.answer = it->second;
     members.push_back(std::move(m));
   }
-  auto verdict = ring_verdict(members);
+  const bool may_reroute = group.reroutes < limits_.max_reroutes;
+  for (VerdictMember& m : members) {
+    uint64_t heard_until = p.started_ms + 1000 + std::min<uint64_t>(peers_.at(m.id).silent_link_ms, limits_.max_silent_link_ms);
+    m.hear_if_blamed = may_reroute && peers_.at(m.id).silent_link_ms > 0 && now_ms_ < heard_until;
+  }
+  auto verdict = ring_verdict(members, may_reroute);
   if (!verdict) return;  // answers that could still matter are missing
-  if (verdict->empty()) return probe_or_commit(group);
+  if (verdict->all_ready()) return probe_or_commit(group);
   uint64_t epoch = p.epoch;
-  log().warn("phase: group {} epoch {} failed; evicting {} peers", group.id, epoch, verdict->size());
+  if (!verdict->failed_links.empty()) reroute(group, *verdict);  // start_proposal places the members around them
+  if (!verdict->culprits.empty())
+    log().warn("phase: group {} epoch {} failed; evicting {} peers", group.id, epoch, verdict->culprits.size());
   group.proposal.reset();
   group.settling = true;
-  for (const Culprit& culprit : *verdict) {
+  for (const Culprit& culprit : verdict->culprits) {
     const Peer& peer = peers_.at(culprit.id);
     std::string why = "evicted from the ring of epoch " + std::to_string(epoch) + ": " + culprit.why;
     if (peer.phase == Phase::pending) note_backoff(peer.source);
     kick(peer.conn, Errc::connect, why);
   }
   group.settling = false;
-  start_proposal(group);
+  start_proposal(group);  // ordered around every unreachable pair (better_ring)
+}
+
+void MasterState::reroute(Group& group, const Verdict& verdict) {
+  ++group.reroutes;
+  for (const FailedLink& link : verdict.failed_links) {
+    uint64_t wait = group.links.mark_unreachable(link.from, link.to, now_ms_,
+                                                 {limits_.unreachable_retry_ms, limits_.unreachable_retry_max_ms});
+    log().warn("ring: group {}: {} cannot reach {} ({}); rings avoid that pair for {} s", group.id,
+               peer_name(link.from), peer_name(link.to), link.why, wait / 1000);
+  }
+}
+
+std::vector<PeerId> MasterState::placeable(Group& group, std::vector<PeerId>* evict) {
+  std::vector<PeerId> members = group.ring;
+  for (PeerId id : group.waiting)
+    if (!contains(members, id)) members.push_back(id);
+  if (!group.links.any_unreachable(members)) return members;
+  // Keeping an accepted member is worth more than keeping a joiner; among equals, the older stays.
+  std::vector<double> keep_weight;
+  for (PeerId id : members)
+    keep_weight.push_back((peers_.at(id).phase == Phase::accepted ? 1e6 : 0) + 1.0 / static_cast<double>(id));
+  std::vector<size_t> drop = fewest_to_drop(ring_problem(group, members), keep_weight, std::chrono::milliseconds(500));
+  if (drop.empty()) return members;
+  std::vector<PeerId> kept;
+  for (size_t i = 0; i < members.size(); ++i) {
+    bool dropped = std::find(drop.begin(), drop.end(), i) != drop.end();
+    if (!dropped)
+      kept.push_back(members[i]);
+    else if (evict && peers_.at(members[i]).phase == Phase::accepted)
+      evict->push_back(members[i]);
+  }
+  return kept;
 }
 
 void MasterState::probe_or_commit(Group& group) {
@@ -367,6 +424,8 @@ void MasterState::end_probes(Group& group) {
 void MasterState::on_tick(uint64_t now_ms) {
   advance_clock(now_ms);
   for (auto& [id, group] : groups_) {
+    // A blamed joiner's deadline may have passed: the answers in hand decide.
+    if (group.proposal && !group.proposal->probing) settle_proposal(group);
     if (!group.proposal || !group.proposal->probing || group.proposal->probe_waiting.empty()) continue;
     if (now_ms_ - group.proposal->probe_round_started_ms < limits_.probe_round_timeout_ms) continue;
     // An honest peer answers within its own bounds (link_probe.h); one that does not stalls the vote.
@@ -419,7 +478,7 @@ void MasterState::handle(Peer& peer, const wire::ProbeDone& m) {
   for (PeerId to : m.unreachable) {
     if (!asked(to)) return kick(peer.conn, Errc::protocol, "probe_done names an unreachable peer it was not asked to probe");
     log().info("probe: group {}: {} cannot reach {}", group.id, peer_name(peer.id), peer_name(to));
-    group.links.mark_unreachable(peer.id, to, now_ms_);
+    group.links.mark_unreachable(peer.id, to, now_ms_, {limits_.unreachable_retry_ms, limits_.unreachable_retry_max_ms});
   }
   group.links.record(peer.id, m.links, p.members, now_ms_, /*probed=*/true);
   p.probe_waiting.erase(peer.id);
@@ -448,6 +507,7 @@ void MasterState::maybe_commit_proposal(Group& group) {
     erase_value(group.waiting, id);
   }
   group.proposal.reset();
+  group.reroutes = 0;
   log().info("phase: group {} committed epoch {}: ring of {}", group.id, group.epoch, group.ring.size());
   send_all(group.ring, done_message(group));
 }

@@ -10,9 +10,16 @@
 //   accepted (the proposal committed: topology_done).
 // A proposal that loses a member is re-proposed without it at once. One whose
 // links do not all form is decided when the answers allow (ring_verdict.h:
-// a peer is evicted only on corroboration, never on one peer's word), then
-// every culprit goes at once and the rest are proposed again; each retry
-// drops at least one peer, so it terminates.
+// a peer is evicted only on corroboration, never on one peer's word). A link
+// both ends say failed marks its ordered pair unreachable (link_matrix.h:
+// retried after a back-off) and the members are proposed again in a ring
+// that avoids every unreachable pair. When none exists, the fewest members
+// that make one possible are left out (ring_choice.h): joiners wait for a
+// later vote, accepted members are evicted saying why. Other culprits go at
+// once and the rest are proposed again. Each retry drops a peer or a pair
+// (at most max_reroutes of those per commit), so it terminates. A joiner
+// left waiting costs a failed round only when a newcomer or an expired
+// back-off makes a ring with it possible again.
 //
 // Insiders (peers that hold the run secret) are bounded too:
 //  - Pending joiners are capped per group and per source address.
@@ -48,6 +55,7 @@
 #include "master/link_matrix.h"
 #include "master/probe_plan.h"
 #include "master/ring_choice.h"
+#include "master/ring_verdict.h"
 #include "wire/messages.h"
 
 namespace ferry::master {
@@ -119,6 +127,24 @@ struct MasterLimits {
   // each) plus its probe (at most 3 s).
   uint64_t probe_round_timeout_ms = 15'000;
   double ring_reorder_gain = 1.25;
+  // false: rings keep the order peers arrived in, whatever the links (a
+  // baseline for what ordering buys: ferry-master --ring-order arrival);
+  // unreachable pairs are still avoided.
+  bool order_rings_by_links = true;
+  // A pair that could not connect is avoided for 30 s after its first
+  // failure, doubling with each further one up to 10 min; then the next
+  // vote probes it again (a rebuild of the ring: worth it only that rarely).
+  uint64_t unreachable_retry_ms = 30'000;
+  uint64_t unreachable_retry_max_ms = 600'000;
+  // Failed links rerouted around before a proposal commits; past that,
+  // disputes evict again (ring_verdict.h), so fakes cannot stall a vote.
+  uint32_t max_reroutes = 4;
+  // A joiner an accepted member blamed is heard before the verdict (its
+  // answer may show a link to route around) until the deadline it gave in
+  // its hello (hello.silent_link_ms, peer/link_setup.h: 15 s by default)
+  // after the proposal, plus a second; at most this long. A fake that never
+  // answers stalls the vote no longer than that, or its link timeout.
+  uint64_t max_silent_link_ms = 20'000;
 };
 
 class MasterState {
@@ -167,12 +193,14 @@ class MasterState {
     std::string source;              // the address its connection came from
     uint32_t open_collectives = 0;   // records in its group that hold its begin
     uint32_t open_syncs = 0;         // ... of which shared-state syncs
+    uint32_t silent_link_ms = 0;     // its hello's: when it answers a proposal at the latest
   };
 
   struct Proposal {
     uint64_t epoch = 0;
     std::vector<PeerId> members;
     std::map<PeerId, wire::TopologyReady> answers;
+    uint64_t started_ms = 0;
     // Once every link is up (so every member proved it answers), the pairs
     // nobody measured are probed (probe_plan.h), round by round, before the
     // commit: no collective runs on a link while it is probed, because none
@@ -214,6 +242,7 @@ class MasterState {
     std::map<uint32_t, Collective> collectives;  // open ones, by seq
     std::optional<uint64_t> shared_revision;      // of the last committed shared-state sync
     bool settling = false;  // evicting a proposal's culprits: one re-proposal afterwards, not one each
+    uint32_t reroutes = 0;  // proposals re-ordered around failed links since the last commit
     LinkMatrix links;       // what its members measured of the links between them
   };
 
@@ -266,6 +295,13 @@ class MasterState {
                                                  std::chrono::milliseconds budget, double gain);
   void maybe_commit_proposal(Group& group);
   void settle_proposal(Group& group);
+  // Marks the verdict's failed links unreachable.
+  void reroute(Group& group, const Verdict& verdict);
+  // Who the next proposal holds: the ring, then the joiners, less the fewest
+  // members that leave a ring avoiding every unreachable pair (ring_choice.h).
+  // Dropped joiners wait for a later vote (a newcomer may make a ring
+  // possible); dropped accepted members are added to `evict`.
+  std::vector<PeerId> placeable(Group& group, std::vector<PeerId>* evict);
   std::optional<std::string> refusal(const Connection& from, uint32_t group) const;
   void note_backoff(const std::string& source);
   void forget_idle_groups();

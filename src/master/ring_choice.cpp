@@ -172,6 +172,42 @@ std::vector<size_t> improve(const RingProblem& p, std::vector<size_t> order, Clo
   return order;
 }
 
+// --- dropping members, when no ring exists --------------------------------
+
+// Every subset that holds a Hamiltonian cycle over reachable pairs (a lone member always does).
+std::vector<bool> subsets_with_cycle(const Edges& e, size_t n) {
+  const uint32_t count = 1u << n;
+  std::vector<uint16_t> ends(count, 0);  // ends[mask]: where a path from mask's lowest member covering mask can end
+  std::vector<bool> cycle(count, false);
+  for (size_t v = 0; v < n; ++v) ends[1u << v] = static_cast<uint16_t>(1u << v);
+  for (uint32_t mask = 1; mask < count; ++mask) {
+    size_t low = static_cast<size_t>(__builtin_ctz(mask));
+    for (size_t v = 0; v < n; ++v) {
+      if (!(ends[mask] >> v & 1)) continue;
+      if (mask == (1u << low) || (v != low && e.bw(v, low) >= 0)) cycle[mask] = true;
+      for (size_t w = low + 1; w < n; ++w)
+        if (!(mask >> w & 1) && e.bw(v, w) >= 0) ends[mask | (1u << w)] |= static_cast<uint16_t>(1u << w);
+    }
+  }
+  return cycle;
+}
+
+RingProblem without(const RingProblem& p, const std::vector<size_t>& kept) {
+  RingProblem q = RingProblem::sized(kept.size());
+  for (size_t a = 0; a < kept.size(); ++a)
+    for (size_t b = 0; b < kept.size(); ++b) {
+      q.bw(a, b) = p.bw(kept[a], kept[b]);
+      q.rtt_ms[a * kept.size() + b] = p.rtt(kept[a], kept[b]);
+    }
+  return q;
+}
+
+bool ring_exists(const RingProblem& p, std::chrono::milliseconds budget) {
+  std::vector<size_t> start(p.n);
+  for (size_t i = 0; i < p.n; ++i) start[i] = i;
+  return p.n < 2 || choose_ring(p, start, 0.05, budget).bottleneck >= 0;
+}
+
 }  // namespace
 
 RingProblem RingProblem::sized(size_t n) {
@@ -212,6 +248,55 @@ RingChoice choose_ring(const RingProblem& problem, const std::vector<size_t>& st
     return given;  // no ring avoids every unreachable pair
   }
   return evaluate_ring(problem, improve(problem, start, Clock::now() + budget));
+}
+
+std::vector<size_t> fewest_to_drop(const RingProblem& problem, const std::vector<double>& keep_weight,
+                                   std::chrono::milliseconds budget) {
+  const size_t n = problem.n;
+  Edges e(problem);
+  std::vector<size_t> dropped;
+  if (n <= kExactRingSize) {
+    std::vector<bool> cycle = subsets_with_cycle(e, n);
+    const uint32_t full = (1u << n) - 1;
+    uint32_t best = 0;
+    double best_weight = 0;
+    for (uint32_t mask = 1; mask <= full; ++mask) {
+      if (!cycle[mask]) continue;
+      double weight = 0;  // of the members it drops
+      for (size_t v = 0; v < n; ++v)
+        if (!(mask >> v & 1)) weight += keep_weight[v];
+      int size = __builtin_popcount(mask), best_size = __builtin_popcount(best);
+      if (size > best_size || (size == best_size && weight < best_weight)) {
+        best = mask;
+        best_weight = weight;
+      }
+    }
+    for (size_t v = 0; v < n; ++v)
+      if (!(best >> v & 1)) dropped.push_back(v);
+    return dropped;
+  }
+  const auto deadline = Clock::now() + budget;
+  std::vector<size_t> kept(n);
+  for (size_t i = 0; i < n; ++i) kept[i] = i;
+  auto remaining = [&] { return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()); };
+  while (kept.size() > 1 && !ring_exists(without(problem, kept), std::max(remaining(), std::chrono::milliseconds(1)))) {
+    size_t worst = 0;
+    std::pair<int, double> worst_key{-1, 0};
+    for (size_t k = 0; k < kept.size(); ++k) {
+      int blocked = 0;
+      for (size_t m : kept)
+        if (m != kept[k]) blocked += (problem.bw(kept[k], m) < 0) + (problem.bw(m, kept[k]) < 0);
+      std::pair<int, double> key{blocked, -keep_weight[kept[k]]};
+      if (key > worst_key) {
+        worst_key = key;
+        worst = k;
+      }
+    }
+    dropped.push_back(kept[worst]);
+    kept.erase(kept.begin() + static_cast<std::ptrdiff_t>(worst));
+  }
+  std::sort(dropped.begin(), dropped.end());
+  return dropped;
 }
 
 }  // namespace ferry::master

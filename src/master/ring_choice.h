@@ -53,4 +53,14 @@ RingChoice evaluate_ring(const RingProblem& problem, const std::vector<size_t>& 
 RingChoice choose_ring(const RingProblem& problem, const std::vector<size_t>& start, double tolerance = 0.05,
                        std::chrono::milliseconds budget = std::chrono::milliseconds(500));
 
+// When no ring avoids every unreachable pair: the fewest members to drop so
+// that the rest have one (indices, ascending). Among equally small choices the
+// one whose dropped members weigh least goes (`keep_weight`, one per member:
+// what keeping it is worth). Exact up to kExactRingSize (a subset DP over
+// every subset's Hamiltonian cycles); beyond, greedy: drop the member with
+// the most unreachable pairs (the lightest on a tie) until the local search
+// finds a ring. Empty when a ring already exists.
+std::vector<size_t> fewest_to_drop(const RingProblem& problem, const std::vector<double>& keep_weight,
+                                   std::chrono::milliseconds budget = std::chrono::milliseconds(500));
+
 }  // namespace ferry::master

@@ -42,8 +42,9 @@ class Claims {
   }
 
   // Members reachable from an accepted member in `alive`, stepping between
-  // neighbours that are both alive and do not accuse each other.
-  std::vector<bool> anchored(const std::vector<bool>& alive) const {
+  // neighbours that are both alive and do not accuse each other (or, with
+  // `failed_links_count`, accuse each other both ways: a failed link to route around).
+  std::vector<bool> anchored(const std::vector<bool>& alive, bool failed_links_count = false) const {
     std::vector<bool> reached(n_, false);
     std::vector<size_t> todo;
     for (size_t i = 0; i < n_; ++i)
@@ -55,7 +56,9 @@ class Claims {
       size_t i = todo.back();
       todo.pop_back();
       for (size_t j : {prev(i), next(i)}) {
-        if (reached[j] || !alive[j] || accuses(i, j) || accuses(j, i)) continue;
+        bool failed_link = accuses(i, j) && accuses(j, i);
+        if (reached[j] || !alive[j] || ((accuses(i, j) || accuses(j, i)) && !(failed_links_count && failed_link)))
+          continue;
         reached[j] = true;
         todo.push_back(j);
       }
@@ -70,7 +73,10 @@ class Claims {
       if (m_[i].answer) continue;
       if (m_[i].accepted) return false;
       for (size_t j : {prev(i), next(i)})
-        if (m_[j].accepted && accuses(j, i)) alive[i] = false;
+        if (m_[j].accepted && accuses(j, i)) {
+          if (m_[i].hear_if_blamed) return false;
+          alive[i] = false;
+        }
     }
     auto reached = anchored(alive);
     for (size_t i = 0; i < n_; ++i)
@@ -87,7 +93,7 @@ class Claims {
 
 }  // namespace
 
-std::optional<std::vector<Culprit>> ring_verdict(const std::vector<VerdictMember>& members) {
+std::optional<Verdict> ring_verdict(const std::vector<VerdictMember>& members, bool reroute) {
   const size_t n = members.size();
   Claims claims(members);
   bool any_accepted = std::any_of(members.begin(), members.end(), [](const auto& m) { return m.accepted; });
@@ -100,6 +106,7 @@ std::optional<std::vector<Culprit>> ring_verdict(const std::vector<VerdictMember
     if (!out(i)) why[i] = std::move(reason);
   };
   auto name = [&](size_t i) { return peer_name(members[i].id); };
+  Verdict verdict;
 
   for (size_t i = 0; i < n; ++i) {
     if (!members[i].answer)
@@ -117,7 +124,13 @@ std::optional<std::vector<Culprit>> ring_verdict(const std::vector<VerdictMember
   for (size_t i = 0; i < n; ++i) {
     auto j = claims.blamed(i);
     if (!j || out(i) || out(*j)) continue;
-    if (claims.accuses(*j, i)) {
+    if (claims.accuses(*j, i) && reroute) {
+      // Each failed link once, from its dialer's side. In a ring of two each
+      // end dials the other and neither knows which way failed: both are.
+      size_t dialer = *j == claims.next(i) ? i : *j, far = dialer == i ? *j : i;
+      if (dialer == i)
+        verdict.failed_links.push_back({members[dialer].id, members[far].id, claims.reason(dialer)});
+    } else if (claims.accuses(*j, i)) {
       size_t loser = claims.less_trusted(i, *j);
       evict(loser, "the link between " + name(i) + " and " + name(*j) + " failed at both ends (" + claims.reason(i) +
                        ")");
@@ -132,16 +145,15 @@ std::optional<std::vector<Culprit>> ring_verdict(const std::vector<VerdictMember
   if (any_accepted) {
     std::vector<bool> alive(n);
     for (size_t i = 0; i < n; ++i) alive[i] = !out(i);
-    auto reached = claims.anchored(alive);
+    auto reached = claims.anchored(alive, reroute);
     for (size_t i = 0; i < n; ++i)
       if (alive[i] && !members[i].accepted && !reached[i])
         evict(i, "no accepted member vouches for its links (its neighbours are evicted or blamed it)");
   }
 
-  std::vector<Culprit> culprits;
   for (size_t i = 0; i < n; ++i)
-    if (out(i)) culprits.push_back({members[i].id, why[i]});
-  return culprits;
+    if (out(i)) verdict.culprits.push_back({members[i].id, why[i]});
+  return verdict;
 }
 
 }  // namespace ferry::master

@@ -15,7 +15,11 @@
 //    an accepted member).
 //  - Otherwise every accusation X -> Y is a dispute between the two ends of
 //    one link, settled by Y's own answer:
-//      Y blames X too (the link is really down): the less trusted of the two;
+//      Y blames X too (the link is really down): with `reroute`, nobody:
+//        the link's dialer cannot reach its far end, and the master looks
+//        for a ring without that ordered pair (a firewall, a route, an
+//        address family one side lacks; in a ring of two, both directions);
+//        without, the less trusted of the two;
 //      Y says ready (its side of the link formed): the pending one of the two
 //        if one is pending, else the accuser X;
 //      Y failed blaming its other neighbour (Y is in trouble anyway): the
@@ -30,9 +34,10 @@
 //    cost a round of its own.
 //  - Silence: the verdict waits for every accepted member. A pending member
 //    that has not answered is not waited for once its fate is sealed: an
-//    accepted member blamed it, or it is cut off from every accepted member
-//    as above. It is then evicted as silent. (A proposal of only pending
-//    members waits for all of them.)
+//    accepted member blamed it (unless `hear_if_blamed`: its answer may show
+//    the link down at both ends, to be routed around), or it is cut off from
+//    every accepted member as above. It is then evicted as silent. (A
+//    proposal of only pending members waits for all of them.)
 //
 // Termination: a failed answer always yields a culprit (a self-blame does,
 // and each dispute does unless a culprit already explains it), so every
@@ -41,6 +46,10 @@
 // newer goes; a firewalled pending peer is blamed by the neighbour that
 // dials it and blames it back (its inbound lane never came): it goes; its
 // other neighbour, which reached it, stays.
+//
+// Rerouting costs a round per failed link, so the master allows a few per
+// admission and then settles disputes by eviction again: fakes that blame
+// each other back gain those rounds and no more.
 //
 // Limits: an accepted insider wins every dispute with a joiner, so it can
 // keep one joiner out per round (and put its source address in back-off);
@@ -61,6 +70,7 @@ struct VerdictMember {
   uint64_t id = 0;
   bool accepted = false;                      // in the committed ring before this proposal
   std::optional<wire::TopologyReady> answer;  // none yet: silent so far
+  bool hear_if_blamed = false;                // pending: wait for its answer even once an accepted member blamed it
 };
 
 struct Culprit {
@@ -68,8 +78,21 @@ struct Culprit {
   std::string why;
 };
 
+// A link both ends agree did not form: `from` dials `to` in the ring.
+struct FailedLink {
+  uint64_t from = 0, to = 0;
+  std::string why;
+};
+
+struct Verdict {
+  std::vector<Culprit> culprits;
+  std::vector<FailedLink> failed_links;  // only with reroute
+  bool all_ready() const { return culprits.empty() && failed_links.empty(); }
+};
+
 // Members in ring order. nullopt: wait for more answers. Otherwise the
-// culprits (empty only when every member is ready).
-std::optional<std::vector<Culprit>> ring_verdict(const std::vector<VerdictMember>& ring);
+// culprits and failed links (both empty only when every member is ready).
+// `reroute`: a link down at both ends is a failed link, not a dispute.
+std::optional<Verdict> ring_verdict(const std::vector<VerdictMember>& ring, bool reroute);
 
 }  // namespace ferry::master

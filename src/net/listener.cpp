@@ -1,6 +1,7 @@
 #include "net/listener.h"
 
 #include <asio/ip/address.hpp>
+#include <asio/ip/v6_only.hpp>
 #include <asio/post.hpp>
 #include "core/log.h"
 
@@ -18,12 +19,30 @@ std::shared_ptr<Listener> Listener::bind(asio::any_io_executor executor, const s
                                             std::to_string(port_max) + " is empty");
   asio::ip::address address = resolve_one_address(executor, host);
   std::shared_ptr<Listener> listener(new Listener(executor));
+  const bool dual_stack = address.is_v6() && address.is_unspecified();
+  if (dual_stack) {
+    std::error_code ec;
+    listener->acceptor_.open(asio::ip::tcp::v6(), ec);
+    if (ec) {  // a kernel without IPv6: both families means IPv4 here
+      log().info("listening on 0.0.0.0 instead of [::]: {}", ec.message());
+      address = asio::ip::address_v4::any();
+    }
+    listener->acceptor_.close(ec);
+  }
+  listener->address_ = address;
+  listener->dual_stack_ = address.is_v6() && address.is_unspecified();
   std::error_code last;
   for (uint32_t port = port_min; port <= port_max; ++port) {
     asio::ip::tcp::endpoint endpoint(address, static_cast<uint16_t>(port));
     std::error_code ec;
     listener->acceptor_.close(ec);
     listener->acceptor_.open(endpoint.protocol(), ec);
+    // Off where the system allows it (Linux's default, net.ipv6.bindv6only=0, too): one socket, both families.
+    if (!ec && listener->dual_stack_) {
+      std::error_code v6_only;
+      listener->acceptor_.set_option(asio::ip::v6_only(false), v6_only);
+      if (v6_only) listener->dual_stack_ = false;
+    }
     if (!ec) listener->acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
     if (!ec) listener->acceptor_.bind(endpoint, ec);
     if (!ec) listener->acceptor_.listen(asio::socket_base::max_listen_connections, ec);

@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "net/fd_limit.h"
 #include "net/frame_io.h"
+#include "net/resolve.h"
 #include "peer/escaped_exception.h"
 #include "peer/p2p_inbound.h"
 
@@ -145,6 +146,22 @@ OpDeadlines Communicator::op_deadlines() const {
   return {config_.timeout, config_.progress_timeout, config_.timeout};
 }
 
+std::string Communicator::advertised_host() {
+  if (!config_.advertised_host.empty()) return config_.advertised_host;
+  const auto& bound = listener_->address();
+  if (!bound.is_unspecified()) return bound.to_string();  // the one address it takes
+  // Else the master says where it saw us from: over IPv6, an address a v4-only listener cannot take.
+  if (listener_->takes_v6()) return {};
+  auto master = net::resolve_one_address(io_.get_executor(), config_.master.host);
+  if (master.is_v6() && !master.to_v6().is_v4_mapped())
+    throw Error(Errc::invalid_argument,
+                "the p2p listener (" + bound.to_string() + ") takes IPv4 only, but the master (" +
+                    config_.master.to_string() +
+                    ") is reached over IPv6, so neighbours would be told an IPv6 address; listen on \"::\" (the "
+                    "default: both families) or set advertised_host");
+  return {};
+}
+
 void Communicator::connect() {
   std::lock_guard vote(vote_mu_);
   std::unique_lock lock(mu_);
@@ -154,10 +171,16 @@ void Communicator::connect() {
     state_ = State::connecting;
     wire::Hello hello;
     hello.peer_group = config_.peer_group;
-    hello.advertised_host = config_.advertised_host;
+    try {
+      hello.advertised_host = advertised_host();
+    } catch (const Error&) {
+      state_ = State::idle;
+      throw;
+    }
     hello.advertised_port = config_.advertised_port ? config_.advertised_port : listener_->port();
     hello.p2p_connections = config_.connections ? config_.connections : kStartLanes;
     hello.heartbeat_timeout_ms = static_cast<uint32_t>(config_.heartbeat_timeout.count());
+    hello.silent_link_ms = static_cast<uint32_t>(LinkSetup::silent_link_deadline(link_options_).count());
     hello.nonce = random_nonce();
     lock.unlock();
     try {

@@ -50,9 +50,9 @@ struct CommConfig {
   net::Endpoint master;
   uint32_t peer_group = 0;
   uint32_t connections = 0;  // lanes per ring link; 0: adapted (lane_tuner.h), from kStartLanes
-  std::string listen_host = "0.0.0.0";
+  std::string listen_host = "::";  // both families (net/listener.h)
   uint16_t port_min = 0, port_max = 0;
-  std::string advertised_host;  // empty: as the master sees us
+  std::string advertised_host;  // empty: listen_host when it is one address, else as the master sees us
   uint16_t advertised_port = 0;  // 0: the bound port
   std::chrono::milliseconds timeout{60'000};
   std::chrono::milliseconds progress_timeout{20'000};
@@ -98,6 +98,11 @@ class Communicator final : private MasterSession::Events {
 
  private:
   enum class State { idle, connecting, pending, accepted, dead };
+
+  // The host neighbours are told to dial (hello.advertised_host; empty: the
+  // master's view). Throws Error (invalid_argument) when that view would be
+  // an IPv6 address and the listener takes IPv4 only.
+  std::string advertised_host();
 
   // MasterSession::Events
   void on_welcome(uint64_t peer_id) override;

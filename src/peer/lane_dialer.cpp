@@ -1,5 +1,6 @@
 #include "peer/lane_dialer.h"
 
+#include <algorithm>
 #include <asio/dispatch.hpp>
 
 #include "core/log.h"
@@ -28,7 +29,7 @@ std::shared_ptr<net::ShmRing> offer_ring(const LinkOptions& options, uint64_t to
 void dial_lane(asio::any_io_executor executor, const LinkOptions& options, const wire::RingMember& to,
                wire::LinkHello hello, bool offer_shared_memory, LaneDialed done) {
   net::dial(
-      executor, {to.host, to.port}, options.timeout, options.transport,
+      executor, {to.host, to.port}, std::min(options.timeout, options.connect_timeout), options.transport,
       [options, hello = std::move(hello), offer_shared_memory, done = std::move(done)](
           Status st, std::shared_ptr<net::Stream> stream) mutable {
         if (!st.ok()) return done(st, nullptr, false);

@@ -35,6 +35,10 @@ struct LinkOptions {
   // A growing link may switch its lanes to bbr (the kernel lets this process,
   // and the user named no congestion control).
   bool bbr_allowed = false;
+  // Opening one lane's connection. A firewall that drops SYNs answers with
+  // silence: 10 s is four SYN retransmissions, and past it the master can
+  // route around the pair (link_setup.h) instead of waiting the whole timeout.
+  std::chrono::milliseconds connect_timeout{10'000};
 };
 
 // Where a link to one peer settled (lane_tuner.h), for the next links to it.

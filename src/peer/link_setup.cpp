@@ -1,5 +1,6 @@
 #include "peer/link_setup.h"
 
+#include <algorithm>
 #include <asio/dispatch.hpp>
 #include <asio/strand.hpp>
 
@@ -31,24 +32,41 @@ void LinkSetup::start() {
 }
 
 void LinkSetup::arm_timer() {
-  timer_.expires_after(options_.timeout);
-  timer_.async_wait([self = shared_from_this()](std::error_code ec) {
+  // First, the previous peer's first lane: a dial the network swallows (a
+  // firewall dropping SYNs) fails at connect_timeout on its side, and waiting
+  // the whole timeout here would cost the master that much per ring it tries.
+  const auto first = silent_link_deadline(options_);
+  timer_.expires_after(first);
+  timer_.async_wait([self = shared_from_this(), first](std::error_code ec) {
     if (ec) return;
-    bool outgoing_missing;
-    std::optional<Outcome> failed;
+    bool heard;
     {
       std::lock_guard lock(self->mu_);
-      outgoing_missing = self->out_ready_ < self->out_.size();
-      failed = std::move(self->outgoing_failure_);
+      heard = std::any_of(self->in_.begin(), self->in_.end(), [](const auto& lane) { return lane != nullptr; });
     }
-    if (failed) return self->finish(std::move(*failed));  // the dial's failure, not a timeout's guess
-    const auto& blame = outgoing_missing ? self->next_ : self->prev_;
-    self->finish({Status::failure(Errc::timeout, std::string(outgoing_missing ? "links to" : "links from") +
-                                                     " peer " + std::to_string(blame.peer_id) + " (" + blame.host +
-                                                     ":" + std::to_string(blame.port) + ") not up within " +
-                                                     std::to_string(self->options_.timeout.count()) + " ms"),
-                  nullptr, blame.peer_id});
+    if (!heard) return self->deadline_passed(false, first);
+    self->timer_.expires_after(self->options_.timeout - first);
+    self->timer_.async_wait([self](std::error_code ec2) {
+      if (!ec2) self->deadline_passed(true, self->options_.timeout);
+    });
   });
+}
+
+void LinkSetup::deadline_passed(bool whole, std::chrono::milliseconds waited) {
+  bool outgoing_missing;
+  std::optional<Outcome> failed;
+  {
+    std::lock_guard lock(mu_);
+    outgoing_missing = whole && out_ready_ < out_.size();  // at the first deadline only the silence is certain
+    failed = std::move(outgoing_failure_);
+  }
+  if (failed) return finish(std::move(*failed));  // the dial's failure, not a timeout's guess
+  const auto& blame = outgoing_missing ? next_ : prev_;
+  finish({Status::failure(Errc::timeout, std::string(outgoing_missing ? "links to" : "links from") + " peer " +
+                                             std::to_string(blame.peer_id) + " (" + blame.host + ":" +
+                                             std::to_string(blame.port) + ") not up within " +
+                                             std::to_string(waited.count()) + " ms"),
+          nullptr, blame.peer_id});
 }
 
 void LinkSetup::dial_lane(uint32_t lane) {

@@ -1,7 +1,9 @@
 // Builds the links of one proposed ring: dials `lanes` connections to the
 // next peer (link_hello -> link_welcome on each) and collects as many
 // handshaken connections from the previous peer, all within a deadline.
-// The result is a started RingLinks, or the peer to blame.
+// The result is a started RingLinks, or the peer to blame. A previous peer
+// not heard from at all by its dial's connect timeout (plus a grace) is
+// blamed then, not at the whole deadline: its dial has failed by then.
 //
 // A lane whose two ends share a host (net/host_identity.h) carries its bytes
 // through a shared-memory ring the dialer offers in its hello; any failure to
@@ -40,6 +42,11 @@ class LinkSetup : public std::enable_shared_from_this<LinkSetup> {
   LinkSetup(asio::any_io_executor executor, LinkOptions options, uint64_t self_id, const wire::Topology& topology,
             Done done, SettledLink resume = {});
 
+  // When a previous peer never heard from is blamed (after the proposal arrives).
+  static std::chrono::milliseconds silent_link_deadline(const LinkOptions& options) {
+    return std::min(options.timeout, options.connect_timeout + kInboundGrace);
+  }
+
   void start();
   // A connection from some peer said link_hello (handshake checked). True when
   // it belongs to this ring (it is then welcomed and kept); false leaves it to the caller.
@@ -49,7 +56,12 @@ class LinkSetup : public std::enable_shared_from_this<LinkSetup> {
   uint64_t epoch() const { return topology_.epoch; }
 
  private:
+  // How long after its dial's connect timeout the previous peer's first lane may still arrive.
+  static constexpr std::chrono::milliseconds kInboundGrace{5'000};
+
   void arm_timer();
+  // `whole`: the set-up's timeout passed; else only the first lane's, with nothing heard.
+  void deadline_passed(bool whole, std::chrono::milliseconds waited);
   void dial_lane(uint32_t lane);
   // The inbound stream as this lane will use it: over the hello's ring when it maps.
   std::shared_ptr<net::Stream> accept_ring(const wire::LinkHello& hello, const std::shared_ptr<net::Stream>& stream);

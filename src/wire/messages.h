@@ -100,9 +100,13 @@ struct Hello {
   uint32_t heartbeat_timeout_ms = 0;
   std::string nonce;
   std::string proof;  // over (challenge nonce, this nonce); empty without a secret
+  // How long after a proposal this peer answers at the latest when its
+  // previous peer never connects (peer/link_setup.h); 0: not said.
+  uint32_t silent_link_ms = 0;
   template <class V> void fields(V& v) {
     v(peer_group); v(advertised_host, Limit{kMaxHostLength}); v(advertised_port);
     v(p2p_connections); v(heartbeat_timeout_ms); v(nonce, Limit{kMaxAuthField}); v(proof, Limit{kMaxAuthField});
+    v(silent_link_ms);
   }
 };
 

@@ -13,6 +13,9 @@
   check_bench.py connections FILE exactly|above N -- COMMAND...
                                                 As json, and every ring link's connection count, as last
                                                 measured, is exactly N or above N.
+  check_bench.py ring-avoids FILE A B -- COMMAND...
+                                                As json, and every ferry run's ring (each peer once)
+                                                never has host A send to host B.
   check_bench.py fails RC PATTERN -- COMMAND... COMMAND must exit RC, with PATTERN in its stderr.
 """
 import json
@@ -26,6 +29,7 @@ RUN_KEYS = {
     "connections": int, "concurrent": int, "time_s_median": float, "time_s_min": float,
     "algbw_GBps": float, "busbw_GBps": float, "wire_bytes_per_peer": (float, type(None)),
     "bit_identical": bool, "correct": bool, "cpu_s_per_GB": (float, type(None)), "times_s": list, "links": str,
+    "ring": list, "ring_order": str,
 }
 ARGS_KEYS = ["peers", "sizes", "dtype", "op", "connections", "concurrent", "iters", "warmup", "baseline",
              "shared_memory", "wan", "wan_topology", "link_rate"]
@@ -87,9 +91,10 @@ def check_record(record):
     # Peers on loopback share memory when asked; across the emulated WAN each has its own namespace.
     ferry_links = "shared_memory" if args["shared_memory"] and not on_wan else "tcp"
     problems += check_link_matrix(record["link_matrix"], args, ferry_links)
-    for impl in ("ferry", "gloo") if args["baseline"] == "gloo" else ("ferry",):
-        got = sorted(r.get("bytes") for r in runs if r.get("impl") == impl)
-        expect(got == sizes, f"{impl}: runs for sizes {got}, expected {sizes}")
+    kinds = [("ferry", "best")] + {"gloo": [("gloo", "rank")], "arrival": [("ferry", "arrival")]}.get(args["baseline"], [])
+    for impl, order in kinds:
+        got = sorted(r.get("bytes") for r in runs if r.get("impl") == impl and r.get("ring_order") == order)
+        expect(got == sizes, f"{impl} ({order} order): runs for sizes {got}, expected {sizes}")
     for i, run_ in enumerate(runs):
         where = f"runs[{i}] ({run_.get('impl')}, {run_.get('bytes')} B)"
         wrong = wrong_types(run_, where, RUN_KEYS)
@@ -97,6 +102,9 @@ def check_record(record):
             problems += wrong
             continue
         expect(run_["impl"] in ("ferry", "gloo"), f"{where}: impl {run_['impl']!r}")
+        ring = run_["ring"]
+        expect(len(ring) == peers and len(set(ring)) == peers and all(isinstance(m, str) and m for m in ring),
+               f"{where}: ring {ring!r} is not every peer once")
         expect(run_["bit_identical"] is True, f"{where}: not bit-identical across peers")
         expect(run_["correct"] is True, f"{where}: not the exact expected result")
         expect(run_["peers"] == peers, f"{where}: peers {run_['peers']}")
@@ -239,6 +247,19 @@ def check_slow_pair(record, a, b):
     return problems
 
 
+def check_ring_avoids(record, a, b):
+    """Every ferry run's ring has every peer and never has host `a` send to host `b`."""
+    problems = []
+    for run_ in record["runs"]:
+        if run_["impl"] != "ferry":
+            continue
+        ring = run_["ring"]
+        print(f"ferry ({run_['ring_order']} order), {run_['bytes']} B: ring {' -> '.join(ring)}")
+        if any(ring[i] == a and ring[(i + 1) % len(ring)] == b for i in range(len(ring))):
+            problems.append(f"ring {ring} sends from {a} to {b}, which cannot connect")
+    return problems
+
+
 def check_connections(record, relation, count):
     """Every ring link's connection count (as last measured) is `exactly` or `above` count."""
     links = ring_links(record["link_matrix"], record["args"])
@@ -316,7 +337,7 @@ def main(argv):
     split = argv.index("--")
     mode, params, command = argv[1], argv[2:split], argv[split + 1:]
     done = run(command)
-    if mode in ("json", "sync", "slow-pair", "connections"):
+    if mode in ("json", "sync", "slow-pair", "connections", "ring-avoids"):
         if done.returncode != 0:
             sys.exit(f"FAIL: ferry-bench exited {done.returncode}")
         with open(params[0]) as f:
@@ -324,6 +345,8 @@ def main(argv):
         problems = (check_sync_record if mode == "sync" else check_record)(record)
         if mode == "slow-pair" and not problems:
             problems = check_slow_pair(record, params[1], params[2])
+        if mode == "ring-avoids" and not problems:
+            problems = check_ring_avoids(record, params[1], params[2])
         if mode == "connections" and not problems:
             problems = check_connections(record, params[1], int(params[2]))
         if problems:

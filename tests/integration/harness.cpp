@@ -74,10 +74,16 @@ void must(ferry_result r, const char* what) {
     throw CallFailed(r, std::string(what) + ": " + ferry_strerror(r) + ": " + ferry_last_error());
 }
 
-EmbeddedMaster::EmbeddedMaster(uint32_t link_max_age_ms) {
+// "[::1]:PORT" for IPv6 literals, "HOST:PORT" otherwise.
+static std::string host_port(const std::string& host, uint16_t port) {
+  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+EmbeddedMaster::EmbeddedMaster(uint32_t link_max_age_ms, std::string host) : host_(std::move(host)) {
   ferry_master_params params;
   ferry_master_params_init(&params);
-  params.listen_address = "127.0.0.1:0";
+  const std::string listen = host_port(host_, 0);
+  params.listen_address = listen.c_str();
   if (link_max_age_ms) params.link_max_age_ms = link_max_age_ms;
   if (current_wire() == Wire::tls) {
     params.tls_cert_file = cert_path("master.pem").c_str();
@@ -91,7 +97,7 @@ EmbeddedMaster::EmbeddedMaster(uint32_t link_max_age_ms) {
 
 EmbeddedMaster::~EmbeddedMaster() { ferry_master_destroy(master_); }
 
-std::string EmbeddedMaster::address() const { return "127.0.0.1:" + std::to_string(port_); }
+std::string EmbeddedMaster::address() const { return host_port(host_, port_); }
 
 void EmbeddedMaster::stop() { must(ferry_master_stop(master_), "ferry_master_stop"); }
 
@@ -101,7 +107,7 @@ ferry_comm* create_peer(const std::string& master, const PeerSettings& s) {
   params.master_address = master.c_str();
   params.peer_group = s.group;
   params.p2p_connections = s.connections;
-  params.p2p_listen_host = "127.0.0.1";
+  if (!s.listen_host.empty()) params.p2p_listen_host = s.listen_host.c_str();
   params.io_threads = s.io_threads;
   params.timeout_ms = s.timeout_ms;
   params.progress_timeout_ms = s.progress_timeout_ms;

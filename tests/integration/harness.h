@@ -52,7 +52,8 @@ class EmbeddedMaster {
  public:
   // Speaks current_wire(): TLS with master.pem, peers verified against ca.pem.
   // link_max_age_ms: ferry_master_params.link_max_age_ms; 0 keeps the default.
-  explicit EmbeddedMaster(uint32_t link_max_age_ms = 0);
+  // host: the address it listens on (and address() names), an IP literal.
+  explicit EmbeddedMaster(uint32_t link_max_age_ms = 0, std::string host = "127.0.0.1");
   ~EmbeddedMaster();
   EmbeddedMaster(const EmbeddedMaster&) = delete;
   EmbeddedMaster& operator=(const EmbeddedMaster&) = delete;
@@ -62,6 +63,7 @@ class EmbeddedMaster {
 
  private:
   ferry_master* master_ = nullptr;
+  std::string host_;
   uint16_t port_ = 0;
 };
 
@@ -75,6 +77,8 @@ struct PeerSettings {
   uint32_t max_chunk_bytes = 1 << 20;
   // ferry_comm_params.shared_memory: -1 as the wire says (on for Wire::shm only), else 0 or 1.
   int shared_memory = -1;
+  // ferry_comm_params.p2p_listen_host; "" keeps the library's default ("::").
+  std::string listen_host = "127.0.0.1";
   // TLS files for a peer made while current_wire() is Wire::tls.
   std::string tls_cert = "peer.pem", tls_key = "peer.key", tls_ca = "ca.pem";
 };

@@ -122,3 +122,78 @@ TEST_CASE("ring choice: beyond the exact size the search never ends worse than t
     CHECK(sorted == arrival(n));
   }
 }
+
+namespace {
+
+// Whether the members in `kept` have a ring avoiding every unreachable pair (brute force).
+bool has_ring(const RingProblem& p, std::vector<size_t> kept) {
+  if (kept.size() < 2) return true;
+  std::sort(kept.begin(), kept.end());
+  do {
+    bool ok = true;
+    for (size_t i = 0; i < kept.size() && ok; ++i) ok = p.bw(kept[i], kept[(i + 1) % kept.size()]) >= 0;
+    if (ok) return true;
+  } while (std::next_permutation(kept.begin() + 1, kept.end()));
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("ring choice: with no ring, the fewest members are dropped, the lightest among equals", "[master][ring]") {
+  std::mt19937 rng(11);
+  std::bernoulli_distribution blocked(0.45);
+  int rings_without_drop = 0, drops = 0;
+  for (size_t n = 2; n <= 7; ++n)
+    for (int trial = 0; trial < 30; ++trial) {
+      RingProblem p = random_problem(n, rng);
+      for (size_t a = 0; a < n; ++a)
+        for (size_t b = 0; b < n; ++b)
+          if (a != b && blocked(rng)) p.bw(a, b) = -1;
+      std::vector<double> weight(n);
+      for (size_t i = 0; i < n; ++i) weight[i] = static_cast<double>(i % 3) + 1.0 / static_cast<double>(i + 1);
+      // Brute force: the smallest drop set that leaves a ring, the lightest among those.
+      size_t best_count = n;
+      double best_weight = 0;
+      for (uint32_t mask = 0; mask < (1u << n); ++mask) {  // mask: the dropped members
+        std::vector<size_t> kept;
+        double w = 0;
+        for (size_t v = 0; v < n; ++v)
+          if (mask >> v & 1)
+            w += weight[v];
+          else
+            kept.push_back(v);
+        if (kept.empty() || !has_ring(p, kept)) continue;
+        size_t count = n - kept.size();
+        if (count < best_count || (count == best_count && w < best_weight - 1e-12)) {
+          best_count = count;
+          best_weight = w;
+        }
+      }
+      std::vector<size_t> dropped = fewest_to_drop(p, weight);
+      INFO("n " << n << " trial " << trial);
+      REQUIRE(dropped.size() == best_count);
+      double w = 0;
+      std::vector<size_t> kept;
+      for (size_t v = 0; v < n; ++v)
+        if (std::count(dropped.begin(), dropped.end(), v))
+          w += weight[v];
+        else
+          kept.push_back(v);
+      CHECK(w == Approx(best_weight));
+      CHECK(has_ring(p, kept));
+      (dropped.empty() ? rings_without_drop : drops) += 1;
+    }
+  CHECK(rings_without_drop > 10);  // both kinds of instance were tried
+  CHECK(drops > 10);
+}
+
+TEST_CASE("ring choice: beyond the exact size, dropping isolates the member nobody can reach", "[master][ring]") {
+  const size_t n = 20;
+  RingProblem p = RingProblem::sized(n);
+  for (size_t a = 0; a < n; ++a)
+    for (size_t b = 0; b < n; ++b)
+      if (a != b) p.bw(a, b) = b == 13 ? -1 : 25e6;  // nobody can dial 13
+  CHECK(fewest_to_drop(p, std::vector<double>(n, 1.0)) == std::vector<size_t>{13});
+  p.bw(4, 13) = 25e6;  // one can
+  CHECK(fewest_to_drop(p, std::vector<double>(n, 1.0)).empty());
+}

@@ -83,9 +83,9 @@ TEST_CASE("wire: golden bytes pin the format", "[wire][golden]") {
   // Changing these bytes breaks compatibility with every deployed peer: bump kProtocolVersion instead.
   std::vector<uint8_t> hello = {
       0x46, 0x52, 0x59, 0x31,  // magic "FRY1"
-      0x02, 0x00,              // version 2
+      0x03, 0x00,              // version 3
       0x01, 0x00,              // type hello
-      0x1D, 0x00, 0x00, 0x00,  // payload length 29
+      0x21, 0x00, 0x00, 0x00,  // payload length 33
       0x07, 0x00, 0x00, 0x00,  // peer_group 7
       0x03, 0x00, 0x00, 0x00, 'a', 'b', 'c',  // advertised_host "abc"
       0xA0, 0x0F,              // advertised_port 4000
@@ -93,8 +93,9 @@ TEST_CASE("wire: golden bytes pin the format", "[wire][golden]") {
       0x10, 0x27, 0x00, 0x00,  // heartbeat_timeout_ms 10000
       0x00, 0x00, 0x00, 0x00,  // nonce ""
       0x00, 0x00, 0x00, 0x00,  // proof ""
+      0x98, 0x3A, 0x00, 0x00,  // silent_link_ms 15000
   };
-  CHECK(encode_message(Hello{7, "abc", 4000, 4, 10000, "", ""}) == hello);
+  CHECK(encode_message(Hello{7, "abc", 4000, 4, 10000, "", "", 15000}) == hello);
 
   std::array<uint8_t, kChunkHeaderBytes> chunk = {
       0x43, 0x48, 0x4E, 0x4B,  // "CHNK"

@@ -47,6 +47,11 @@ struct RunSummary {
   // lane) or "mixed"; always "tcp" for Gloo.
   std::string links = "tcp";
   std::vector<std::string> result_hashes;  // per op, when bit_identical
+  // The ring it ran, from rank 0 on: each peer's host name (emulated WAN) or
+  // "peer I" (loopback). Gloo's is rank order. ring_order: how the master
+  // chose it ("best", or "arrival" for the arrival baseline; "rank" for Gloo).
+  std::vector<std::string> ring;
+  std::string ring_order;
 };
 
 struct RunShape {

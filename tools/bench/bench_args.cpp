@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <limits>
 #include <map>
+#include <set>
 
 #include "quant_names.h"  // tools/common
 #include "sync_content.h"
@@ -53,6 +54,18 @@ void check_topology(const BenchArgs& args) {
   } catch (const std::invalid_argument& e) {
     throw ArgsError(e.what());  // "topology FILE: hosts[2] ..."
   }
+  if (!args.hosts.empty()) {
+    const wan::Topology topology = wan::Topology::load(args.wan_topology);
+    if (static_cast<int>(args.hosts.size()) != args.peers)
+      throw ArgsError("--hosts names " + std::to_string(args.hosts.size()) + " hosts; there are " +
+                      std::to_string(args.peers) + " peers (one host each)");
+    std::set<std::string> seen;
+    for (const std::string& name : args.hosts) {
+      if (!seen.insert(name).second) throw ArgsError("--hosts names " + name + " twice (one peer per host)");
+      if (std::none_of(topology.hosts.begin(), topology.hosts.end(), [&](const auto& h) { return h.name == name; }))
+        throw ArgsError("--hosts: " + args.wan_topology + " has no host named " + name);
+    }
+  }
   if (hosts < args.peers) {
     throw ArgsError("--wan-topology " + args.wan_topology + " has " + std::to_string(hosts) +
                     " hosts; this run needs " + std::to_string(args.peers) + " (one per peer; the master shares host 0)");
@@ -68,15 +81,16 @@ void check_consistency(const BenchArgs& args) {
     }
   }
   if (args.quant != "none" && args.dtype == ElemType::i32) throw ArgsError("--quant applies to f32 and f64 data");
-  if (!args.baseline.empty() && args.baseline != "gloo" && args.baseline != "tcp") {
-    throw ArgsError("--baseline: 'gloo' (all-reduce) or 'tcp' (sync) are known");
+  if (!args.baseline.empty() && args.baseline != "gloo" && args.baseline != "tcp" && args.baseline != "arrival") {
+    throw ArgsError("--baseline: 'gloo' or 'arrival' (all-reduce) or 'tcp' (sync) are known");
   }
+  if (!args.hosts.empty() && args.wan_topology.empty()) throw ArgsError("--hosts needs --wan-topology");
   if (args.tls && args.tls_dir.empty() && !args.master.empty()) {
     throw ArgsError("--tls with --master: pass --tls-dir with the certificates that master trusts");
   }
-  if (args.workload == "sync" ? args.baseline == "gloo" : args.baseline == "tcp") {
+  if (args.workload == "sync" ? args.baseline != "tcp" && !args.baseline.empty() : args.baseline == "tcp") {
     throw ArgsError("--baseline " + args.baseline + " does not apply to --workload " + args.workload +
-                    " (all-reduce: gloo; sync: tcp)");
+                    " (all-reduce: gloo or arrival; sync: tcp)");
   }
   if (args.workload == "sync" && args.quant != "none") throw ArgsError("--quant applies to the all-reduce workload");
   if (!args.wan.empty()) {
@@ -132,7 +146,9 @@ std::optional<BenchArgs> parse_bench_args(int argc, char** argv) {
   app.add_option("--warmup", args.warmup, "Untimed iterations per size before the timed ones")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000000));
-  app.add_option("--baseline", args.baseline, "Also run this baseline with the same sizes: gloo");
+  app.add_option("--baseline", args.baseline,
+                 "Also run this baseline with the same sizes: gloo, or arrival (ferry again with its master keeping "
+                 "rings in join order, not ordered by the measured links)");
   app.add_option("--gloo-algorithm", args.gloo_algorithm, "Gloo's all-reduce: allreduce, ring or ring_chunked")
       ->check(CLI::IsMember({"allreduce", "ring", "ring_chunked"}))
       ->capture_default_str();
@@ -145,6 +161,10 @@ std::optional<BenchArgs> parse_bench_args(int argc, char** argv) {
   app.add_option("--wan", args.wan,
                  "Run master, peers and the baseline on an emulated WAN (network namespaces; needs root), e.g. "
                  "rtt=50ms,loss=0.1%,rate=200mbit,cc=cubic");
+  app.add_option("--hosts", args.hosts,
+                 "With --wan-topology: the topology's host of each peer (and Gloo rank), by name, comma-separated; "
+                 "peers start one second apart in this order, so they join in it (default: host i, all at once)")
+      ->delimiter(',');
   app.add_option("--wan-topology", args.wan_topology,
                  "Run master, peers and the baseline on an emulated WAN built from this topology file (JSON; "
                  "stress/wan/topologies/; needs root): peer i on host i, the master on host 0")

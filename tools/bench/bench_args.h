@@ -55,6 +55,10 @@ struct BenchArgs {
   std::string quant = "none";     // a ferry_quant_name (ferry only; lossy: results checked for bit-identity only)
   std::string wan;                // "" on loopback; else an emulated WAN spec: rtt=50ms,loss=0.1%,rate=200mbit[,cc=...]
   std::string wan_topology;       // "" or an emulated WAN's topology file (stress/wan/topology.h); exclusive with wan
+  // With wan_topology: the host of peer (and Gloo rank) i, by name; the peers
+  // then start one second apart in this order, so they join in it. Empty: host i.
+  std::vector<std::string> hosts;
+  std::string ring_order = "best";  // the master's --ring-order; "arrival" for the arrival baseline's run
   std::uint32_t io_threads = 0;   // 0 keeps ferry's default
   std::uint32_t chunk_bytes = 0;  // 0 keeps ferry's default
   std::string secret_file;        // run secret for master and peers; "" for none

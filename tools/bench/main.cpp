@@ -46,9 +46,17 @@ std::string title(const std::string& impl, const BenchArgs& args, const Launcher
     const auto bps = static_cast<std::uint64_t>(link->rate_bps);
     text += ", link rate " + ferry::wan::format_rate(bps) + " (" + link->rate_from + ")";
   }
-  if (impl == "ferry" && !args.congestion_control.empty()) text += ", cc " + args.congestion_control;
-  if (impl == "ferry" && args.tls) text += ", TLS 1.3";
+  if (impl.rfind("ferry", 0) == 0 && !args.congestion_control.empty()) text += ", cc " + args.congestion_control;
+  if (impl.rfind("ferry", 0) == 0 && args.tls) text += ", TLS 1.3";
   return text;
+}
+
+// "# ring: site-a -> site-c -> site-b -> site-d -> (site-a)"
+void print_ring(std::FILE* out, const std::vector<RunSummary>& runs) {
+  if (runs.empty() || runs.front().ring.empty()) return;
+  std::string text;
+  for (const std::string& member : runs.front().ring) text += member + " -> ";
+  std::fprintf(out, "# ring: %s(%s)\n", text.c_str(), runs.front().ring.front().c_str());
 }
 
 // Says what carried ferry's bytes, as the peers found it (not as asked).
@@ -105,7 +113,7 @@ int run_orchestrator(const BenchArgs& given) {
     args.tls_dir = certs->dir();
   }
   if (args.workload == "sync") return run_sync_orchestrator(args);
-  const bool with_gloo = args.baseline == "gloo";
+  const bool with_gloo = args.baseline == "gloo", with_arrival = args.baseline == "arrival";
   const Binaries binaries = find_binaries(args.bin_dir, args.master.empty(), with_gloo);
   const auto launcher = make_launcher(args);
 
@@ -115,6 +123,18 @@ int run_orchestrator(const BenchArgs& given) {
   std::vector<RunSummary> runs = ferry.runs;
   const std::vector<RunSummary>& ferry_runs = ferry.runs;
   print_table(stdout, with_links(title("ferry", args, *launcher), ferry_runs), ferry_runs);
+  print_ring(stdout, ferry_runs);
+
+  if (with_arrival) {
+    std::fprintf(stderr, "ferry-bench: ferry again, its master keeping rings in join order\n");
+    BenchArgs arrival_args = args;
+    arrival_args.ring_order = "arrival";
+    const FerryRun arrival = run_ferry(arrival_args, *launcher, binaries);
+    print_table(stdout, with_links(title("ferry (arrival order)", args, *launcher), arrival.runs), arrival.runs);
+    print_ring(stdout, arrival.runs);
+    print_ratios(stdout, ferry_runs, arrival.runs);
+    runs.insert(runs.end(), arrival.runs.begin(), arrival.runs.end());
+  }
 
   if (with_gloo) {
     std::fprintf(stderr, "ferry-bench: gloo baseline, %d ranks\n", args.peers);

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "child_process.h"  // tools/common
 #include "json.h"           // tools/common
@@ -127,7 +128,8 @@ std::string start_master(const BenchArgs& args, ChildSet& children, const Launch
                          Child*& master) {
   const Placement where = launcher.place(ProcessRole::master, 0);
   std::vector<std::string> argv = where.argv_prefix;
-  argv.insert(argv.end(), {binaries.master, "--listen", where.host + ":0", "--log-level", "warn"});
+  argv.insert(argv.end(), {binaries.master, "--listen", where.host + ":0", "--log-level", "warn", "--ring-order",
+                           args.ring_order});
   if (!args.secret_file.empty()) argv.insert(argv.end(), {"--secret-file", args.secret_file});
   if (!args.tls_dir.empty()) {
     argv.insert(argv.end(), {"--tls-cert", args.tls_dir + "/master.pem", "--tls-key", args.tls_dir + "/master.key",
@@ -190,6 +192,8 @@ std::vector<std::string> run_ferry_peers(const BenchArgs& args, const Launcher& 
                              where.host, "--master", master_address});
     const std::vector<std::string> forwarded = peer_forwarded_args(args);
     argv.insert(argv.end(), forwarded.begin(), forwarded.end());
+    // In --hosts order, one second apart: each hello reaches the master before the next, so they join in it.
+    if (i > 0 && !args.hosts.empty()) std::this_thread::sleep_for(std::chrono::seconds(1));
     peers.push_back(&children.spawn(name_of(i), argv));
   }
   watch(children, peers, master, deadline, run_deadline_s(args), label, args.sizes.size());
@@ -218,6 +222,14 @@ FerryRun run_ferry(const BenchArgs& args, const Launcher& launcher, const Binari
     }
   }
   FerryRun run{summarize(args, {"ferry", "ring", args.connections, args.concurrent}, per_peer), {}};
+  std::vector<std::string> ring(outs.size());
+  for (const auto& [id, end] : ends)
+    if (end.rank >= 0 && static_cast<std::size_t>(end.rank) < ring.size())
+      ring[static_cast<std::size_t>(end.rank)] = end.host.empty() ? name_of(end.peer_index) : end.host;
+  for (RunSummary& summary : run.runs) {
+    summary.ring = ring;
+    summary.ring_order = args.ring_order;
+  }
   if (!link_matrix) throw std::runtime_error("ferry run: no peer reported the link matrix (rank 0 owes it)");
   run.link_matrix = std::move(*link_matrix);
   name_link_ends(run.link_matrix, ends);
@@ -245,7 +257,17 @@ std::vector<RunSummary> run_gloo(const BenchArgs& args, const Launcher& launcher
 
   std::vector<std::vector<RankReport>> per_rank;
   for (const Child* rank : ranks) per_rank.push_back(parse_gloo_reports(rank->out(), rank->name()));
-  return summarize(args, {"gloo", args.gloo_algorithm, 1, 1}, per_rank);
+  std::vector<RunSummary> runs = summarize(args, {"gloo", args.gloo_algorithm, 1, 1}, per_rank);
+  std::vector<std::string> ring;
+  for (int r = 0; r < args.peers; ++r) {
+    const std::string host = launcher.place(ProcessRole::gloo_rank, r).host_name;
+    ring.push_back(host.empty() ? "rank " + std::to_string(r) : host);
+  }
+  for (RunSummary& run : runs) {
+    run.ring = ring;
+    run.ring_order = "rank";
+  }
+  return runs;
 }
 
 }  // namespace ferry::bench

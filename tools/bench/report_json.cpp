@@ -167,6 +167,10 @@ void write_run(JsonWriter& json, const RunSummary& run, int iters) {
     json.null();
   }
   json.key("links").value(run.links);
+  json.key("ring").begin_array();
+  for (const std::string& member : run.ring) json.value(member);
+  json.end_array();
+  json.key("ring_order").value(run.ring_order);
   json.key("result_hashes").begin_array();
   for (const std::string& hash : run.result_hashes) json.value(hash);
   json.end_array();
@@ -190,12 +194,13 @@ void write_json_report(const std::string& path, const BenchArgs& args, const std
   json.end_array();
   json.newline(2).key("ratios").begin_array();
   for (const RunSummary& ours : runs) {
-    if (ours.impl != "ferry") continue;
+    if (ours.impl != "ferry" || ours.ring_order != "best") continue;
     for (const RunSummary& theirs : runs) {
-      if (theirs.impl != "gloo" || theirs.bytes != ours.bytes || theirs.busbw_GBps <= 0) continue;
+      const bool gloo = theirs.impl == "gloo", arrival = theirs.ring_order == "arrival";
+      if ((!gloo && !arrival) || theirs.bytes != ours.bytes || theirs.busbw_GBps <= 0) continue;
       json.begin_object();
       json.key("bytes").value(static_cast<std::uint64_t>(ours.bytes));
-      json.key("busbw_ferry_over_gloo").value(ours.busbw_GBps / theirs.busbw_GBps);
+      json.key(gloo ? "busbw_ferry_over_gloo" : "busbw_ferry_over_arrival_order").value(ours.busbw_GBps / theirs.busbw_GBps);
       json.end_object();
     }
   }

@@ -33,7 +33,7 @@ void print_table(std::FILE* out, const std::string& title, const std::vector<Run
 
 void print_ratios(std::FILE* out, const std::vector<RunSummary>& ferry, const std::vector<RunSummary>& baseline) {
   if (ferry.empty() || baseline.empty()) return;
-  const std::string name = baseline.front().impl;
+  const std::string name = baseline.front().ring_order == "arrival" ? "arrival order" : baseline.front().impl;
   std::fprintf(out, "#\n# busbw ferry/%s:", name.c_str());
   bool same_bytes = true;
   for (const RunSummary& ours : ferry) {

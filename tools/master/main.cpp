@@ -38,11 +38,17 @@ int main(int argc, char** argv) {
              " per source address; beyond, they are closed at once.\n"
              "Exit status: 0 after SIGINT/SIGTERM, 1 on a start-up error, 2 on a bad argument, 70 if the serving "
              "thread failed (every connection is closed first).");
-  std::string listen = "0.0.0.0:48148";
+  std::string listen = "[::]:48148";  // both families
   std::string log_level = "info";
   uint32_t peer_timeout_ms = 10000;
   std::string secret_file;
+  std::string ring_order = "best";
   app.add_option("--listen", listen, "HOST:PORT to listen on")->capture_default_str();
+  app.add_option("--ring-order", ring_order,
+                 "best: order each ring by its measured links (the slowest link along it as fast as it can be); "
+                 "arrival: keep the order peers joined in (a baseline; pairs that cannot connect are still avoided)")
+      ->check(CLI::IsMember({"best", "arrival"}))
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical, off")->capture_default_str();
   app.add_option("--peer-timeout-ms", peer_timeout_ms,
                  "remove a peer after this much silence, unless it asked for longer")
@@ -90,6 +96,7 @@ int main(int argc, char** argv) {
     options.listen_host = endpoint->host;
     options.listen_port = endpoint->port;
     options.limits.default_heartbeat_timeout_ms = peer_timeout_ms;
+    options.limits.order_rings_by_links = ring_order == "best";
     options.strangers = strangers;
     // The serving thread cannot end the process itself; it wakes the sigwait below.
     options.on_failure = [main_thread = pthread_self()](const std::string&) { pthread_kill(main_thread, kServerFailed); };

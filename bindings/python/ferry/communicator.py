@@ -66,7 +66,7 @@ class Communicator:
         peer_group: ring id; groups never exchange data (0).
         connections: parallel TCP connections to each ring neighbour: None (default) adapts them
             to each link (4 on a LAN, up to 64 on a long lossy path); 1..64 pins the count.
-        listen_host: address the p2p listener binds ("0.0.0.0").
+        listen_host: address the p2p listener binds ("::": IPv6 and IPv4).
         port_range: ``(min, max)`` inclusive p2p port range (the system chooses).
         advertised_host / advertised_port: what other peers should dial (NAT, proxies).
         timeout_ms: longest wait for other peers: admission, votes, the start and

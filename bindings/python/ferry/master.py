@@ -45,7 +45,7 @@ class Master:
             secret). Unreadable, malformed or mismatched files raise InvalidArgumentError.
     """
 
-    def __init__(self, listen: str = "0.0.0.0:48148", peer_timeout_ms: Optional[int] = None,
+    def __init__(self, listen: str = "[::]:48148", peer_timeout_ms: Optional[int] = None,
                  secret_file: Optional[str] = None, tls_cert_file: Optional[str] = None,
                  tls_key_file: Optional[str] = None, tls_ca_file: Optional[str] = None) -> None:
         self._ptr: Optional[_lib.MasterPtr] = None

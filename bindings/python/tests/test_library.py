@@ -87,7 +87,7 @@ def test_defaults_come_from_the_library():
     params = _lib.defaults(_lib.CommParams, "ferry_comm_params_init")
     # p2p_connections 0: each link adapts its count (README, "Connections per link").
     assert (params.p2p_connections, params.timeout_ms, params.io_threads) == (0, 60000, 2)
-    assert params.p2p_listen_host == b"0.0.0.0"
+    assert params.p2p_listen_host == b"::"  # dual-stack (README, "Addresses and IPv6")
     assert params.struct_size == ctypes.sizeof(_lib.CommParams)
 
 
