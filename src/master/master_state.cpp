@@ -267,12 +267,19 @@ void MasterState::start_proposal(Group& group, std::vector<PeerId> order) {
 RingProblem MasterState::ring_problem(Group& group, const std::vector<PeerId>& members) {
   group.links.expire(now_ms_, limits_.link_max_age_ms);
   RingProblem problem = RingProblem::sized(members.size());
+  double longest = 0;
   for (size_t a = 0; a < members.size(); ++a)
     for (size_t b = 0; b < members.size(); ++b)
       if (a != b) {
         problem.bw(a, b) = group.links.capacity(members[a], members[b]);
         problem.rtt_ms[a * members.size() + b] = group.links.rtt_ms(members[a], members[b]);
+        if (problem.bw(a, b) > 0) longest = std::max(longest, problem.rtt_ms[a * members.size() + b]);
       }
+  // An unknown pair's RTT as the longest known one, as its rate is the slowest (ring_choice.h):
+  // unmeasured must not look close.
+  for (size_t a = 0; a < members.size(); ++a)
+    for (size_t b = 0; b < members.size(); ++b)
+      if (a != b && problem.bw(a, b) <= 0) problem.rtt_ms[a * members.size() + b] = longest;
   return problem;
 }
 
@@ -286,7 +293,11 @@ std::optional<std::vector<PeerId>> MasterState::better_ring(Group& group, const 
   RingChoice best = choose_ring(problem, start, limits_.ring_rtt_tolerance, budget);
   // Hysteresis: measurement noise must not rebuild rings; a ring that needs an unreachable pair always goes.
   bool unusable = given.bottleneck < 0 && best.bottleneck >= 0;
-  bool gains = gain > 1 ? best.bottleneck >= given.bottleneck * gain
+  // As fast within tolerance, a ring whose hops wait `gain` times less RTT wins too (a long ring's
+  // slow start and loss recovery cost throughput, and every step of a small all-reduce waits a hop).
+  bool as_fast = best.bottleneck >= given.bottleneck * (1 - limits_.ring_rtt_tolerance);
+  bool gains = gain > 1 ? best.bottleneck >= given.bottleneck * gain ||
+                              (as_fast && best.total_rtt_ms * gain < given.total_rtt_ms)
                         : best.order != given.order && (best.bottleneck > given.bottleneck ||
                                                         best.total_rtt_ms < given.total_rtt_ms);
   if (!unusable && (!gains || !limits_.order_rings_by_links)) return std::nullopt;

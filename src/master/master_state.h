@@ -120,7 +120,8 @@ struct MasterLimits {
   // Ring order (ring_choice.h): rings whose bottleneck is within this
   // fraction of the best compete on total RTT; and a group's ring is rebuilt
   // only for one whose bottleneck is at least ring_reorder_gain times its
-  // own (noise in the measurements must not make rings thrash).
+  // own, or as fast with ring_reorder_gain times less total RTT (noise in
+  // the measurements must not make rings thrash).
   double ring_rtt_tolerance = 0.05;
   // A member that has not answered a probe round by then is kicked: an
   // honest one answers within its dial and handshake deadlines (at most 3 s

@@ -1129,6 +1129,37 @@ TEST_CASE("master: a vote rebuilds the ring when the matrix knows one 25 % faste
   CHECK(f.state.ring(0) == std::vector<PeerId>{1, 3, 2});
 }
 
+TEST_CASE("master: as fast, a ring with half the RTT is taken at a vote, and a tenth less is noise", "[master][ring]") {
+  Fixture f;
+  f.ring_of(4);
+  REQUIRE(f.state.ring(0) == std::vector<PeerId>{1, 2, 3, 4});
+  // Two regions, {1, 3} and {2, 4}: arrival order crosses between them at every hop.
+  auto report_all = [&](uint32_t far_rtt_us) {
+    for (PeerId a = 1; a <= 4; ++a)
+      for (PeerId b = 1; b <= 4; ++b)
+        if (a != b) {
+          uint32_t rtt = a % 2 == b % 2 ? 2'000 : far_rtt_us;
+          f.state.on_message(a, LinkReport{{{a, b, 0, 25'000'000, 0, rtt, 0, 1 << 20, 0, 4}}});
+        }
+  };
+  auto vote = [&] {
+    for (ConnId c = 1; c <= 4; ++c) f.state.on_message(c, TopologyVote{});
+    f.step();
+    if (f.sent<Topology>().empty()) return false;
+    f.all_ready();
+    return true;
+  };
+  report_all(100'000);  // total RTT 400 ms in arrival order, 204 ms grouped by region
+  REQUIRE(vote());
+  auto ring = f.state.ring(0);
+  int far_hops = 0;
+  for (size_t i = 0; i < ring.size(); ++i) far_hops += ring[i] % 2 != ring[(i + 1) % ring.size()] % 2;
+  CHECK(far_hops == 2);
+  report_all(90'000);  // every RTT a tenth less: the same ring is still best
+  CHECK_FALSE(vote());
+  CHECK(f.state.ring(0) == ring);
+}
+
 TEST_CASE("master: an optimize vote forgets the matrix, probes every pair and takes any better order",
           "[master][ring]") {
   Fixture f;
