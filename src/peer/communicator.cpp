@@ -164,6 +164,8 @@ std::string Communicator::advertised_host() {
 
 void Communicator::connect() {
   std::lock_guard vote(vote_mu_);
+  // Before mu_: it may resolve the master's name.
+  std::string advertised = advertised_host();
   std::unique_lock lock(mu_);
   if (state_ == State::dead) throw Error(dead_reason_.code, dead_reason_.message);
   if (state_ == State::accepted) throw Error(Errc::invalid_usage, "already connected");
@@ -171,12 +173,7 @@ void Communicator::connect() {
     state_ = State::connecting;
     wire::Hello hello;
     hello.peer_group = config_.peer_group;
-    try {
-      hello.advertised_host = advertised_host();
-    } catch (const Error&) {
-      state_ = State::idle;
-      throw;
-    }
+    hello.advertised_host = std::move(advertised);
     hello.advertised_port = config_.advertised_port ? config_.advertised_port : listener_->port();
     hello.p2p_connections = config_.connections ? config_.connections : kStartLanes;
     hello.heartbeat_timeout_ms = static_cast<uint32_t>(config_.heartbeat_timeout.count());
