@@ -251,9 +251,11 @@ typedef struct ferry_comm_params {
   /* Address other peers should dial to reach this one (NAT, proxies).
      NULL (default): p2p_listen_host when that is one address (not "::" or
      "0.0.0.0"), else the address the master sees this peer connect from.
-     ferry_connect fails with FERRY_ERR_INVALID_ARGUMENT when that address
-     is IPv6 and the listener takes IPv4 only ("0.0.0.0"): neighbours could
-     not dial it. */
+     In the last case neighbours that cannot reach that address (it is in a
+     family they lack) dial this host's interface addresses of the other
+     family next. ferry_connect fails with FERRY_ERR_INVALID_ARGUMENT when
+     that address is IPv6 and the listener takes IPv4 only ("0.0.0.0"):
+     neighbours could not dial it. */
   const char* advertised_host;
   /* Port other peers should dial. 0 (default): the bound port. */
   uint16_t advertised_port;

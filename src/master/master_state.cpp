@@ -9,6 +9,7 @@
 #include "master/shared_state_election.h"
 
 #include "core/log.h"
+#include "net/host_addresses.h"
 
 namespace ferry::master {
 namespace {
@@ -110,8 +111,10 @@ void MasterState::on_hello(ConnId conn, const wire::Hello& hello) {
   peer.connections = hello.p2p_connections;
   peer.source = c.remote_host;
   peer.silent_link_ms = hello.silent_link_ms;
-  peer.endpoint = {peer.id, hello.advertised_host.empty() ? c.remote_host : hello.advertised_host,
-                   hello.advertised_port};
+  peer.endpoint.peer_id = peer.id;
+  peer.endpoint.host = hello.advertised_host.empty() ? c.remote_host : hello.advertised_host;
+  peer.endpoint.port = hello.advertised_port;
+  peer.endpoint.other_hosts = net::other_family_addresses(peer.endpoint.host, hello.other_hosts, wire::kMaxOtherHosts);
   c.peer = peer.id;
   peers_[peer.id] = peer;
   effects_.deadlines.push_back({conn, timeout});
@@ -620,7 +623,7 @@ void MasterState::start_collective(Group& group, uint32_t seq) {
   std::vector<SyncCandidate> candidates;
   for (auto& [id, begin] : c.sync_begins) {
     const Peer& p = peers_.at(id);
-    candidates.push_back({id, {id, p.endpoint.host, p.endpoint.port}, begin});
+    candidates.push_back({id, p.endpoint, begin});
   }
   ElectionOutcome outcome = elect_shared_state(candidates, group.shared_revision.has_value(),
                                                group.shared_revision.value_or(0));

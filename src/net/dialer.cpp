@@ -10,9 +10,9 @@ namespace ferry::net {
 namespace {
 
 struct DialAttempt : std::enable_shared_from_this<DialAttempt> {
-  DialAttempt(asio::any_io_executor ex, Endpoint ep, std::shared_ptr<Transport> t, StreamReady d)
+  DialAttempt(asio::any_io_executor ex, std::vector<Endpoint> eps, std::shared_ptr<Transport> t, StreamReady d)
       : strand(asio::make_strand(ex)), resolver(strand), socket(strand), timer(strand),
-        endpoint(std::move(ep)), transport(std::move(t)), done(std::move(d)) {}
+        candidates(std::move(eps)), transport(std::move(t)), done(std::move(d)) {}
 
   void start(std::chrono::milliseconds timeout) {
     timer.expires_after(timeout);
@@ -20,16 +20,29 @@ struct DialAttempt : std::enable_shared_from_this<DialAttempt> {
       if (ec || self->finished) return;
       self->fail(Errc::timeout, "no connection within " + std::to_string(timeout.count()) + " ms");
     });
-    resolver.async_resolve(endpoint.host, std::to_string(endpoint.port),
+    resolve_next();
+  }
+
+  // Candidates are resolved one after another; a name that does not resolve is
+  // skipped while another candidate remains.
+  void resolve_next() {
+    if (resolved_count == candidates.size()) {
+      if (addresses.empty())
+        return fail(Errc::connect, resolve_error.empty() ? "no address to dial" : "cannot resolve: " + resolve_error);
+      return connect();
+    }
+    const Endpoint& next = candidates[resolved_count++];
+    resolver.async_resolve(next.host, std::to_string(next.port),
                            [self = shared_from_this()](std::error_code ec, auto results) {
                              if (self->finished) return;
-                             if (ec) return self->fail(Errc::connect, "cannot resolve: " + ec.message());
-                             self->connect(results);
+                             if (ec) self->resolve_error = ec.message();
+                             for (const auto& entry : results) self->addresses.push_back(entry.endpoint());
+                             self->resolve_next();
                            });
   }
 
-  void connect(const asio::ip::tcp::resolver::results_type& results) {
-    asio::async_connect(socket, results, [self = shared_from_this()](std::error_code ec, const auto&) {
+  void connect() {
+    asio::async_connect(socket, addresses, [self = shared_from_this()](std::error_code ec, const auto&) {
       if (self->finished) return;
       // Out of descriptors or buffers is this process's trouble, not the far end's: say so (Errc::system).
       if (ec == std::errc::too_many_files_open || ec == std::errc::too_many_files_open_in_system ||
@@ -60,14 +73,19 @@ struct DialAttempt : std::enable_shared_from_this<DialAttempt> {
     resolver.cancel();
     std::error_code ignored;
     socket.close(ignored);
-    done(Status::failure(code, "cannot connect to " + endpoint.to_string() + ": " + why), nullptr);
+    std::string where;
+    for (const Endpoint& e : candidates) where += (where.empty() ? "" : " or ") + e.to_string();
+    done(Status::failure(code, "cannot connect to " + where + ": " + why), nullptr);
   }
 
   asio::strand<asio::any_io_executor> strand;
   asio::ip::tcp::resolver resolver;
   asio::ip::tcp::socket socket;
   asio::steady_timer timer;
-  Endpoint endpoint;
+  std::vector<Endpoint> candidates;
+  size_t resolved_count = 0;
+  std::vector<asio::ip::tcp::endpoint> addresses;
+  std::string resolve_error;
   std::shared_ptr<Transport> transport;
   StreamReady done;
   SocketTuning tuning;
@@ -78,7 +96,13 @@ struct DialAttempt : std::enable_shared_from_this<DialAttempt> {
 
 void dial(asio::any_io_executor executor, const Endpoint& endpoint, std::chrono::milliseconds timeout,
           std::shared_ptr<Transport> transport, StreamReady done, SocketTuning tuning) {
-  auto attempt = std::make_shared<DialAttempt>(executor, endpoint, std::move(transport), std::move(done));
+  dial(std::move(executor), std::vector<Endpoint>{endpoint}, timeout, std::move(transport), std::move(done),
+       std::move(tuning));
+}
+
+void dial(asio::any_io_executor executor, std::vector<Endpoint> candidates, std::chrono::milliseconds timeout,
+          std::shared_ptr<Transport> transport, StreamReady done, SocketTuning tuning) {
+  auto attempt = std::make_shared<DialAttempt>(executor, std::move(candidates), std::move(transport), std::move(done));
   attempt->tuning = std::move(tuning);
   asio::dispatch(attempt->strand, [attempt, timeout] { attempt->start(timeout); });
 }

@@ -1,9 +1,12 @@
 // Outgoing connections with a deadline: resolve, connect, then the transport's
-// handshake, all within `timeout`.
+// handshake, all within `timeout`. Several candidates (a peer's addresses in
+// each family) are resolved and tried in order, as a name's addresses are: the
+// first that takes the connection wins, one that cannot be routed fails at once.
 #pragma once
 
 #include <chrono>
 #include <memory>
+#include <vector>
 
 #include <asio/any_io_executor.hpp>
 
@@ -17,6 +20,9 @@ namespace ferry::net {
 // Errc::timeout when the deadline passed first, Errc::system when this
 // process is out of descriptors or buffers (its own trouble, not the far end's).
 void dial(asio::any_io_executor executor, const Endpoint& endpoint, std::chrono::milliseconds timeout,
+          std::shared_ptr<Transport> transport, StreamReady done, SocketTuning tuning = {});
+// The same over `candidates` (at least one); a failure names every one tried.
+void dial(asio::any_io_executor executor, std::vector<Endpoint> candidates, std::chrono::milliseconds timeout,
           std::shared_ptr<Transport> transport, StreamReady done, SocketTuning tuning = {});
 
 }  // namespace ferry::net

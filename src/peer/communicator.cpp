@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "net/fd_limit.h"
 #include "net/frame_io.h"
+#include "net/host_addresses.h"
 #include "net/resolve.h"
 #include "peer/escaped_exception.h"
 #include "peer/p2p_inbound.h"
@@ -173,6 +174,11 @@ void Communicator::connect() {
     state_ = State::connecting;
     wire::Hello hello;
     hello.peer_group = config_.peer_group;
+    // A listener on "::" or 0.0.0.0 with no address chosen for it is offered at every
+    // interface address too: the master passes on those of the family it did not see.
+    if (advertised.empty() && listener_->address().is_unspecified())
+      hello.other_hosts = net::interface_addresses(listener_->takes_v4(), listener_->takes_v6());
+    if (hello.other_hosts.size() > wire::kMaxOtherHosts) hello.other_hosts.resize(wire::kMaxOtherHosts);
     hello.advertised_host = std::move(advertised);
     hello.advertised_port = config_.advertised_port ? config_.advertised_port : listener_->port();
     hello.p2p_connections = config_.connections ? config_.connections : kStartLanes;

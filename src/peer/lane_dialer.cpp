@@ -8,6 +8,7 @@
 #include "net/host_identity.h"
 #include "net/shm_ring.h"
 #include "net/shm_stream.h"
+#include "peer/dial_candidates.h"
 #include "peer/p2p_handshake.h"
 
 namespace ferry::peer {
@@ -29,7 +30,7 @@ std::shared_ptr<net::ShmRing> offer_ring(const LinkOptions& options, uint64_t to
 void dial_lane(asio::any_io_executor executor, const LinkOptions& options, const wire::RingMember& to,
                wire::LinkHello hello, bool offer_shared_memory, LaneDialed done) {
   net::dial(
-      executor, {to.host, to.port}, std::min(options.timeout, options.connect_timeout), options.transport,
+      executor, dial_candidates(to), std::min(options.timeout, options.connect_timeout), options.transport,
       [options, hello = std::move(hello), offer_shared_memory, done = std::move(done)](
           Status st, std::shared_ptr<net::Stream> stream) mutable {
         if (!st.ok()) return done(st, nullptr, false);

@@ -13,6 +13,7 @@
 #include "net/frame_io.h"
 #include "net/host_identity.h"
 #include "net/socket_options.h"
+#include "peer/dial_candidates.h"
 #include "peer/link_stats.h"
 #include "peer/p2p_handshake.h"
 
@@ -153,7 +154,7 @@ std::optional<wire::LinkEntry> LinkProber::probe(const wire::ProbeRound& round, 
   auto dialing = std::make_shared<Dialing>();
   for (uint32_t i = 0; i < kProbeLanes; ++i)
     net::dial(
-        executor_, {target.host, target.port}, timeout, options_.transport,
+        executor_, dial_candidates(target), timeout, options_.transport,
         [dialing, hello, secret = options_.secret, timeout](Status st, std::shared_ptr<net::Stream> stream) {
           if (!st.ok()) return dialing->finish(st, nullptr, false);
           asio::dispatch(stream->executor(), [dialing, hello, secret, timeout, stream] {

@@ -7,6 +7,7 @@
 #include "core/log.h"
 #include "core/log_throttle.h"
 #include "net/dialer.h"
+#include "peer/dial_candidates.h"
 #include "peer/p2p_handshake.h"
 
 namespace ferry::peer {
@@ -43,7 +44,7 @@ void accept_p2p(asio::ip::tcp::socket socket, std::shared_ptr<net::StrangerGate:
 Status dial_holder(asio::any_io_executor executor, const LinkOptions& options, const wire::PeerAddress& holder,
                    const wire::FetchHello& hello, std::shared_ptr<net::Stream>& out) {
   std::promise<std::pair<Status, std::shared_ptr<net::Stream>>> dialed;
-  net::dial(executor, {holder.host, holder.port}, options.timeout, options.transport,
+  net::dial(executor, dial_candidates(holder), options.timeout, options.transport,
             [&dialed](Status st, std::shared_ptr<net::Stream> s) { dialed.set_value({st, s}); }, options.tuning);
   auto [st, stream] = dialed.get_future().get();  // bounded by the dialer's deadline
   if (!st.ok()) return st;

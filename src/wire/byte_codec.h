@@ -15,9 +15,11 @@
 
 namespace ferry::wire {
 
-// The most elements a vector field may declare, and the longest string.
+// The most elements a vector field may declare, and the longest string; for a
+// vector of strings, `element` is the longest of each.
 struct Limit {
   size_t max;
+  size_t element = 0;
 };
 
 class ByteWriter {
@@ -40,6 +42,8 @@ class ByteWriter {
     for (const T& item : items) {
       if constexpr (std::is_integral_v<T>)
         (*this)(item);
+      else if constexpr (std::is_same_v<T, std::string>)
+        (*this)(item, Limit{0});
       else
         const_cast<T&>(item).fields(*this);  // fields() only reads here
     }
@@ -68,8 +72,9 @@ class ByteReader {
   void operator()(std::vector<T>& items, Limit limit) {
     uint32_t n = 0;
     (*this)(n);
-    // Every element takes at least one byte (an integer, sizeof(T)): a count beyond the bytes left is a lie.
-    size_t min_bytes = std::is_integral_v<T> ? sizeof(T) : 1;
+    // Every element takes at least one byte (an integer, sizeof(T); a string, its length): a count beyond the
+    // bytes left is a lie.
+    size_t min_bytes = std::is_integral_v<T> ? sizeof(T) : std::is_same_v<T, std::string> ? sizeof(uint32_t) : 1;
     if (ok_ && (n > limit.max || n > remaining() / min_bytes)) {
       fail("vector of " + std::to_string(n) + " elements exceeds its limit");
       return;
@@ -80,6 +85,8 @@ class ByteReader {
       if (!ok_) return;
       if constexpr (std::is_integral_v<T>)
         (*this)(item);
+      else if constexpr (std::is_same_v<T, std::string>)
+        (*this)(item, Limit{limit.element});
       else
         item.fields(*this);
     }

@@ -58,6 +58,7 @@ enum class MessageType : uint16_t {
 };
 
 inline constexpr size_t kMaxHostLength = 255;
+inline constexpr size_t kMaxOtherHosts = 8;  // a peer's other listening addresses
 inline constexpr size_t kMaxReasonLength = 1024;
 inline constexpr size_t kMaxRingMembers = 65536;
 
@@ -103,10 +104,14 @@ struct Hello {
   // How long after a proposal this peer answers at the latest when its
   // previous peer never connects (peer/link_setup.h); 0: not said.
   uint32_t silent_link_ms = 0;
+  // The listener's other addresses (IP literals; empty when advertised_host is set or the
+  // listener is bound to one address): the master offers those of the family it did not see
+  // this peer in, so a neighbour with only that family can still dial it.
+  std::vector<std::string> other_hosts;
   template <class V> void fields(V& v) {
     v(peer_group); v(advertised_host, Limit{kMaxHostLength}); v(advertised_port);
     v(p2p_connections); v(heartbeat_timeout_ms); v(nonce, Limit{kMaxAuthField}); v(proof, Limit{kMaxAuthField});
-    v(silent_link_ms);
+    v(silent_link_ms); v(other_hosts, Limit{kMaxOtherHosts, kMaxHostLength});
   }
 };
 
@@ -128,13 +133,19 @@ struct TopologyVote {
   template <class V> void fields(V& v) { v(links_broken); v(optimize); }
 };
 
-struct RingMember {
+// Where a peer takes p2p connections: ring links, probes, shared-state fetches.
+struct PeerAddress {
   uint64_t peer_id = 0;
   std::string host;
   uint16_t port = 0;
-  template <class V> void fields(V& v) { v(peer_id); v(host, Limit{kMaxHostLength}); v(port); }
-  bool operator==(const RingMember&) const = default;
+  // Dialled in turn when `host` cannot be (another address family: peer/dial_candidates.h).
+  std::vector<std::string> other_hosts;
+  template <class V> void fields(V& v) {
+    v(peer_id); v(host, Limit{kMaxHostLength}); v(port); v(other_hosts, Limit{kMaxOtherHosts, kMaxHostLength});
+  }
+  bool operator==(const PeerAddress&) const = default;
 };
+using RingMember = PeerAddress;
 
 // A proposed ring; members connect to their neighbours and answer with topology_ready.
 struct Topology {
@@ -324,13 +335,6 @@ struct SyncFetch {
   uint64_t hash = 0;              // what the fetched bytes must hash to
   std::vector<uint64_t> holders;  // peers that hold them
   template <class V> void fields(V& v) { v(tensor); v(hash); v(holders, Limit{kMaxRingMembers}); }
-};
-
-struct PeerAddress {
-  uint64_t peer_id = 0;
-  std::string host;
-  uint16_t port = 0;
-  template <class V> void fields(V& v) { v(peer_id); v(host, Limit{kMaxHostLength}); v(port); }
 };
 
 // The master's election result for one peer: what to fetch from whom, whom to serve.

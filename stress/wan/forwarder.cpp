@@ -101,6 +101,22 @@ uint64_t Forwarder::next_random() {
   return result;
 }
 
+Forwarder::Route Forwarder::route_of(const uint8_t* p, size_t len) {
+  Route r;
+  if (len >= 20 && (p[0] >> 4) == 4) {
+    const uint32_t dst_ip = (uint32_t{p[16]} << 24) | (uint32_t{p[17]} << 16) | (uint32_t{p[18]} << 8) | p[19];
+    // 10.77.0.(i+1) -> i; .0 wraps to a huge value
+    if ((dst_ip & 0xffffff00u) == kSubnet) r.dst = (dst_ip & 0xffu) - 1;
+    if (p[9] == 6) r.tcp = (p[0] & 0x0fu) * 4u;
+  } else if (len >= 40 && (p[0] >> 4) == 6) {
+    // fd77::(i+1) -> i. Extension headers are not followed: a TCP segment behind one is
+    // forwarded, just not recognised as a SYN for a blocked pair (nothing here sends any).
+    if (std::memcmp(p + 24, kSubnet6, sizeof kSubnet6) == 0) r.dst = ((uint32_t{p[38]} << 8) | p[39]) - 1;
+    if (p[6] == 6) r.tcp = 40;
+  }
+  return r;
+}
+
 void Forwarder::read_from(int host, uint64_t now_ns) {
   const int fd = opts_.tun_fds[host];
   for (int n = 0; n < kReadBudget; ++n) {
@@ -128,13 +144,9 @@ void Forwarder::read_from(int host, uint64_t now_ns) {
     c_.rx_bytes += len;
 
     const auto* p = reinterpret_cast<const uint8_t*>(slot + kVnetHdrSize);
-    if (len < kVnetHdrSize + 20 || (p[0] >> 4) != 4 || len >= opts_.max_frame) {
-      c_.drop_no_route += segs;
-      continue;
-    }
-    const uint32_t dst_ip = (uint32_t{p[16]} << 24) | (uint32_t{p[17]} << 16) | (uint32_t{p[18]} << 8) | p[19];
-    const uint32_t dst = (dst_ip & 0xffu) - 1;  // 10.77.0.(i+1) -> i; .0 wraps to a huge value
-    if ((dst_ip & 0xffffff00u) != kSubnet || dst >= hosts_ || dst == static_cast<uint32_t>(host)) {
+    const Route route = route_of(p, len > kVnetHdrSize ? len - kVnetHdrSize : 0);
+    const uint32_t dst = route.dst;
+    if (len >= opts_.max_frame || dst >= hosts_ || dst == static_cast<uint32_t>(host)) {
       c_.drop_no_route += segs;
       continue;
     }
@@ -147,8 +159,7 @@ void Forwarder::read_from(int host, uint64_t now_ns) {
     if (link.blocked) {
       // A connection attempt: TCP with SYN and without ACK. Everything else passes, so
       // connections opened the other way work both ways, as through a stateful firewall.
-      const size_t ihl = (p[0] & 0x0fu) * 4u;
-      if (p[9] == 6 && len >= kVnetHdrSize + ihl + 14 && (p[ihl + 13] & 0x12u) == 0x02u) {
+      if (route.tcp && len >= kVnetHdrSize + route.tcp + 14 && (p[route.tcp + 13] & 0x12u) == 0x02u) {
         c_.drop_blocked += segs;
         continue;
       }

@@ -12,13 +12,13 @@
 // shaped) decides when it is written. One ReleaseSchedule queue per ordered pair and one per
 // destination keep each of those stages FIFO (topology.h says where each figure acts).
 //
-// Per frame: one read, a look at the IPv4 header, one RNG draw per wire packet, one write; no
+// Per frame: one read, a look at the IP header, one RNG draw per wire packet, one write; no
 // allocation. A frame is one packet, or with offload a TCP GSO frame standing for up to ~44
 // (tcp_gso.h). Writing to a TUN runs the destination's receive path (IP, TCP, waking the
 // reader; and for ACKs the sender's transmit path) in this thread, so the forwarder's system
 // time includes much of the hosts' TCP stacks; see README.md for figures.
 //
-// Drop rules, applied at ingress: not IPv4, or not to 10.77.0.x of another host; either end
+// Drop rules, applied at ingress: not IP, or not to 10.77.0.x / fd77::x of another host; either end
 // isolated; a SYN in a blocked direction; random loss per wire packet (the pair's
 // probability from WanShared, so the library can change it live); packet ring full; the
 // pair's cap queue full. After the delay: the downlink's queue full. A drop is only counted.
@@ -60,6 +60,13 @@ class Forwarder {
  private:
   static constexpr int kReadBudget = 64;
 
+  // The destination host of an IP packet (~0u when none of ours) and where its TCP header
+  // starts (0 when it is not TCP).
+  struct Route {
+    uint32_t dst = ~0u;
+    size_t tcp = 0;
+  };
+  static Route route_of(const uint8_t* packet, size_t len);
   void read_from(int host, uint64_t now_ns);
   // Applies per-packet loss to a GSO frame sitting at `slot`; enqueues what survives.
   void commit_gso_with_loss(std::byte* slot, uint32_t len, const TcpGsoFrame& g, uint64_t threshold,

@@ -129,9 +129,10 @@ std::string Topology::describe() const {
   std::string out = "topology " + source + ": " + std::to_string(size()) + " hosts, cc " + base.cc + "\n";
   char line[256];
   for (int i = 0; i < size(); ++i) {
-    std::snprintf(line, sizeof line, "  %-3d %-16s %-14s up %-9s down %s\n", i, hosts[i].name.c_str(),
+    const char* ip = hosts[i].ip == IpFamilies::both ? ", IPv4 and IPv6" : hosts[i].ip == IpFamilies::v6 ? ", IPv6 only" : "";
+    std::snprintf(line, sizeof line, "  %-3d %-16s %-14s up %-9s down %s%s\n", i, hosts[i].name.c_str(),
                   hosts[i].region.c_str(), format_rate(hosts[i].uplink_bps).c_str(),
-                  format_rate(hosts[i].downlink_bps).c_str());
+                  format_rate(hosts[i].downlink_bps).c_str(), ip);
     out += line;
   }
   for (int s = 0; s < size(); ++s)
@@ -145,6 +146,7 @@ std::string Topology::describe() const {
       if (ab.rate_bps || ba.rate_bps) out += ", cap " + format_rate(ab.rate_bps) + " / " + format_rate(ba.rate_bps);
       if (ab.blocked) out += ", " + hosts[s].name + " cannot connect to " + hosts[d].name;
       if (ba.blocked) out += ", " + hosts[d].name + " cannot connect to " + hosts[s].name;
+      if (!can_address(s, d)) out += ", no address family in common";
       out += "\n";
     }
   return out;

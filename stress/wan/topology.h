@@ -23,11 +23,19 @@
 
 namespace ferry::wan {
 
+// The address families a host has (JSON "ip": "v4", "v6" or "both"). A host without a
+// family cannot send to or receive from that family's addresses at all, as on a site
+// whose provider gives it only one: two hosts with no family in common cannot connect.
+enum class IpFamilies { v4, v6, both };
+
 struct TopologyHost {
   std::string name;           // unique: letters, digits, '-', '_', '.'
   std::string region;         // hosts of one region share the region's figures
   uint64_t uplink_bps = 0;    // 0 = unshaped
   uint64_t downlink_bps = 0;  // 0 = unshaped
+  IpFamilies ip = IpFamilies::v4;
+  bool has_v4() const { return ip != IpFamilies::v6; }
+  bool has_v6() const { return ip != IpFamilies::v4; }
   bool operator==(const TopologyHost&) const = default;
 };
 
@@ -64,6 +72,10 @@ struct Topology {
   int host_index(std::string_view name) const;  // -1 when there is none
   double rtt_ms(int a, int b) const { return link(a, b).delay_ms + link(b, a).delay_ms; }
   double max_rtt_ms(int host) const;  // over the host's pairs
+  // Whether a and b share an address family (else nothing they send each other arrives).
+  bool can_address(int a, int b) const {
+    return (hosts[a].has_v4() && hosts[b].has_v4()) || (hosts[a].has_v6() && hosts[b].has_v6());
+  }
 
   // Queue sizes (see WanConfig for why these): the host's tbf, and the forwarder's buckets.
   uint64_t uplink_burst_bytes(int host) const;

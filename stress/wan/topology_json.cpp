@@ -4,7 +4,8 @@
 //     "comment": "anything; every object may carry \"comment\" and \"source\" (ignored)",
 //     "cc": "cubic", "seed": 1, "gso": true,                     optional, as in the spec
 //     "defaults": {"rtt": "50ms", "loss": "0", "uplink": "200mbit", "downlink": "none"},
-//     "hosts":   [{"name": "use1-a", "region": "us-east", "uplink": "200mbit", "downlink": "200mbit"}],
+//     "hosts":   [{"name": "use1-a", "region": "us-east", "uplink": "200mbit", "downlink": "200mbit",
+//                  "ip": "both"}],
 //     "regions": [{"between": ["us-east", "eu-west"], "rtt": "80ms", "loss": "0.05%"}],
 //     "links":   [{"between": ["a", "b"], "rate": "20mbit"}, {"from": "a", "to": "b", "delay": "30ms"}],
 //     "blocked": [{"from": "a", "to": "b"}, {"between": ["c", "d"]}]
@@ -15,7 +16,8 @@
 // the keys it sets; later entries override earlier ones. "between" sets both directions, rtt
 // is split evenly; "from"/"to" one direction, with "delay" (one way). "rate" caps a pair.
 // Values take the spec's units (80ms, 0.1%, 200mbit); a bare number is ms for rtt/delay and
-// a fraction for loss. Unknown keys are refused, so a typo cannot silently mean a default.
+// a fraction for loss. A host's "ip" is "v4" (the default), "v6" or "both": the families its
+// address(es) are in. Unknown keys are refused, so a typo cannot silently mean a default.
 #include <nlohmann/json.hpp>
 
 #include <fstream>
@@ -148,7 +150,7 @@ Topology from_document(const json& doc, const std::string& source) {
   for (size_t i = 0; i < hosts.size(); ++i) {
     const json& h = hosts[i];
     std::string what = "hosts[" + std::to_string(i) + "]";
-    r.only_keys(h, what, {"name", "region", "uplink", "downlink"});
+    r.only_keys(h, what, {"name", "region", "uplink", "downlink", "ip"});
     if (!h.contains("name")) r.fail(what + " has no name");
     TopologyHost host{r.name(h["name"], what + ".name"), "", t.base.rate_bps, default_down};
     what += " ('" + host.name + "')";
@@ -157,6 +159,13 @@ Topology from_document(const json& doc, const std::string& source) {
     host.region = r.name(h["region"], what + ".region");
     if (h.contains("uplink")) host.uplink_bps = r.unit(h, "uplink", what, parse_rate_bps);
     if (h.contains("downlink")) host.downlink_bps = r.unit(h, "downlink", what, parse_rate_bps);
+    if (h.contains("ip")) {
+      const json& ip = h["ip"];
+      if (ip == "v4") host.ip = IpFamilies::v4;
+      else if (ip == "v6") host.ip = IpFamilies::v6;
+      else if (ip == "both") host.ip = IpFamilies::both;
+      else r.fail(what + ".ip must be \"v4\", \"v6\" or \"both\", got " + ip.dump());
+    }
     t.hosts.push_back(std::move(host));
   }
   const int n = t.size();

@@ -15,7 +15,8 @@ namespace ferry::wan {
 // virtio_net_hdr (tcp_gso.h). With `offload`, the device takes and gives TCPv4 GSO frames and
 // partial checksums (TUN_F_CSUM | TUN_F_TSO4); without, the header is always empty and every
 // frame is one MTU-sized packet. Also switches IPv6 off on the device, so the only traffic
-// the forwarder sees is the IPv4 the hosts send. Throws std::system_error.
+// the forwarder sees is the IPv4 the hosts send (WanNetwork switches it back on for a host
+// the topology gives IPv6). Throws std::system_error.
 int open_tun_in_netns(const std::string& netns_name, const std::string& ifname, bool offload);
 
 }  // namespace ferry::wan

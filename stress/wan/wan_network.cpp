@@ -56,7 +56,22 @@ void ensure_cc(const std::string& cc) {
                            read_file("/proc/sys/net/ipv4/tcp_available_congestion_control"));
 }
 
-std::string host_ip(int i) { return "10.77.0." + std::to_string(i + 1); }
+// open_tun_in_netns() switched IPv6 off on the TUN; a host the topology gives IPv6 needs it.
+void enable_ipv6(const std::string& netns, const std::string& tun) {
+  ScopedNetns inside(netns);  // /proc/sys/net is the calling thread's namespace's
+  const std::string path = "/proc/sys/net/ipv6/conf/" + tun + "/disable_ipv6";
+  std::ofstream out(path);
+  out << "0";
+  out.flush();
+  if (!out) throw std::runtime_error("wan: cannot switch IPv6 on for " + tun + " in " + netns + " (" + path + ")");
+}
+
+std::string host_ip4(int i) { return "10.77.0." + std::to_string(i + 1); }
+std::string host_ip6(int i) {
+  char text[16];
+  std::snprintf(text, sizeof text, "fd77::%x", i + 1);
+  return text;
+}
 
 // Seconds of CPU a process has used, from /proc/<pid>/stat (utime, stime: fields 14, 15).
 std::pair<double, double> process_cpu(pid_t pid) {
@@ -260,11 +275,21 @@ void WanNetwork::Impl::configure_host(const Host& h) const {
   if (config.gso && uplink) link.insert(link.end(), {"gso_max_size", "32768"});
   link.push_back("up");
   run_checked(link);
-  run_checked({"ip", "-n", ns, "addr", "add", h.ip + "/24", "dev", h.tun});
   // The namespace-wide default (net.ipv4.tcp_congestion_control) refuses cubic here, so the
   // choice rides on the route every host-to-host socket uses.
-  run_checked({"ip", "-n", ns, "route", "replace", kSubnetText, "dev", h.tun, "proto", "kernel", "scope", "link",
-               "src", h.ip, "congctl", config.cc});
+  if (!h.ip4.empty()) {
+    run_checked({"ip", "-n", ns, "addr", "add", h.ip4 + "/24", "dev", h.tun});
+    run_checked({"ip", "-n", ns, "route", "replace", kSubnetText, "dev", h.tun, "proto", "kernel", "scope", "link",
+                 "src", h.ip4, "congctl", config.cc});
+  }
+  // No duplicate address detection: nothing else is on the link, and DAD would hold the
+  // address back for a second.
+  if (!h.ip6.empty()) {
+    enable_ipv6(ns, h.tun);
+    run_checked({"ip", "-n", ns, "-6", "addr", "add", h.ip6 + "/64", "dev", h.tun, "nodad"});
+    run_checked({"ip", "-n", ns, "-6", "route", "replace", kSubnet6Text, "dev", h.tun, "proto", "kernel", "src",
+                 h.ip6, "congctl", config.cc});
+  }
   if (uplink) {
     run_checked({"tc", "-n", ns, "qdisc", "replace", "dev", h.tun, "root", "tbf",
                  "rate", std::to_string(uplink) + "bit",
@@ -332,9 +357,12 @@ WanNetwork WanNetwork::start(const Topology& topology) {
   impl->topology = topology;
   const int network = g_network_counter.fetch_add(1);
   const int pid = static_cast<int>(::getpid());
-  for (int i = 0; i < topology.size(); ++i)
-    impl->hosts.push_back(Host{i, netns_name(pid, network, i), host_ip(i), kTunName, topology.hosts[i].name,
-                               topology.hosts[i].region});
+  for (int i = 0; i < topology.size(); ++i) {
+    const TopologyHost& t = topology.hosts[i];
+    const std::string ip4 = t.has_v4() ? host_ip4(i) : "", ip6 = t.has_v6() ? host_ip6(i) : "";
+    impl->hosts.push_back(Host{i, netns_name(pid, network, i), ip4.empty() ? ip6 : ip4, ip4, ip6, kTunName, t.name,
+                               t.region});
+  }
 
   try {
     for (const Host& h : impl->hosts) run_checked({"ip", "netns", "add", h.netns});
@@ -385,6 +413,8 @@ std::vector<std::pair<std::string, std::string>> WanNetwork::environment() const
   for (const Host& h : impl_->hosts) {
     env.emplace_back("FERRY_WAN_NETNS_" + std::to_string(h.index), h.netns);
     env.emplace_back("FERRY_WAN_IP_" + std::to_string(h.index), h.ip);
+    env.emplace_back("FERRY_WAN_IP4_" + std::to_string(h.index), h.ip4);
+    env.emplace_back("FERRY_WAN_IP6_" + std::to_string(h.index), h.ip6);
     env.emplace_back("FERRY_WAN_NAME_" + std::to_string(h.index), h.name);
     env.emplace_back("FERRY_WAN_REGION_" + std::to_string(h.index), h.region);
   }

@@ -8,7 +8,7 @@
 //   net.stop();                                            // or let the destructor do it
 //
 // Each host is a network namespace with one TUN device (wan0, 10.77.0.(i+1)/24, MTU 1500) and
-// loopback. The hosts' TUNs are all held by one ferry-wan-forwarder process, which delays
+// loopback; a host the topology gives IPv6 has fd77::(i+1)/64 there too (or only that). The hosts' TUNs are all held by one ferry-wan-forwarder process, which delays
 // each packet by its pair's one-way delay, drops its pair's fraction `loss`, applies the
 // pair's rate cap, the destination's downlink, and blocked pairs (topology.h); tbf on each
 // TUN's egress caps the host's uplink; the route to 10.77.0.0/24 carries `congctl <cc>`, so
@@ -38,7 +38,9 @@ namespace ferry::wan {
 struct Host {
   int index = 0;
   std::string netns;  // fw<pid>n<k>h<i>; enter with ScopedNetns or `ip netns exec`
-  std::string ip;     // 10.77.0.(index+1)
+  std::string ip;     // ip4 when it has one, else ip6: the address to give others
+  std::string ip4;    // 10.77.0.(index+1), or "" on a host the topology gives IPv6 only
+  std::string ip6;    // fd77::(index+1), or "" on a host without IPv6 (the default)
   std::string tun;    // wan0
   std::string name;   // the topology's name for it (h<i> for a spec)
   std::string region;
@@ -81,7 +83,8 @@ class WanNetwork {
   // {"ip", "netns", "exec", <netns of host>}: prepend to a command to run it on that host.
   std::vector<std::string> exec_prefix(int host) const;
   // FERRY_WAN_HOSTS=<n>, FERRY_WAN_NETNS="<ns0> <ns1> ...", FERRY_WAN_IPS="<ip0> ...",
-  // FERRY_WAN_NETNS_<i>, FERRY_WAN_IP_<i>, FERRY_WAN_NAME_<i>, FERRY_WAN_REGION_<i>, and
+  // FERRY_WAN_NETNS_<i>, FERRY_WAN_IP_<i> (the host's `ip`), FERRY_WAN_IP4_<i> and FERRY_WAN_IP6_<i>
+  // (each "" when the host lacks that family), FERRY_WAN_NAME_<i>, FERRY_WAN_REGION_<i>, and
   // FERRY_WAN_SPEC=<config().to_string()> when started from a spec, else
   // FERRY_WAN_TOPOLOGY=<topology().source> (the file).
   std::vector<std::pair<std::string, std::string>> environment() const;

@@ -22,6 +22,10 @@ inline constexpr int kMaxHosts = 254;
 // so two networks (or two users) reuse the same subnet without meeting.
 inline constexpr uint32_t kSubnet = (10u << 24) | (77u << 16);  // 10.77.0.0/24, host order
 inline constexpr const char* kSubnetText = "10.77.0.0/24";
+// And fd77::(i+1)/64 when the topology gives it IPv6 (topology.h, IpFamilies): a unique
+// local prefix, never routed beyond the network's namespaces.
+inline constexpr uint8_t kSubnet6[14] = {0xfd, 0x77, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+inline constexpr const char* kSubnet6Text = "fd77::/64";
 inline constexpr const char* kTunName = "wan0";
 
 struct WanShared {
@@ -45,7 +49,7 @@ struct WanShared {
   std::atomic<uint64_t> drop_blocked;    // SYNs of a blocked direction
   std::atomic<uint64_t> drop_queue;      // a pair cap's or a downlink's queue was full
   std::atomic<uint64_t> drop_full;       // packet ring full (should stay 0)
-  std::atomic<uint64_t> drop_no_route;   // not IPv4 to 10.77.0.x of a live host
+  std::atomic<uint64_t> drop_no_route;   // not to 10.77.0.x or fd77::x of a live host
   std::atomic<uint64_t> write_errors;    // destination TUN refused the packet
   std::atomic<uint64_t> split_frames;    // GSO frames cut into runs around lost segments
   std::atomic<uint64_t> queue_peak_bytes;

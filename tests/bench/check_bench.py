@@ -13,9 +13,9 @@
   check_bench.py connections FILE exactly|above N -- COMMAND...
                                                 As json, and every ring link's connection count, as last
                                                 measured, is exactly N or above N.
-  check_bench.py ring-avoids FILE A B -- COMMAND...
+  check_bench.py ring-avoids FILE A B [C D ...] -- COMMAND...
                                                 As json, and every ferry run's ring (each peer once)
-                                                never has host A send to host B.
+                                                never has host A send to host B (nor C to D, ...).
   check_bench.py fails RC PATTERN -- COMMAND... COMMAND must exit RC, with PATTERN in its stderr.
 """
 import json
@@ -247,16 +247,20 @@ def check_slow_pair(record, a, b):
     return problems
 
 
-def check_ring_avoids(record, a, b):
-    """Every ferry run's ring has every peer and never has host `a` send to host `b`."""
+def check_ring_avoids(record, blocked):
+    """Every ferry run's ring has every peer once and never sends from host A to host B for
+    any (A, B) in `blocked`."""
     problems = []
     for run_ in record["runs"]:
         if run_["impl"] != "ferry":
             continue
         ring = run_["ring"]
         print(f"ferry ({run_['ring_order']} order), {run_['bytes']} B: ring {' -> '.join(ring)}")
-        if any(ring[i] == a and ring[(i + 1) % len(ring)] == b for i in range(len(ring))):
-            problems.append(f"ring {ring} sends from {a} to {b}, which cannot connect")
+        if len(ring) != record["args"]["peers"] or len(set(ring)) != len(ring):
+            problems.append(f"ring {ring} does not hold each of the {record['args']['peers']} peers once")
+        for a, b in blocked:
+            if any(ring[i] == a and ring[(i + 1) % len(ring)] == b for i in range(len(ring))):
+                problems.append(f"ring {ring} sends from {a} to {b}, which cannot connect")
     return problems
 
 
@@ -346,7 +350,8 @@ def main(argv):
         if mode == "slow-pair" and not problems:
             problems = check_slow_pair(record, params[1], params[2])
         if mode == "ring-avoids" and not problems:
-            problems = check_ring_avoids(record, params[1], params[2])
+            hosts = params[1:]
+            problems = check_ring_avoids(record, list(zip(hosts[0::2], hosts[1::2])))
         if mode == "connections" and not problems:
             problems = check_connections(record, params[1], int(params[2]))
         if problems:

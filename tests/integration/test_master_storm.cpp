@@ -193,7 +193,7 @@ std::vector<wire::Message> forbidden_messages() {
           sync,
           wire::Leave{},
           wire::Welcome{1, "x", std::string(32, 'p')},
-          wire::Topology{1, 0, 1, {{1, "127.0.0.1", 9}}},
+          wire::Topology{1, 0, 1, {{1, "127.0.0.1", 9, {}}}},
           wire::Kick{1, "you"},
           wire::AuthChallenge{std::string(32, 'n'), 1},
           wire::LinkHello{1, 2, 3, 0, 1, std::string(32, 'n'), std::string(32, 'p'), "", ""},

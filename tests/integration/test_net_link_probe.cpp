@@ -10,6 +10,7 @@
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
 
+#include "io_thread.h"
 #include "net/listener.h"
 #include "net/stranger_gate.h"
 #include "net/transport.h"
@@ -21,16 +22,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct Io {
-  asio::io_context io;
-  asio::executor_work_guard<asio::io_context::executor_type> work = asio::make_work_guard(io);
-  std::thread thread{[this] { io.run(); }};
-  ~Io() {
-    work.reset();
-    io.stop();
-    thread.join();
-  }
-};
+using Io = test::IoThread;
 
 peer::LinkOptions options(bool same_host) {
   peer::LinkOptions o;
@@ -68,7 +60,7 @@ wire::ProbeDone probe(uint16_t port, bool same_host) {
   std::promise<wire::ProbeDone> answered;
   peer::LinkProber prober(io.io.get_executor(), options(same_host),
                           [&](wire::ProbeDone done) { answered.set_value(std::move(done)); });
-  prober.start_round(wire::ProbeRound{5, 2, {{7, "127.0.0.1", port}}, {}}, 3);
+  prober.start_round(wire::ProbeRound{5, 2, {{7, "127.0.0.1", port, {}}}, {}}, 3);
   auto future = answered.get_future();
   REQUIRE(future.wait_for(20s) == std::future_status::ready);
   return future.get();

@@ -215,7 +215,7 @@ TEST_CASE("tls: framed messages round trip over mutual TLS", "[tls]") {
   topology.epoch = 7;
   topology.peer_group = 3;
   topology.p2p_connections = 4;
-  for (uint64_t i = 1; i <= 300; ++i) topology.ring.push_back({i, "10.0.0." + std::to_string(i % 250), uint16_t(i)});
+  for (uint64_t i = 1; i <= 300; ++i) topology.ring.push_back({i, "10.0.0." + std::to_string(i % 250), uint16_t(i), {}});
   auto echoed = echo_through(pair, topology);
   REQUIRE(echoed);
   REQUIRE(std::holds_alternative<wire::Topology>(*echoed));

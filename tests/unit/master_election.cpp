@@ -13,7 +13,7 @@ SyncCandidate candidate(uint64_t id, uint64_t revision, SyncStrategy strategy,
                         std::vector<std::pair<std::string, uint64_t>> tensors, bool may_differ = false) {
   SyncCandidate c;
   c.peer_id = id;
-  c.address = {id, "10.0.0." + std::to_string(id), static_cast<uint16_t>(5000 + id)};
+  c.address = {id, "10.0.0." + std::to_string(id), static_cast<uint16_t>(5000 + id), {}};
   c.begin.revision = revision;
   c.begin.strategy = static_cast<uint8_t>(strategy);
   for (auto& [name, hash] : tensors) c.begin.tensors.push_back({name, 10, 100, hash, may_differ});

@@ -56,10 +56,12 @@ struct Fixture {
   std::set<std::tuple<ConnId, uint64_t, uint32_t>> answered_rounds;
 
   // Connects `conn` from `host` (default 10.0.0.<conn>) and says hello for a
-  // peer of `group`; returns its peer id, or 0 when the master refused it.
-  PeerId hello(ConnId conn, uint32_t group = 0, std::string host = "") {
+  // peer of `group` listening also at `other_hosts`; returns its peer id, or 0
+  // when the master refused it.
+  PeerId hello(ConnId conn, uint32_t group = 0, std::string host = "", std::vector<std::string> other_hosts = {}) {
     state.on_connected(conn, host.empty() ? "10.0.0." + std::to_string(conn) : host, nonce(conn));
-    state.on_message(conn, Hello{group, "", static_cast<uint16_t>(5000 + conn), 2, 5000, "", "", silent_link_ms});
+    state.on_message(conn, Hello{group, "", static_cast<uint16_t>(5000 + conn), 2, 5000, "", "", silent_link_ms,
+                                 std::move(other_hosts)});
     for (auto& s : step().sends)
       if (auto* w = std::get_if<Welcome>(&s.message); w && s.conn == conn) return w->peer_id;
     return 0;
@@ -202,6 +204,30 @@ TEST_CASE("master: the first peer of a group is admitted at once, the next waits
   auto done = f.sent<TopologyDone>();
   CHECK(done[0].second.global_world == 2);
   CHECK(done[0].second.num_groups == 1);
+}
+
+TEST_CASE("master: a peer is offered at the address it was seen at, then at its addresses of the other family",
+          "[master][address]") {
+  Fixture f;
+  // Seen over IPv4; it also listens at two IPv6 addresses, one IPv4 one, and sends a name.
+  f.hello(1, 0, "192.0.2.1", {"192.0.2.1", "2001:db8::1", "10.1.1.1", "fd00::1", "evil.example"});
+  auto proposals = f.sent<Topology>();
+  REQUIRE(proposals.size() == 1);
+  const RingMember& seen_v4 = proposals[0].second.ring[0];
+  CHECK(seen_v4.host == "192.0.2.1");
+  CHECK(seen_v4.other_hosts == std::vector<std::string>{"2001:db8::1", "fd00::1"});
+  f.all_ready();
+
+  // Seen over IPv6: its IPv4 address is the other one.
+  f.hello(2, 0, "2001:db8::2", {"192.0.2.2", "2001:db8::2"});
+  f.state.on_message(1, TopologyVote{});
+  f.step();
+  auto second = f.sent<Topology>();
+  REQUIRE(second.size() == 2);
+  REQUIRE(second[0].second.ring.size() == 2);
+  CHECK(second[0].second.ring[0] == seen_v4);
+  CHECK(second[0].second.ring[1].host == "2001:db8::2");
+  CHECK(second[0].second.ring[1].other_hosts == std::vector<std::string>{"192.0.2.2"});
 }
 
 TEST_CASE("master: a vote that changes nothing keeps the ring but restarts the collective numbering",
@@ -478,7 +504,7 @@ TEST_CASE("master: with a run secret, only a valid proof joins, and the master p
 
   std::string peer_nonce(32, 'z');
   Hello good{0, "", 5001, 2, 5000, peer_nonce,
-             secret.proof("ferry/1/peer-to-master", Fixture::nonce(1), peer_nonce)};
+             secret.proof("ferry/1/peer-to-master", Fixture::nonce(1), peer_nonce), 0, {}};
   f.state.on_message(1, good);
   f.step();
   REQUIRE(f.sent<Welcome>().size() == 1);
@@ -490,7 +516,7 @@ TEST_CASE("master: with a run secret, only a valid proof joins, and the master p
                                     .proof("ferry/1/peer-to-master", Fixture::nonce(2), peer_nonce)}) {
     f.state.on_connected(2, "h", Fixture::nonce(2));
     f.step();
-    f.state.on_message(2, Hello{0, "", 5002, 2, 5000, peer_nonce, bad_proof});
+    f.state.on_message(2, Hello{0, "", 5002, 2, 5000, peer_nonce, bad_proof, 0, {}});
     f.step();
     REQUIRE(f.closed(2));
     CHECK(std::get<Kick>(*f.last.closes[0].last).code == static_cast<uint32_t>(Errc::auth));

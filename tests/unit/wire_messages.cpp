@@ -35,9 +35,9 @@ std::vector<Message> one_of_each() {
   topology.epoch = 9;
   topology.peer_group = 3;
   topology.p2p_connections = 4;
-  topology.ring = {{1, "10.0.0.1", 5000}, {2, "fe80::1", 5001}};
+  topology.ring = {{1, "10.0.0.1", 5000, {}}, {2, "fe80::1", 5001, {"10.0.0.2", "2001:db8::2"}}};
   return {AuthChallenge{std::string(32, 'n'), 1},
-          Hello{7, "example.org", 4000, 4, 10000, std::string(32, 'x'), std::string(32, 'p')},
+          Hello{7, "example.org", 4000, 4, 10000, std::string(32, 'x'), std::string(32, 'p'), 15000, {"192.0.2.9"}},
           Welcome{42, "192.0.2.1", std::string(32, 'q')},
           TopologyVote{1, 1},
           topology,
@@ -56,12 +56,12 @@ std::vector<Message> one_of_each() {
           LinkHello{1, 2, 9, 3, 4, "n", "p", "boot/net/mnt", "/ferry-0123"},
           LinkWelcome{0, "", "", 1},
           SyncBegin{9, 3, 11, 1, {{"w", 10, 100, 0xABC, 0}, {"b", 10, 1, 0xDEF, 1}}},
-          SyncPlan{9, 3, 11, {{1, 0xABC, {2, 3}}}, {5}, {{2, "10.0.0.2", 7000}}},
+          SyncPlan{9, 3, 11, {{1, 0xABC, {2, 3}}}, {5}, {{2, "10.0.0.2", 7000, {}}}},
           FetchHello{1, 2, 9, 3, "n", "p"},
           LinkReport{{{1, 2, 0, 25'000'000, 24'000'000, 50'000, 1000, 1u << 26, 3}}},
           LinkMatrixQuery{7},
           LinkMatrix{7, {{1, 2, 0, 25'000'000, 24'000'000, 50'000, 1000, 1u << 26, 3}, {2, 1, 1, 9, 0, 0, 0, 5, 0}}},
-          ProbeRound{7, 1, {{2, "10.0.0.2", 7000}}, {3}},
+          ProbeRound{7, 1, {{2, "10.0.0.2", 7000, {"fd00::2"}}}, {3}},
           ProbeDone{7, 1, {{1, 2, 0, 25'000'000, 24'000'000, 50'000, 1000, 1u << 26, 0, 8}}, {4}},
           ProbeHello{1, 2, 7, 1, "n", "p", "boot/net/mnt"}};
 }
@@ -83,9 +83,9 @@ TEST_CASE("wire: golden bytes pin the format", "[wire][golden]") {
   // Changing these bytes breaks compatibility with every deployed peer: bump kProtocolVersion instead.
   std::vector<uint8_t> hello = {
       0x46, 0x52, 0x59, 0x31,  // magic "FRY1"
-      0x03, 0x00,              // version 3
+      0x04, 0x00,              // version 4
       0x01, 0x00,              // type hello
-      0x21, 0x00, 0x00, 0x00,  // payload length 33
+      0x25, 0x00, 0x00, 0x00,  // payload length 37
       0x07, 0x00, 0x00, 0x00,  // peer_group 7
       0x03, 0x00, 0x00, 0x00, 'a', 'b', 'c',  // advertised_host "abc"
       0xA0, 0x0F,              // advertised_port 4000
@@ -94,8 +94,9 @@ TEST_CASE("wire: golden bytes pin the format", "[wire][golden]") {
       0x00, 0x00, 0x00, 0x00,  // nonce ""
       0x00, 0x00, 0x00, 0x00,  // proof ""
       0x98, 0x3A, 0x00, 0x00,  // silent_link_ms 15000
+      0x00, 0x00, 0x00, 0x00,  // other_hosts []
   };
-  CHECK(encode_message(Hello{7, "abc", 4000, 4, 10000, "", "", 15000}) == hello);
+  CHECK(encode_message(Hello{7, "abc", 4000, 4, 10000, "", "", 15000, {}}) == hello);
 
   std::array<uint8_t, kChunkHeaderBytes> chunk = {
       0x43, 0x48, 0x4E, 0x4B,  // "CHNK"

@@ -8,6 +8,7 @@
 
 using ferry::wan::Topology;
 using ferry::wan::WanConfig;
+using ferry::wan::IpFamilies;
 
 namespace {
 
@@ -87,6 +88,24 @@ TEST_CASE("one-slow-pair caps one pair and firewalled blocks one direction", "[w
   CHECK(blocked == 1);
 }
 
+TEST_CASE("mixed-families gives each host its families, and the v4-only and v6-only pair none in common",
+          "[wan][topology]") {
+  const Topology t = Topology::load(shipped("mixed-families.json"));
+  REQUIRE(t.size() == 4);
+  const int dual_a = t.host_index("dual-a"), v4 = t.host_index("v4-only"), v6 = t.host_index("v6-only");
+  CHECK(t.hosts[dual_a].ip == IpFamilies::both);
+  CHECK(t.hosts[v4].ip == IpFamilies::v4);
+  CHECK(t.hosts[v6].ip == IpFamilies::v6);
+  CHECK_FALSE(t.can_address(v4, v6));
+  CHECK_FALSE(t.can_address(v6, v4));
+  CHECK(t.can_address(v4, dual_a));
+  CHECK(t.can_address(dual_a, v6));
+  CHECK(t.describe().find("v4-only <-> v6-only: rtt 20 ms, loss 0% / 0%, no address family in common") !=
+        std::string::npos);
+  // Without "ip", a host is IPv4 only, as before.
+  for (const auto& h : Topology::load(shipped("one-slow-pair.json")).hosts) CHECK(h.ip == IpFamilies::v4);
+}
+
 TEST_CASE("pair figures come from defaults, then regions, then links", "[wan][topology]") {
   const Topology t = Topology::parse_json(std::string(R"({
       "defaults": {"rtt": "50ms", "loss": "0.1%", "uplink": "100mbit", "downlink": "50mbit"},)") +
@@ -120,6 +139,8 @@ TEST_CASE("malformed topologies are refused naming the place at fault", "[wan][t
   CHECK_THAT(refusal("{\"hosts\": [{\"name\": \"a\", \"region\": \"x\", \"uplink\": \"200mbps\"}]}"),
              Catch::Contains("hosts[0] ('a')") && Catch::Contains("uplink"));
   CHECK_THAT(refusal("{\"hosts\": [{\"name\": \"a\"}]}"), Catch::Contains("hosts[0] ('a') has no region"));
+  CHECK_THAT(refusal("{\"hosts\": [{\"name\": \"a\", \"region\": \"x\", \"ip\": \"v5\"}]}"),
+             Catch::Contains("hosts[0] ('a').ip must be \"v4\", \"v6\" or \"both\", got \"v5\""));
   CHECK_THAT(refusal("{\"hosts\": [{\"name\": \"a\", \"region\": \"x\"}, {\"name\": \"a\", \"region\": \"x\"}]}"),
              Catch::Contains("two hosts are named 'a'"));
   CHECK_THAT(refusal("{" + h + ", \"links\": [{\"from\": \"a\", \"to\": \"zz\", \"delay\": 5}]}"),

@@ -13,43 +13,58 @@
 namespace ferry::wan::test {
 namespace {
 
-sockaddr_in address(const std::string& ip, uint16_t port) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  ::inet_pton(AF_INET, ip.c_str(), &a.sin_addr);
-  return a;
+// An IPv4 or IPv6 socket address; `len` is its size, 0 when `ip` is neither.
+sockaddr_storage address(const std::string& ip, uint16_t port, socklen_t& len) {
+  sockaddr_storage s{};
+  auto* a4 = reinterpret_cast<sockaddr_in*>(&s);
+  auto* a6 = reinterpret_cast<sockaddr_in6*>(&s);
+  len = 0;
+  if (::inet_pton(AF_INET, ip.c_str(), &a4->sin_addr) == 1) {
+    a4->sin_family = AF_INET;
+    a4->sin_port = htons(port);
+    len = sizeof *a4;
+  } else if (::inet_pton(AF_INET6, ip.c_str(), &a6->sin6_addr) == 1) {
+    a6->sin6_family = AF_INET6;
+    a6->sin6_port = htons(port);
+    len = sizeof *a6;
+  }
+  return s;
 }
 
 }  // namespace
 
-Fd listen_on(const Host& host, uint16_t port) {
+Fd listen_on(const Host& host, uint16_t port, const std::string& ip) {
   ScopedNetns in(host.netns);
-  Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  socklen_t len = 0;
+  const sockaddr_storage a = address(ip.empty() ? host.ip : ip, port, len);
+  REQUIRE(len > 0);
+  Fd s(::socket(a.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
   REQUIRE(s.fd >= 0);
   const int one = 1;
   ::setsockopt(s.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  const sockaddr_in a = address(host.ip, port);
-  REQUIRE(::bind(s.fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(::bind(s.fd, reinterpret_cast<const sockaddr*>(&a), len) == 0);
   REQUIRE(::listen(s.fd, 8) == 0);
   return s;
 }
 
-Fd connect_from(const Host& from, const Host& to, uint16_t port, int timeout_ms) {
+Fd connect_from(const Host& from, const Host& to, uint16_t port, int timeout_ms, const std::string& ip) {
+  socklen_t len = 0;
+  const sockaddr_storage a = address(ip.empty() ? to.ip : ip, port, len);
+  REQUIRE(len > 0);
   Fd s;
   {
     ScopedNetns in(from.netns);
-    s.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    s.fd = ::socket(a.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   }
   REQUIRE(s.fd >= 0);
-  const sockaddr_in a = address(to.ip, port);
-  if (::connect(s.fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+  if (::connect(s.fd, reinterpret_cast<const sockaddr*>(&a), len) != 0) {
+    if (errno == ENETUNREACH) return Fd();  // the host has no route in that family
     REQUIRE(errno == EINPROGRESS);
     pollfd p{s.fd, POLLOUT, 0};
     if (::poll(&p, 1, timeout_ms) != 1) return Fd();
     int err = 0;
-    socklen_t len = sizeof err;
-    ::getsockopt(s.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    socklen_t err_len = sizeof err;
+    ::getsockopt(s.fd, SOL_SOCKET, SO_ERROR, &err, &err_len);
     if (err != 0) return Fd();
   }
   const int one = 1;

@@ -37,9 +37,11 @@ struct Fd {
   }
 };
 
-Fd listen_on(const Host& host, uint16_t port);
-// Connects from `from` to `to`:port; an invalid Fd when not connected within timeout_ms.
-Fd connect_from(const Host& from, const Host& to, uint16_t port, int timeout_ms);
+// Listens on `ip` (default: host.ip), which may be either family.
+Fd listen_on(const Host& host, uint16_t port, const std::string& ip = "");
+// Connects from `from` to `to`:port at `ip` (default: to.ip); an invalid Fd when not connected
+// within timeout_ms, or at once when `from` has no route to that address's family.
+Fd connect_from(const Host& from, const Host& to, uint16_t port, int timeout_ms, const std::string& ip = "");
 Fd accept_one(const Fd& listener, int timeout_ms);
 // Full transfers on a possibly non-blocking socket; false on error or past the deadline.
 bool send_all(int fd, const uint8_t* data, size_t n, Clock::time_point deadline);

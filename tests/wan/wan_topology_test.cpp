@@ -144,6 +144,49 @@ TEST_CASE("a blocked direction refuses connections one way only", "[wan][root][t
   CHECK(byte == 7);
 }
 
+TEST_CASE("hosts have the address families their topology gives them, and only those", "[wan][root][topology]") {
+  if (skip_unless_root()) return;
+  WanNetwork net = WanNetwork::start(Topology::load(std::string(FERRY_WAN_TOPOLOGY_DIR) + "/mixed-families.json"));
+  const Topology& t = net.topology();
+  const Host& dual_a = net.hosts()[t.host_index("dual-a")];
+  const Host& v4 = net.hosts()[t.host_index("v4-only")];
+  const Host& v6 = net.hosts()[t.host_index("v6-only")];
+  const Host& dual_b = net.hosts()[t.host_index("dual-b")];
+  CHECK(dual_a.ip4 == "10.77.0.1");
+  CHECK(dual_a.ip6 == "fd77::1");
+  CHECK(dual_a.ip == dual_a.ip4);
+  CHECK(v4.ip6.empty());
+  CHECK(v6.ip4.empty());
+  CHECK(v6.ip == "fd77::3");
+
+  // IPv6 through the forwarder, with its delay: data both ways.
+  Fd at_b6 = listen_on(dual_b, 5501, dual_b.ip6);
+  const auto start = Clock::now();
+  Fd client = connect_from(dual_a, dual_b, 5501, 3000, dual_b.ip6);
+  REQUIRE(client.fd >= 0);
+  CHECK(Clock::now() - start >= std::chrono::milliseconds(19));  // one RTT of the topology's 20 ms
+  Fd server = accept_one(at_b6, 3000);
+  REQUIRE(server.fd >= 0);
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  const std::vector<uint8_t> sent = pattern(256 << 10, 3);
+  std::vector<uint8_t> got(sent.size());
+  auto receiving = std::async(std::launch::async, [&] { return recv_all(server.fd, got.data(), got.size(), deadline); });
+  REQUIRE(send_all(client.fd, sent.data(), sent.size(), deadline));
+  REQUIRE(receiving.get());
+  CHECK(got == sent);
+
+  // A host without a family has no route in it, either way.
+  Fd at_v6 = listen_on(v6, 5502);
+  CHECK(connect_from(v4, v6, 5502, 700, "fd77::3").fd < 0);
+  Fd at_v4 = listen_on(v4, 5503);
+  CHECK(connect_from(v6, v4, 5503, 700, "10.77.0.2").fd < 0);
+  // Each reaches a dual-stack host in its own family.
+  Fd at_a4 = listen_on(dual_a, 5504, dual_a.ip4);
+  Fd at_a6 = listen_on(dual_a, 5505, dual_a.ip6);
+  CHECK(connect_from(v4, dual_a, 5504, 3000, dual_a.ip4).fd >= 0);
+  CHECK(connect_from(v6, dual_a, 5505, 3000, dual_a.ip6).fd >= 0);
+}
+
 TEST_CASE("a pair's loss is its own and changes live", "[wan][root][topology]") {
   if (skip_unless_root()) return;
   const Topology t = Topology::parse_json(R"({

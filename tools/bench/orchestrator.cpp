@@ -121,14 +121,15 @@ std::string start_listener(ChildSet& children, const std::string& name, const st
     throw RunFailed(name + " (" + argv.at(where.argv_prefix.size()) + " on " + where.where + ") " + state +
                     "; its stderr:\n" + indented(c.err_tail(kTailLines)));
   }
-  return where.host + ":" + line.substr(colon + 1);
+  return line.substr(colon + 1);
 }
 
 std::string start_master(const BenchArgs& args, ChildSet& children, const Launcher& launcher, const Binaries& binaries,
                          Child*& master) {
   const Placement where = launcher.place(ProcessRole::master, 0);
   std::vector<std::string> argv = where.argv_prefix;
-  argv.insert(argv.end(), {binaries.master, "--listen", where.host + ":0", "--log-level", "warn", "--ring-order",
+  argv.insert(argv.end(), {binaries.master, "--listen", host_port(where.listen_host(), "0"), "--log-level", "warn",
+                           "--ring-order",
                            args.ring_order});
   if (!args.secret_file.empty()) argv.insert(argv.end(), {"--secret-file", args.secret_file});
   if (!args.tls_dir.empty()) {
@@ -181,15 +182,18 @@ std::vector<std::string> run_ferry_peers(const BenchArgs& args, const Launcher& 
   const auto deadline = run_deadline(args);
   ChildSet children(args.verbose);
   Child* master = nullptr;
-  std::string master_address = args.master;
-  if (master_address.empty()) master_address = start_master(args, children, launcher, binaries, master);
+  const Placement master_at = launcher.place(ProcessRole::master, 0);
+  const std::string master_port = args.master.empty() ? start_master(args, children, launcher, binaries, master) : "";
 
   std::vector<Child*> peers;
   for (int i = 0; i < args.peers; ++i) {
     const Placement where = launcher.place(ProcessRole::ferry_peer, i);
+    // Each peer dials the master in a family its host has (an IPv6-only host: the master's IPv6 address).
+    const std::string master_address =
+        args.master.empty() ? host_port(reachable_host(where, master_at), master_port) : args.master;
     std::vector<std::string> argv = where.argv_prefix;
     argv.insert(argv.end(), {binaries.self, "--role", "peer", "--peer-index", std::to_string(i), "--bind-host",
-                             where.host, "--master", master_address});
+                             where.listen_host(), "--master", master_address});
     const std::vector<std::string> forwarded = peer_forwarded_args(args);
     argv.insert(argv.end(), forwarded.begin(), forwarded.end());
     // In --hosts order, one second apart: each hello reaches the master before the next, so they join in it.

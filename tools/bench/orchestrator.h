@@ -36,13 +36,13 @@ void watch(tooling::ChildSet& children, const std::vector<tooling::Child*>& work
            tooling::Clock::time_point deadline, double deadline_s, const std::string& label, std::size_t sizes);
 
 // Spawns argv (placed at `where`), which must print "NAME listening on
-// HOST:PORT" first on stdout, and returns where.host + ":" + PORT. Throws
-// RunFailed (with its stderr) when it gives no port in time.
+// HOST:PORT" first on stdout, and returns PORT. Throws RunFailed (with its
+// stderr) when it gives no port in time.
 std::string start_listener(tooling::ChildSet& children, const std::string& name, const std::vector<std::string>& argv,
                            const Placement& where, tooling::Child*& child);
 
-// Starts ferry-master on port 0 where the launcher places it and returns the
-// address peers dial. Throws RunFailed when it gives no port.
+// Starts ferry-master on port 0 where the launcher places it (every address
+// of its host) and returns its port. Throws RunFailed when it gives no port.
 std::string start_master(const BenchArgs& args, tooling::ChildSet& children, const Launcher& launcher,
                          const Binaries& binaries, tooling::Child*& master);
 

@@ -20,10 +20,20 @@ enum class ProcessRole { master, ferry_peer, gloo_rank, tcp_endpoint };
 
 struct Placement {
   std::vector<std::string> argv_prefix;  // prepended to the program's argv
-  std::string host;                      // address the process binds; others dial it
+  std::string host;                      // the host's address: what others dial
   std::string where;                     // for messages: "127.0.0.1", "netns h2 (10.9.0.2)"
   std::string host_name;                 // the emulated WAN's name for the host ("site-a", "h2"); "" locally
+  // Every address of the host, `host` first: an emulated host may have one in each family.
+  std::vector<std::string> addresses;
+  // What ferry's processes listen on: `host`, or "::" (both families) when there are two.
+  std::string listen_host() const { return addresses.size() > 1 ? "::" : host; }
 };
+
+// "HOST:PORT", with an IPv6 host in brackets.
+std::string host_port(const std::string& host, const std::string& port);
+// The address of `to` that a process at `from` can dial: to's first address in a family
+// `from` has; to.host when they share none (nothing will connect, and the run says so).
+std::string reachable_host(const Placement& from, const Placement& to);
 
 class Launcher {
  public:

@@ -32,7 +32,7 @@ std::vector<SyncSummary> run_tcp_baseline(const BenchArgs& args, const Launcher&
   if (!args.state_file.empty()) argv.insert(argv.end(), {"--state-file", args.state_file});
   if (!args.congestion_control.empty()) argv.insert(argv.end(), {"--cc", args.congestion_control});
   Child* source = nullptr;
-  const std::string address = start_listener(children, "tcp-source", argv, source_at, source);
+  const std::string address = host_port(source_at.host, start_listener(children, "tcp-source", argv, source_at, source));
 
   std::vector<std::uint32_t> counts{1};
   if (sync_total_connections(args) != 1) counts.push_back(sync_total_connections(args));

@@ -18,7 +18,10 @@ class WanLauncher final : public Launcher {
     const bool ranked = role == ProcessRole::ferry_peer || role == ProcessRole::gloo_rank;
     const int host_index = ranked && !peer_hosts_.empty() ? peer_hosts_.at(static_cast<size_t>(index)) : index;
     const auto& host = network_.hosts().at(static_cast<size_t>(host_index));
-    return {network_.exec_prefix(host_index), host.ip, "netns " + host.netns + " (" + host.ip + ")", host.name};
+    std::vector<std::string> addresses{host.ip};
+    if (!host.ip6.empty() && host.ip6 != host.ip) addresses.push_back(host.ip6);
+    return {network_.exec_prefix(host_index), host.ip, "netns " + host.netns + " (" + host.ip + ")", host.name,
+            addresses};
   }
   std::string describe() const override { return description_; }
 
