@@ -113,9 +113,10 @@ struct MasterLimits {
   // Peers report after their collectives (at most once a second each), so a
   // link in use is never this old; one that is names a ring since changed.
   uint64_t link_max_age_ms = 600'000;
-  // Active probe rounds per proposal (probe_plan.h): 8 cover every pair of a
-  // 9-peer group; a larger group's remaining pairs wait for later votes.
-  // Each round takes at most ~3 s on the peers (link_probe.h).
+  // Active probe rounds per proposal (probe_plan.h; a peer is in at most one
+  // probe per round): 8 cover every pair of a 4-peer group, or a newcomer's
+  // pairs in a group of 5; the rest wait for later votes. Each round takes
+  // at most ~3 s on the peers (link_probe.h), so a vote stays within ~30 s.
   size_t max_probe_rounds = 8;
   // Ring order (ring_choice.h): rings whose bottleneck is within this
   // fraction of the best compete on total RTT; and a group's ring is rebuilt

@@ -9,7 +9,7 @@
 // over the connections and sampled every 10 ms: the best over any span of
 // 2 RTTs (at least 100 ms) after the first such span, so slow start's ramp
 // and bunched acks fade out. On loopback or a LAN a probe takes 0.25 s, so
-// the 7 rounds of an 8-peer group take ~2 s; at a 230 ms RTT one takes
+// the 14 rounds of an 8-peer group take ~3 s; at a 230 ms RTT one takes
 // 2.3 s: there the time goes to slow start, which a shorter probe would
 // mistake for the path's rate (accuracy wins; the README gives the totals).
 // The entry's RTT is the smallest the connections saw (the path's, without
