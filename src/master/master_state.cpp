@@ -497,7 +497,10 @@ void MasterState::handle(Peer& peer, const wire::ProbeDone& m) {
   group.links.record(peer.id, m.links, p.members, now_ms_, /*probed=*/true);
   p.probe_waiting.erase(peer.id);
   if (!p.probe_waiting.empty()) return;
-  if (++p.probe_round < p.probe_rounds.size()) return send_probe_round(group);
+  if (++p.probe_round < p.probe_rounds.size()) {
+    if (now_ms_ - p.probe_started_ms < limits_.probe_budget_ms) return send_probe_round(group);
+    p.probe_rounds.resize(p.probe_round);  // the pairs left wait for a later vote
+  }
   end_probes(group);
 }
 

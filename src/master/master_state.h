@@ -116,8 +116,14 @@ struct MasterLimits {
   // Active probe rounds per proposal (probe_plan.h; a peer is in at most one
   // probe per round): 8 cover every pair of a 4-peer group, or a newcomer's
   // pairs in a group of 5; the rest wait for later votes. Each round takes
-  // at most ~3 s on the peers (link_probe.h), so a vote stays within ~30 s.
+  // at most ~3 s on the peers (link_probe.h).
   size_t max_probe_rounds = 8;
+  // And no round starts once a vote has probed this long: its joiners wait
+  // for the commit within their own deadline (ferry_connect's timeout_ms,
+  // 60 s by default), so a vote's probing stays within ~12 s; pairs left over
+  // are probed by the next proposal (a join, a leave, an optimize vote). (Six
+  // three-regions peers joining a second apart timed out at 60 s without it.)
+  uint64_t probe_budget_ms = 8'000;
   // Ring order (ring_choice.h): rings whose bottleneck is within this
   // fraction of the best compete on total RTT; and a group's ring is rebuilt
   // only for one whose bottleneck is at least ring_reorder_gain times its

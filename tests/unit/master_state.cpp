@@ -1085,6 +1085,48 @@ TEST_CASE("master: once the links are up, a vote probes the pairs nobody measure
   CHECK(f.state.link_matrix(0).size() == 12);
 }
 
+TEST_CASE("master: a vote starts no probe round past its budget: it commits, and a later vote probes the rest",
+          "[master][probe]") {
+  MasterLimits limits;
+  limits.probe_budget_ms = 5'000;
+  Fixture f(limits);
+  f.state.advance_clock(10);
+  uint64_t epoch = f.three_probing();  // 3 peers: 6 pairs, one per round
+  auto answer = [&](uint32_t round) {
+    for (auto& [conn, r] : f.sent<ProbeRound>()) {
+      CHECK(r.round == round);
+      std::vector<LinkEntry> links;
+      for (auto& t : r.targets)
+        links.push_back({static_cast<PeerId>(conn), t.peer_id, 0, 25'000'000, 0, 1000, 0, 0, 0, 8});
+      f.state.on_message(conn, ProbeDone{epoch, round, links, {}});
+    }
+    f.step();
+  };
+  answer(0);
+  REQUIRE_FALSE(f.sent<ProbeRound>().empty());  // 10 ms in: round 1 starts
+  f.state.advance_clock(6'000);
+  answer(1);
+  CHECK(f.sent<ProbeRound>().empty());  // past the budget: no round 2
+  CHECK(f.sent<TopologyDone>().size() == 3);
+  CHECK(f.state.link_matrix(0).size() == 2);
+
+  // The next proposal (a newcomer's) probes what is left, with the newcomer's pairs.
+  f.join(4);
+  for (ConnId c = 1; c <= 3; ++c) f.state.on_message(c, TopologyVote{});
+  f.step();
+  epoch = f.sent<Topology>().at(0).second.epoch;
+  for (ConnId c = 1; c <= 4; ++c) f.state.on_message(c, TopologyReady{epoch, 0, 0, ""});
+  f.step();
+  std::set<std::pair<PeerId, PeerId>> probed;
+  for (uint32_t round = 0; round < 20 && !f.sent<ProbeRound>().empty(); ++round) {
+    for (auto& [conn, r] : f.sent<ProbeRound>())
+      for (auto& t : r.targets) probed.insert({static_cast<PeerId>(conn), t.peer_id});
+    answer(round);
+  }
+  CHECK(probed.size() == 4 + 6);  // 1..3's four left over, 4's six
+  CHECK(f.state.link_matrix(0).size() == 12);
+}
+
 TEST_CASE("master: a probe answer for links it was not asked about gets the sender kicked, and the rest start over",
           "[master][probe]") {
   Fixture f;
