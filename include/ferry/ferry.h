@@ -261,7 +261,10 @@ typedef struct ferry_comm_params {
   uint16_t advertised_port;
   /* Longest wait for other peers: admission in ferry_connect, the votes of
      ferry_update_topology and ferry_peers_pending, the start and the
-     commit of a collective. Default 60000. */
+     commit of a collective. Default 60000. A member that has done its part
+     waits longer for the commit while the master says the others still run
+     (behind a slow link they may end minutes later; each of them fails on
+     its own progress_timeout_ms if its transfer stalls). */
   uint32_t timeout_ms;
   /* A collective whose transfer makes no progress for this long fails with
      FERRY_ERR_TIMEOUT on every peer. Default 20000. */

@@ -653,6 +653,20 @@ void MasterState::handle(Peer& peer, const wire::CollectiveEnd& m) {
     return kick(peer.conn, Errc::protocol, "collective " + std::to_string(m.seq) + " ended before it began");
   if (m.code != 0) {
     Errc code = m.code <= static_cast<uint32_t>(kErrcMax) ? static_cast<Errc>(m.code) : Errc::internal;
+    // A member that ended and has waited long for the verdict asks for an abort. The
+    // others are still members (a lost one would have aborted this already) and each
+    // fails its own op when its transfer stalls, so they are only slower: behind a
+    // slow link, the member before it receives everything long before the one after
+    // it (a 256 MiB all-reduce on three-regions: more than 60 s apart). It waits on.
+    if (code == Errc::timeout && c.ended_ok.count(peer.id)) {
+      wire::CollectivePending pending{group.epoch, m.seq, {}};
+      for (PeerId id : group.ring)
+        if (!c.ended_ok.count(id)) pending.waiting_for.push_back(id);
+      log().info("phase: group {} epoch {} collective {}: {} has waited long for the verdict; {} of {} members "
+                 "still running",
+                 group.id, group.epoch, m.seq, peer_name(peer.id), pending.waiting_for.size(), group.ring.size());
+      return send(peer.id, std::move(pending));
+    }
     return abort_collective(group, m.seq, code, peer_name(peer.id) + ": " + m.reason);
   }
   if (!c.go_sent)

@@ -178,6 +178,16 @@ bool CollectiveOp::finished() const {
   return phase_ == Phase::finished;
 }
 
+void CollectiveOp::still_pending() {
+  {
+    std::lock_guard lock(mu_);
+    if (!end_sent_ || verdict_ || local_failure_) return;
+    end_sent_at_ = Clock::now();
+    abort_asked_at_.reset();
+  }
+  progressed();  // the group is: wait_finished's cap counts from here too
+}
+
 Status CollectiveOp::wait_finished() {
   std::unique_lock lock(mu_);
   // The deadlines guarantee an end, but a transfer that keeps progressing may

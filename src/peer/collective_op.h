@@ -68,6 +68,9 @@ class CollectiveOp {
   virtual void go();
   virtual void plan(const wire::SyncPlan& plan);
   void verdict(const Status& verdict);
+  // The master's answer to our request for a late verdict: the others still run
+  // (wire::CollectivePending). The verdict deadline starts again.
+  void still_pending();
   // A failure on this side; when `final` no verdict can come (master lost).
   void fail_local(const Status& why, bool final = false);
   // Gives up on a collective the master has not started yet (so no data

@@ -362,6 +362,10 @@ void Communicator::on_collective_result(const wire::CollectiveResult& result) {
   if (result.code == 0) report_links(false);
 }
 
+void Communicator::on_collective_pending(const wire::CollectivePending& pending) {
+  if (auto op = ops_->find(pending.epoch, pending.seq)) op->still_pending();
+}
+
 void Communicator::on_link_matrix(wire::LinkMatrix& matrix) {
   std::lock_guard lock(mu_);
   // Answers come in request order: a later one is at least as fresh as any waiter asked for.

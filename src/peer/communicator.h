@@ -112,6 +112,7 @@ class Communicator final : private MasterSession::Events {
   void on_collective_go(const wire::CollectiveGo& go) override;
   void on_sync_plan(const wire::SyncPlan& plan) override;
   void on_collective_result(const wire::CollectiveResult& result) override;
+  void on_collective_pending(const wire::CollectivePending& pending) override;
   void on_link_matrix(wire::LinkMatrix& matrix) override;
   void on_probe_round(const wire::ProbeRound& round) override;
   void on_session_failed(const Status& why) override { die(why); }

@@ -68,6 +68,8 @@ void MasterSession::on_message(wire::Message message) {
           events_.on_sync_plan(m);
         } else if constexpr (std::is_same_v<M, wire::CollectiveResult>) {
           events_.on_collective_result(m);
+        } else if constexpr (std::is_same_v<M, wire::CollectivePending>) {
+          events_.on_collective_pending(m);
         } else if constexpr (std::is_same_v<M, wire::LinkMatrix>) {
           events_.on_link_matrix(m);
         } else if constexpr (std::is_same_v<M, wire::ProbeRound>) {

@@ -14,7 +14,8 @@ namespace ferry::wire {
 
 inline constexpr uint32_t kFrameMagic = 0x31595246;  // "FRY1" on the wire
 // 2: link_hello/link_welcome offer shared memory. 3: hello.silent_link_ms, topology_vote.optimize,
-// probe_round/probe_done/probe_hello (link probes). 4: hello.other_hosts, ring_member.other_hosts.
+// probe_round/probe_done/probe_hello (link probes). 4: hello.other_hosts, ring_member.other_hosts,
+// collective_pending.
 inline constexpr uint16_t kProtocolVersion = 4;
 inline constexpr size_t kFrameHeaderBytes = 12;
 // Control payloads are small; the largest is a ring listing. 4 MiB holds a

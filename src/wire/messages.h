@@ -47,6 +47,7 @@ enum class MessageType : uint16_t {
   auth_challenge = 72,
   link_matrix = 73,
   probe_round = 74,
+  collective_pending = 75,
   // both directions on a master connection: liveness
   heartbeat = 96,
   // peer -> peer, before a link switches to raw chunk streaming
@@ -240,6 +241,18 @@ struct CollectiveResult {
   uint32_t code = 0;
   std::string reason;
   template <class V> void fields(V& v) { v(epoch); v(seq); v(code); v(reason, Limit{kMaxReasonLength}); }
+};
+
+// The answer to a member that ended a collective and, its verdict long in
+// coming, asked the master to abort it: the others are still connected and
+// running (each fails its own op when its transfer stalls), so the wait is a
+// slower link's, not a lost peer's; the member waits another period.
+struct CollectivePending {
+  static constexpr MessageType kType = MessageType::collective_pending;
+  uint64_t epoch = 0;
+  uint32_t seq = 0;
+  std::vector<uint64_t> waiting_for;  // members that have not ended yet
+  template <class V> void fields(V& v) { v(epoch); v(seq); v(waiting_for, Limit{kMaxRingMembers}); }
 };
 
 struct Kick {
@@ -471,7 +484,7 @@ using Message = std::variant<Hello, Welcome, TopologyVote, Topology, TopologyRea
                              PendingQuery, PendingCount, CollectiveBegin, CollectiveGo, CollectiveEnd,
                              CollectiveResult, Kick, Heartbeat, Leave, LinkHello, LinkWelcome, SyncBegin, SyncPlan,
                              FetchHello, AuthChallenge, LinkChallenge, LinkReport, LinkMatrixQuery, LinkMatrix,
-                             ProbeRound, ProbeDone, ProbeHello>;
+                             ProbeRound, ProbeDone, ProbeHello, CollectivePending>;
 
 MessageType message_type(const Message& message);
 const char* message_type_name(uint16_t type);

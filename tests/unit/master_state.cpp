@@ -302,6 +302,38 @@ TEST_CASE("master: collectives go when all began alike and commit when all ended
   for (auto& [conn, r] : results) CHECK(r.code == 0);
 }
 
+TEST_CASE("master: a member that ended and asks for a late verdict is told who still runs, and nothing aborts",
+          "[master]") {
+  Fixture f;
+  f.ring_of(3);
+  uint64_t e = f.state.epoch(0);
+  for (ConnId c = 1; c <= 3; ++c) f.state.on_message(c, begin(e, 0));
+  f.step();
+  f.state.on_message(1, CollectiveEnd{e, 0, 0, ""});
+  f.step();
+  // Member 1, long done (behind it, a slow link still carries the others' bytes).
+  f.state.on_message(1, CollectiveEnd{e, 0, static_cast<uint32_t>(Errc::timeout), "no verdict from the master"});
+  f.step();
+  CHECK(f.sent<CollectiveResult>().empty());
+  auto pending = f.sent<CollectivePending>();
+  REQUIRE(pending.size() == 1);
+  CHECK(pending[0].first == 1);
+  CHECK(pending[0].second.seq == 0);
+  CHECK(pending[0].second.waiting_for == std::vector<uint64_t>{2, 3});
+
+  SECTION("the others end: committed for all") {
+    f.state.on_message(2, CollectiveEnd{e, 0, 0, ""});
+    f.state.on_message(3, CollectiveEnd{e, 0, 0, ""});
+    f.step();
+    f.expect_verdicts(3, Errc::ok);
+  }
+  SECTION("a member still running fails: aborted for all, as before") {
+    f.state.on_message(2, CollectiveEnd{e, 0, static_cast<uint32_t>(Errc::timeout), "no progress"});
+    f.step();
+    f.expect_verdicts(3, Errc::timeout);
+  }
+}
+
 TEST_CASE("master: a disagreement aborts the collective for every member, late ones included", "[master]") {
   Fixture f;
   f.ring_of(3);
@@ -331,9 +363,10 @@ TEST_CASE("master: a failed end aborts the collective for everyone", "[master]")
   f.expect_verdicts(2, Errc::timeout);
 }
 
-// A member whose verdict is late sends end(failure) after its end(ok): the master
-// aborts for all if it has not committed, and ignores the ask once it has.
-TEST_CASE("master: a late member's abort after its own ok end wins only before the commit", "[master]") {
+// A member whose verdict is late sends end(failure) after its end(ok): while the
+// others are members the master says they still run (see above); once it has
+// committed, the ask changes nothing.
+TEST_CASE("master: a late member's ask after its own ok end aborts nothing, before the commit or after", "[master]") {
   Fixture f;
   f.ring_of(2);
   uint64_t e = f.state.epoch(0);
@@ -342,9 +375,11 @@ TEST_CASE("master: a late member's abort after its own ok end wins only before t
   f.state.on_message(1, CollectiveEnd{e, 0, 0, ""});
   f.state.on_message(1, CollectiveEnd{e, 0, static_cast<uint32_t>(Errc::timeout), "no verdict"});
   f.step();
-  f.expect_verdicts(2, Errc::timeout);
-  f.state.on_message(2, CollectiveEnd{e, 0, 0, ""});  // the slow member's end finds it decided
-  CHECK(f.step().sends.empty());
+  CHECK(f.sent<CollectiveResult>().empty());
+  CHECK(f.sent<CollectivePending>().size() == 1);
+  f.state.on_message(2, CollectiveEnd{e, 0, 0, ""});  // the slow member ends: committed
+  f.step();
+  f.expect_verdicts(2, Errc::ok);
 
   f.state.on_message(1, CollectiveEnd{e, 1, 0, ""});
   f.state.on_message(2, CollectiveEnd{e, 1, 0, ""});

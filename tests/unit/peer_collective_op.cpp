@@ -87,6 +87,31 @@ TEST_CASE("collective op: a late verdict asks the master to abort and takes what
   CHECK(op.stopped == 0);  // nothing was running any more
 }
 
+TEST_CASE("collective op: told the others still run, a member that ended waits another period, and again",
+          "[peer]") {
+  RecordingHost host;
+  BareOp op(host, 1, 7, kDeadlines);
+  op.go();
+  auto ended = Clock::now();
+  op.check_deadlines(ended + 1500ms);
+  REQUIRE(host.ends.size() == 2);  // asked for the verdict
+  // The master: the others are still running (wire::CollectivePending). The wait
+  // starts again now (the op's own clock), so within a period nothing is asked.
+  op.still_pending();
+  auto told = Clock::now();
+  op.check_deadlines(told + 900ms);
+  CHECK(host.ends.size() == 2);
+  // Where a master silent since the ask meant concluding alone, it asks again instead.
+  op.check_deadlines(ended + 2600ms);
+  CHECK_FALSE(op.finished());
+  REQUIRE(host.ends.size() == 3);
+  CHECK(host.ends[2].code == Errc::timeout);
+  op.still_pending();
+  op.verdict(Status::success());  // the slow member ended: committed for all
+  REQUIRE(op.finished());
+  CHECK(op.result().ok());
+}
+
 TEST_CASE("collective op: the timeline splits the time into start, stalls and commit", "[peer]") {
   RecordingHost host;
   BareOp op(host, 1, 7, kDeadlines, false);

@@ -63,7 +63,8 @@ std::vector<Message> one_of_each() {
           LinkMatrix{7, {{1, 2, 0, 25'000'000, 24'000'000, 50'000, 1000, 1u << 26, 3}, {2, 1, 1, 9, 0, 0, 0, 5, 0}}},
           ProbeRound{7, 1, {{2, "10.0.0.2", 7000, {"fd00::2"}}}, {3}},
           ProbeDone{7, 1, {{1, 2, 0, 25'000'000, 24'000'000, 50'000, 1000, 1u << 26, 0, 8}}, {4}},
-          ProbeHello{1, 2, 7, 1, "n", "p", "boot/net/mnt"}};
+          ProbeHello{1, 2, 7, 1, "n", "p", "boot/net/mnt"},
+          CollectivePending{9, 17, {2, 3}}};
 }
 
 }  // namespace

@@ -155,6 +155,9 @@ std::optional<BenchArgs> parse_bench_args(int argc, char** argv) {
   app.add_option("--master", args.master, "HOST:PORT of a running ferry-master to join instead of starting one");
   app.add_option("--json", args.json_path, "Write every run's figures to this file as JSON");
   app.add_option("--cc", args.congestion_control, "TCP congestion control of the p2p links (bbr, cubic, ...)");
+  app.add_option("--peer-timeout-ms", args.peer_timeout_ms,
+                 "Each peer's timeout_ms (ferry_comm_params: admission, votes, a collective's start and verdict); "
+                 "0 keeps the library's default");
   app.add_option("--quant", args.quant, "Wire quantization of ferry's all-reduces (ferry_quant_name)")
       ->check(CLI::IsMember(tooling::quant_names()))
       ->capture_default_str();
@@ -276,6 +279,7 @@ std::vector<std::string> peer_forwarded_args(const BenchArgs& args) {
                                "--iters",       std::to_string(args.iters),
                                "--warmup",      std::to_string(args.warmup)};
   if (!args.congestion_control.empty()) out.insert(out.end(), {"--cc", args.congestion_control});
+  if (args.peer_timeout_ms != 0) out.insert(out.end(), {"--peer-timeout-ms", std::to_string(args.peer_timeout_ms)});
   if (args.quant != "none") out.insert(out.end(), {"--quant", args.quant});
   if (args.io_threads != 0) out.insert(out.end(), {"--io-threads", std::to_string(args.io_threads)});
   if (args.chunk_bytes != 0) out.insert(out.end(), {"--chunk-bytes", std::to_string(args.chunk_bytes)});

@@ -52,6 +52,7 @@ struct BenchArgs {
   std::string master;             // HOST:PORT of a running master; "" starts one
   std::string json_path;          // "" writes no JSON
   std::string congestion_control; // "" keeps the system's
+  std::uint32_t peer_timeout_ms = 0;  // each peer's ferry_comm_params.timeout_ms; 0 keeps the library's
   std::string quant = "none";     // a ferry_quant_name (ferry only; lossy: results checked for bit-identity only)
   std::string wan;                // "" on loopback; else an emulated WAN spec: rtt=50ms,loss=0.1%,rate=200mbit[,cc=...]
   std::string wan_topology;       // "" or an emulated WAN's topology file (stress/wan/topology.h); exclusive with wan

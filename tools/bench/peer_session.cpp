@@ -4,6 +4,7 @@
 
 #include <cstdarg>
 #include <cstdlib>
+#include <functional>
 
 namespace ferry::bench {
 
@@ -54,6 +55,7 @@ void PeerSession::join() {
   if (args_.io_threads != 0) params.io_threads = args_.io_threads;
   if (args_.chunk_bytes != 0) params.max_chunk_bytes = args_.chunk_bytes;
   if (!args_.congestion_control.empty()) params.congestion_control = args_.congestion_control.c_str();
+  if (args_.peer_timeout_ms != 0) params.timeout_ms = args_.peer_timeout_ms;
   params.shared_memory = args_.shared_memory ? 1 : 0;
   if (!args_.secret_file.empty()) params.secret_file = args_.secret_file.c_str();
   const std::string cert = args_.tls_dir + "/peer.pem", key = args_.tls_dir + "/peer.key",
@@ -64,9 +66,16 @@ void PeerSession::join() {
     params.tls_ca_file = ca.c_str();
   }
   must(ferry_comm_create(&params, &comm_), "ferry_comm_create");
-  must(ferry_connect(comm_), "ferry_connect to " + args_.master);
+  // A short --peer-timeout-ms can end a wait the run still affords: the peer stays
+  // pending and asks again, as ferry.h says (the orchestrator's deadline bounds it).
+  auto patient = [&](const std::function<ferry_result()>& call, const std::string& what) {
+    ferry_result rc = call();
+    while (args_.peer_timeout_ms != 0 && rc == FERRY_ERR_TIMEOUT) rc = call();
+    must(rc, what);
+  };
+  patient([&] { return ferry_connect(comm_); }, "ferry_connect to " + args_.master);
   while (attribute(FERRY_ATTR_GROUP_WORLD_SIZE) < args_.peers) {
-    must(ferry_update_topology(comm_), "ferry_update_topology");
+    patient([&] { return ferry_update_topology(comm_); }, "ferry_update_topology");
   }
   world_ = static_cast<int>(attribute(FERRY_ATTR_GROUP_WORLD_SIZE));
   rank_ = static_cast<int>(attribute(FERRY_ATTR_RANK));
