@@ -9,6 +9,8 @@
 
 #include <asio/ip/address.hpp>
 
+#include "net/remote_host.h"
+
 namespace ferry::net {
 namespace {
 
@@ -16,9 +18,7 @@ std::optional<asio::ip::address> parse_literal(const std::string& text) {
   std::error_code ec;
   auto address = asio::ip::make_address(text, ec);
   if (ec) return std::nullopt;
-  if (address.is_v6() && address.to_v6().is_v4_mapped())
-    return asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6());
-  return address;
+  return unmapped(address);
 }
 
 bool is_global(const asio::ip::address& a) {

@@ -1,19 +1,19 @@
 #include "net/stranger_gate.h"
 
 #include "core/log.h"
+#include "net/remote_host.h"
 
 namespace ferry::net {
 namespace {
 
 std::string source_key(const asio::ip::address& source) {
-  if (source.is_v6()) {
-    auto v6 = source.to_v6();
-    if (v6.is_v4_mapped()) return asio::ip::make_address_v4(asio::ip::v4_mapped, v6).to_string();
-    auto bytes = v6.to_bytes();
+  asio::ip::address address = unmapped(source);
+  if (address.is_v6()) {
+    auto bytes = address.to_v6().to_bytes();
     std::fill(bytes.begin() + 8, bytes.end(), 0);
     return asio::ip::address_v6(bytes).to_string() + "/64";
   }
-  return source.to_string();
+  return address.to_string();
 }
 
 }  // namespace

@@ -10,6 +10,8 @@
 #include <asio/read.hpp>
 #include <asio/write.hpp>
 
+#include "net/remote_host.h"
+
 namespace ferry::net {
 namespace {
 
@@ -21,22 +23,12 @@ asio::ip::tcp::socket rebind(asio::ip::tcp::socket socket,
   return out;
 }
 
-std::string host_of(const asio::ip::tcp::socket& socket) {
-  std::error_code ec;
-  auto remote = socket.remote_endpoint(ec);
-  if (ec) return "?";
-  auto address = remote.address();
-  if (address.is_v6() && address.to_v6().is_v4_mapped())
-    return asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6()).to_string();
-  return address.to_string();
-}
-
 }  // namespace
 
 TcpStream::TcpStream(asio::ip::tcp::socket socket)
     : strand_(asio::make_strand(socket.get_executor())),
       socket_(rebind(std::move(socket), strand_)),
-      remote_host_(host_of(socket_)),
+      remote_host_(remote_host_of(socket_)),
       fd_(socket_.native_handle()) {}
 
 void TcpStream::read_exact(asio::mutable_buffer buffer, IoHandler handler) {

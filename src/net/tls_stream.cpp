@@ -12,6 +12,8 @@
 #include <asio/ssl/error.hpp>
 #include <asio/write.hpp>
 
+#include "net/remote_host.h"
+
 namespace ferry::net {
 namespace {
 
@@ -21,16 +23,6 @@ asio::ip::tcp::socket rebind(asio::ip::tcp::socket socket, const asio::strand<as
   asio::ip::tcp::socket out(strand);
   out.assign(protocol, socket.release());
   return out;
-}
-
-std::string host_of(const asio::ip::tcp::socket& socket) {
-  std::error_code ec;
-  auto remote = socket.remote_endpoint(ec);
-  if (ec) return "?";
-  auto address = remote.address();
-  if (address.is_v6() && address.to_v6().is_v4_mapped())
-    return asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6()).to_string();
-  return address.to_string();
 }
 
 // Counts the threads inside the SSL object; a second one is refused, not let in.
@@ -54,7 +46,7 @@ TlsStream::TlsStream(asio::ip::tcp::socket socket, std::shared_ptr<asio::ssl::co
     : context_(std::move(context)),
       strand_(asio::make_strand(socket.get_executor())),
       ssl_(rebind(std::move(socket), strand_), *context_),
-      remote_host_(host_of(ssl_.next_layer())),
+      remote_host_(remote_host_of(ssl_.next_layer())),
       fd_(ssl_.next_layer().native_handle()) {}
 
 void TlsStream::read_exact(asio::mutable_buffer buffer, IoHandler handler) {

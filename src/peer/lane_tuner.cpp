@@ -85,6 +85,12 @@ void LaneTuner::resume(uint32_t lanes, bool bbr, double now_s) {
   change_to(wanted_, Phase::hold, now_s);
 }
 
+void LaneTuner::path_rtt(uint32_t rtt_us) {
+  if (rtt_us < kProbeRtt || !bbr_allowed_ || bbr_) return;
+  bbr_ = true;
+  bbr_allowed_ = false;  // nothing to switch to later: cubic is not tried against it
+}
+
 void LaneTuner::limit(uint32_t lanes) {
   cap_ = std::max(lanes, floor_);
   if (wanted_ > cap_) {

@@ -16,10 +16,12 @@
 //    (kProbeRtt) or lossy (retransmissions in the window), and not full: its
 //    smoothed RTT is within kQueueShare of its minimum (a full bottleneck
 //    queues, and more lanes would only add loss);
-//  - before its first doubling, a lossy long link where the kernel lets this
-//    process use bbr tries it (the lanes switch on the fly): cubic reads
-//    random loss as congestion, bbr paces to the path's measured bandwidth.
-//    It is judged like a doubling (kept unless it costs 5 %);
+//  - a long link (kProbeRtt) where the kernel lets this process use bbr
+//    starts on it (path_rtt()): cubic reads random loss as congestion, bbr
+//    paces to the path's measured bandwidth. A link that did not start on it
+//    (its RTT unknown at the start) tries it before its first doubling when
+//    the path is long and lossy (the lanes switch on the fly), judged like a
+//    doubling (kept unless it costs 5 %);
 //  - the window after a doubling is compared with the one before: at least
 //    kGain more keeps it and may double again; about the same (within kGain
 //    either way) keeps it and holds, because in a ring a link that doubles
@@ -82,6 +84,13 @@ class LaneTuner {
   uint32_t wanted() const { return wanted_; }
   // Whether the lanes should run bbr (else the congestion control they were made with).
   bool bbr() const { return bbr_; }
+  // The path's round trip as the lanes' handshakes measured it, before the
+  // first collective. A long path (kProbeRtt or more) starts on bbr where
+  // allowed, and the climb goes on from there: on cubic its first collective
+  // ran at a fifth of the second's (3 peers, rtt=230ms, loss=0.1 %, 64 MiB:
+  // 50 s, then 8.9 s once the first window had switched it), and a single
+  // collective may be all a ring ever runs before it changes.
+  void path_rtt(uint32_t rtt_us);
   // No more lanes can be had (a dial failed): the count stays at most `lanes`.
   void limit(uint32_t lanes);
   // Starts where the last links to the same peer settled (a rebuilt ring):

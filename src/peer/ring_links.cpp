@@ -13,6 +13,17 @@ constexpr uint32_t kUnsentPerLane = 128 * 1024;
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
+// The smallest round trip the lanes' connections have seen (0: none known).
+uint32_t path_rtt_us(const std::vector<std::shared_ptr<OutLane>>& lanes) {
+  uint32_t rtt = 0;
+  for (auto& lane : lanes)
+    if (auto tcp = lane->sample().tcp) {
+      uint32_t r = tcp->min_rtt_us ? tcp->min_rtt_us : tcp->rtt_us;
+      if (r && (rtt == 0 || r < rtt)) rtt = r;
+    }
+  return rtt;
+}
+
 }  // namespace
 
 RingLinks::RingLinks(uint64_t epoch, uint32_t lanes, std::weak_ptr<OpRegistry> ops, SharedMemoryLanes shared_memory,
@@ -36,9 +47,11 @@ RingLinks::~RingLinks() {
 Status RingLinks::start(std::vector<std::shared_ptr<net::Stream>> out, std::vector<std::shared_ptr<net::Stream>> in) {
   try {
     start_lanes(std::move(out), std::move(in));
-    if (tuner_) {  // resumed on bbr: the lanes switch now (further lanes wait for the first collective)
+    if (tuner_) {  // on bbr (resumed, or a long path): the lanes switch now (further lanes wait for the first collective)
       std::lock_guard lock(tune_mu_);
-      apply_congestion(out_lanes());
+      auto lanes = out_lanes();
+      tuner_->path_rtt(path_rtt_us(lanes));
+      apply_congestion(lanes);
     }
     return Status::success();
   } catch (...) {

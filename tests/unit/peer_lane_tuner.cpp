@@ -207,3 +207,28 @@ TEST_CASE("lane tuner: links rebuilt to the same peer resume where the last ones
     CHECK(!pinned_cc.bbr());
   }
 }
+
+TEST_CASE("lane tuner: a long path starts on bbr where allowed, and still climbs from there", "[lanes]") {
+  SECTION("long, bbr allowed: on bbr before the first collective; doubles at the first window that is worth it") {
+    ModelLink link(1e6, 25e6, 230'000, true);
+    link.bbr_rate = 20e6;
+    LaneTuner tuner(4, 64, true);
+    tuner.path_rtt(230'000);
+    CHECK(tuner.bbr());
+    CHECK(tuner.wanted() == 4);
+    link.run(tuner, 2);          // a window: 20 round trips
+    CHECK(tuner.bbr());
+    CHECK(tuner.wanted() == 8);  // not full: the path's RTT has not risen
+  }
+  SECTION("short (a LAN), or bbr not allowed, or no RTT known: the lanes' own congestion control") {
+    LaneTuner lan(4, 64, true);
+    lan.path_rtt(LaneTuner::kProbeRtt - 1);
+    CHECK(!lan.bbr());
+    LaneTuner pinned_cc(4, 64, false);
+    pinned_cc.path_rtt(230'000);
+    CHECK(!pinned_cc.bbr());
+    LaneTuner unknown(4, 64, true);
+    unknown.path_rtt(0);
+    CHECK(!unknown.bbr());
+  }
+}
