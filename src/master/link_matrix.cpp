@@ -15,7 +15,12 @@ void LinkMatrix::record(uint64_t from, const std::vector<wire::LinkEntry>& entri
     cell.entry = e;
     cell.entry.age_ms = 0;
     cell.measured_at_ms = now_ms - std::min<uint64_t>(e.age_ms, now_ms);
-    if (probed) cell.probed_bps = e.goodput_bps;
+    if (probed) {
+      cell.probed_bps = e.goodput_bps;
+      cell.probed_retrans_ppm = std::min<uint32_t>(e.retrans_ppm, 1'000'000);
+    } else {
+      cell.carried_bps = e.goodput_bps;
+    }
     unreachable_.erase({from, e.to_peer});
     failures_.erase({from, e.to_peer});
   }
@@ -49,7 +54,9 @@ double LinkMatrix::capacity(uint64_t from, uint64_t to) const {
   auto it = cells_.find({from, to});
   if (it == cells_.end()) return 0;
   if (it->second.entry.shared_memory) return 1e12;
-  return static_cast<double>(std::max(it->second.probed_bps, it->second.entry.goodput_bps));
+  const Cell& cell = it->second;
+  double probed = static_cast<double>(cell.probed_bps) * (1 - cell.probed_retrans_ppm / 1e6);
+  return std::max(probed, static_cast<double>(cell.carried_bps));
 }
 
 double LinkMatrix::rtt_ms(uint64_t from, uint64_t to) const {

@@ -80,3 +80,33 @@ TEST_CASE("link matrix: an answer holds at most its limit", "[master][links]") {
   CHECK(m.size() == 20);  // N(N-1)
   CHECK(m.entries(0, 7).size() == 7);
 }
+
+TEST_CASE("link matrix: a pair's capacity is its probed rate less the share the probe resent, or its goodput",
+          "[master][links]") {
+  LinkMatrix m;
+  const std::vector<uint64_t> members{1, 2, 3};
+  LinkEntry overrun = link(1, 2, 12'000'000);
+  overrun.retrans_ppm = 90'000;  // a faster sender into a slower downlink
+  LinkEntry clean = link(1, 3, 12'000'000);
+  clean.retrans_ppm = 1'000;
+  m.record(1, {overrun, clean}, members, 0, true);
+  CHECK(m.capacity(1, 2) == Approx(10'920'000));
+  CHECK(m.capacity(1, 3) == Approx(11'988'000));
+  // A ring link's later report keeps the probed figure (its goodput is the ring's pace)...
+  LinkEntry paced = link(1, 3, 8'000'000);
+  paced.retrans_ppm = 500'000;
+  m.record(1, {paced}, members, 10);
+  CHECK(m.capacity(1, 3) == Approx(11'988'000));
+  // ... unless it carried more than the probe read.
+  m.record(1, {link(1, 2, 11'500'000)}, members, 20);
+  CHECK(m.capacity(1, 2) == Approx(11'500'000));
+  CHECK(m.capacity(2, 1) == 0);  // unknown
+  SECTION("a probe's report past a million per million counts as all resent, not as a negative rate") {
+    LinkEntry garbled = link(2, 3, 5'000'000);
+    garbled.retrans_ppm = 3'000'000;
+    m.record(2, {garbled}, members, 30, true);
+    CHECK(m.capacity(2, 3) == 0);
+    m.record(2, {link(2, 3, 4'000'000)}, members, 40);
+    CHECK(m.capacity(2, 3) == Approx(4'000'000));
+  }
+}

@@ -193,7 +193,7 @@ std::optional<BenchArgs> parse_bench_args(int argc, char** argv) {
   app.add_option("--bin-dir", args.bin_dir, "Directory holding ferry-master and ferry-gloo-bench (default: the build tree)");
   app.add_option("--timeout-s", args.timeout_s, "Deadline of each implementation's run (default: from the sizes)")
       ->check(CLI::Range(1.0, 86400.0));
-  app.add_flag("--verbose", args.verbose, "Show the child processes' logs as they come");
+  app.add_flag("--verbose", args.verbose, "Show the child processes' logs as they come (the master's at info level)");
   app.add_option("--workload", args.workload,
                  "What to measure: allreduce, or sync (a newcomer's ferry_sync_shared_state from --holders peers; "
                  "--sizes is then the state's bytes, default 64M or the --state-file's size)")

@@ -128,9 +128,9 @@ std::string start_master(const BenchArgs& args, ChildSet& children, const Launch
                          Child*& master) {
   const Placement where = launcher.place(ProcessRole::master, 0);
   std::vector<std::string> argv = where.argv_prefix;
-  argv.insert(argv.end(), {binaries.master, "--listen", host_port(where.listen_host(), "0"), "--log-level", "warn",
-                           "--ring-order",
-                           args.ring_order});
+  // --verbose shows the master's info lines too: the ring it chose and why, probe rounds.
+  argv.insert(argv.end(), {binaries.master, "--listen", host_port(where.listen_host(), "0"), "--log-level",
+                           args.verbose ? "info" : "warn", "--ring-order", args.ring_order});
   if (!args.secret_file.empty()) argv.insert(argv.end(), {"--secret-file", args.secret_file});
   if (!args.tls_dir.empty()) {
     argv.insert(argv.end(), {"--tls-cert", args.tls_dir + "/master.pem", "--tls-key", args.tls_dir + "/master.key",
