@@ -101,7 +101,10 @@ typedef enum ferry_result {
      dtype, op or kind differ). The operation failed on every peer. */
   FERRY_ERR_MISMATCH = 7,
   /* The master removed this peer (protocol violation, silence, or a
-     conflict). The communicator is unusable; destroy it. */
+     conflict); ferry_last_error() says which. A peer that was stopped or
+     suspended past heartbeat_timeout_ms reads this when it resumes, not
+     FERRY_ERR_MASTER_LOST. The communicator is unusable; destroy it and
+     create a new one to rejoin as a newcomer. */
   FERRY_ERR_KICKED = 8,
   /* A malformed or unexpected message arrived from the network. */
   FERRY_ERR_PROTOCOL = 9,

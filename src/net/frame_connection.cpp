@@ -47,9 +47,12 @@ void FrameConnection::close(Status reason, std::optional<wire::Message> last) {
   });
 }
 
-void FrameConnection::set_receive_timeout(std::chrono::milliseconds timeout) {
-  asio::post(stream_->executor(), [self = shared_from_this(), timeout] {
+void FrameConnection::set_receive_timeout(std::chrono::milliseconds timeout, std::optional<wire::Message> on_silence) {
+  std::vector<uint8_t> frame;
+  if (on_silence) frame = wire::encode_message(*on_silence);
+  asio::post(stream_->executor(), [self = shared_from_this(), timeout, frame = std::move(frame)]() mutable {
     self->receive_timeout_ = timeout;
+    self->silence_frame_ = std::move(frame);
     self->last_receive_ = Clock::now();
     self->arm_receive_timer();
   });
@@ -63,7 +66,7 @@ void FrameConnection::set_heartbeat(std::chrono::milliseconds interval) {
 }
 
 void FrameConnection::set_deadline(std::chrono::milliseconds within) {
-  asio::post(stream_->executor(), [self = shared_from_this(), within] { self->arm_deadline_timer(within); });
+  asio::post(stream_->executor(), [self = shared_from_this(), within] { self->arm_deadline_timer(within, "no handshake"); });
 }
 
 void FrameConnection::set_max_payload(uint32_t max_payload) {
@@ -114,6 +117,7 @@ void FrameConnection::deliver_payload() {
 }
 
 void FrameConnection::enqueue(std::vector<uint8_t> frame) {
+  if (writes_failed_) return;
   queue_.push_back(std::move(frame));
   if (!writing_) write_next();
 }
@@ -128,9 +132,21 @@ void FrameConnection::write_next() {
   std::array<asio::const_buffer, 1> buffers{asio::buffer(queue_.front())};
   stream_->write_all(buffers, [self = shared_from_this()](std::error_code ec, size_t) {
     if (self->state_ == State::closed) return;
-    if (ec) return self->finish(Status::failure(Errc::peer_lost, "connection closed: " + ec.message()));
+    if (ec) return self->write_failed(Status::failure(Errc::peer_lost, "connection closed: " + ec.message()));
     self->queue_.pop_front();
     self->write_next();
+  });
+}
+
+void FrameConnection::write_failed(Status why) {
+  if (state_ == State::closing) return finish(std::move(why));  // closing anyway: nothing more to read for
+  writes_failed_ = true;
+  writing_ = false;
+  queue_.clear();
+  deadline_timer_.cancel();
+  deadline_timer_.expires_after(kResumeGrace);
+  deadline_timer_.async_wait([self = shared_from_this(), why = std::move(why)](std::error_code ec) {
+    if (!ec) self->finish(why);
   });
 }
 
@@ -148,19 +164,29 @@ void FrameConnection::finish(Status reason) {
   if (on_closed) on_closed(reason);
 }
 
-void FrameConnection::arm_receive_timer() {
+void FrameConnection::arm_receive_timer(std::chrono::milliseconds after) {
   if (state_ == State::closed || receive_timeout_.count() == 0) return;
   // Check a few times per deadline instead of re-arming per frame: frames are frequent.
-  receive_timer_.expires_after(std::max(receive_timeout_ / 4, std::chrono::milliseconds(10)));
-  receive_timer_.async_wait([self = shared_from_this(), armed = receive_timeout_](std::error_code ec) {
+  auto interval = after.count() > 0 ? after : std::max(receive_timeout_ / 4, std::chrono::milliseconds(10));
+  receive_timer_.expires_after(interval);
+  receive_timer_.async_wait([self = shared_from_this(), armed = receive_timeout_, due = Clock::now() + interval,
+                             interval](std::error_code ec) {
     if (ec || self->state_ == State::closed || self->receive_timeout_ != armed) return;
-    auto silent = Clock::now() - self->last_receive_;
-    if (silent >= self->receive_timeout_)
-      return self->finish(Status::failure(
-          Errc::timeout, "silent for " +
-                             std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) +
-                             " ms"));
-    self->arm_receive_timer();
+    auto now = Clock::now();
+    auto silent = now - self->last_receive_;
+    if (silent < self->receive_timeout_) return self->arm_receive_timer();
+    // The timer itself ran late by more than its interval: this process did
+    // not run (stopped, suspended), and what arrived meanwhile (a kick that
+    // says why) is read before the silence is judged.
+    if (now - due > interval) return self->arm_receive_timer(kResumeGrace);
+    Status why = Status::failure(
+        Errc::timeout,
+        "silent for " + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) + " ms");
+    if (self->silence_frame_.empty() || self->state_ != State::open) return self->finish(std::move(why));
+    self->state_ = State::closing;
+    self->close_reason_ = std::move(why);
+    self->enqueue(std::move(self->silence_frame_));
+    self->arm_deadline_timer(kLastFrameGrace, "the last frame not sent");
   });
 }
 
@@ -174,13 +200,13 @@ void FrameConnection::arm_heartbeat_timer() {
   });
 }
 
-void FrameConnection::arm_deadline_timer(std::chrono::milliseconds within) {
+void FrameConnection::arm_deadline_timer(std::chrono::milliseconds within, std::string what) {
   deadline_timer_.cancel();
   if (state_ == State::closed || within.count() == 0) return;
   deadline_timer_.expires_after(within);
-  deadline_timer_.async_wait([self = shared_from_this(), within](std::error_code ec) {
+  deadline_timer_.async_wait([self = shared_from_this(), within, what = std::move(what)](std::error_code ec) {
     if (ec || self->state_ == State::closed) return;
-    self->finish(Status::failure(Errc::timeout, "no handshake within " + std::to_string(within.count()) + " ms"));
+    self->finish(Status::failure(Errc::timeout, what + " within " + std::to_string(within.count()) + " ms"));
   });
 }
 

@@ -43,8 +43,16 @@ class FrameConnection : public std::enable_shared_from_this<FrameConnection> {
   void send(const wire::Message& message);
   // Sends `last` (if given), then closes with `reason`.
   void close(Status reason, std::optional<wire::Message> last = std::nullopt);
-  // Close when nothing at all arrives for `timeout` (zero: never).
-  void set_receive_timeout(std::chrono::milliseconds timeout);
+  // Close when nothing at all arrives for `timeout` (zero: never), after
+  // sending `on_silence` if given: a peer that was only stopped (SIGSTOP, a
+  // VM paused) reads it when it resumes, and learns why it was dropped
+  // instead of taking the closed socket for a dead master. The last frame
+  // gets kLastFrameGrace to leave; past it the connection closes anyway.
+  void set_receive_timeout(std::chrono::milliseconds timeout, std::optional<wire::Message> on_silence = std::nullopt);
+  static constexpr std::chrono::milliseconds kLastFrameGrace{1000};
+  // After this process itself did not run for a while, how long the frames
+  // that arrived meanwhile get to be read before a silence is judged.
+  static constexpr std::chrono::milliseconds kResumeGrace{100};
   // Send a heartbeat every `interval` (zero: never).
   void set_heartbeat(std::chrono::milliseconds interval);
   // Close `within` from now, whatever arrives meanwhile (zero: cancels it).
@@ -64,10 +72,15 @@ class FrameConnection : public std::enable_shared_from_this<FrameConnection> {
   void deliver_payload();  // may throw std::bad_alloc, which closes this connection only
   void enqueue(std::vector<uint8_t> frame);
   void write_next();
+  // The far end no longer takes writes, but what it sent before it went (a
+  // kick that says why) may still wait to be read: reads go on for
+  // kResumeGrace (they end sooner at its end of stream), then it closes with `why`.
+  void write_failed(Status why);
   void finish(Status reason);
-  void arm_receive_timer();
+  // `after` zero: the regular check interval.
+  void arm_receive_timer(std::chrono::milliseconds after = std::chrono::milliseconds(0));
   void arm_heartbeat_timer();
-  void arm_deadline_timer(std::chrono::milliseconds within);
+  void arm_deadline_timer(std::chrono::milliseconds within, std::string what);
 
   std::shared_ptr<Stream> stream_;
   const std::string remote_host_;
@@ -81,8 +94,10 @@ class FrameConnection : public std::enable_shared_from_this<FrameConnection> {
   std::vector<uint8_t> payload_;
   std::deque<std::vector<uint8_t>> queue_;
   bool writing_ = false;
+  bool writes_failed_ = false;  // see write_failed()
   asio::steady_timer receive_timer_;
   std::chrono::milliseconds receive_timeout_{0};
+  std::vector<uint8_t> silence_frame_;  // sent before a close for silence; empty: none
   Clock::time_point last_receive_ = Clock::now();
   asio::steady_timer heartbeat_timer_;
   std::chrono::milliseconds heartbeat_interval_{0};

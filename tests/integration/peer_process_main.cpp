@@ -6,9 +6,11 @@
 //   op round=I result=CODE world=W value=V t=SECONDS        (t: CLOCK_MONOTONIC, comparable across processes)
 //   next result=CODE t=SECONDS                              (--probe-after-fatal: the call after a fatal one)
 //   starved fds=N t=SECONDS / fed t=SECONDS                 (--starve-fds-on-admit: the table full, then freed)
+//   rejoined result=CODE t=SECONDS                          (--rejoin-after-kick: kicked with CODE, joined again)
 //   done
 // A retryable failure is followed by ferry_update_topology, as a training loop would.
-// A fatal one (master lost, kicked) ends the process with status 3.
+// A fatal one (master lost, kicked) ends the process with status 3, except a
+// first kick with --rejoin-after-kick: a new communicator joins as a newcomer.
 #include <CLI/CLI.hpp>
 
 #include <fcntl.h>
@@ -16,6 +18,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <optional>
 #include <string>
@@ -72,7 +75,7 @@ int main(int argc, char** argv) {
   size_t floats = 1 << 20;
   uint32_t connections = 2, heartbeat_ms = 2000, progress_ms = 5000, timeout_ms = 20000, io_threads = 2;
   uint32_t fd_limit = 0, starve_fds_ms = 0;
-  bool admit = false, probe_after_fatal = false, shared_memory = false;
+  bool admit = false, probe_after_fatal = false, shared_memory = false, rejoin_after_kick = false;
   app.add_option("--master", master)->required();
   app.add_option("--peers", peers, "wait until the group has this many peers");
   app.add_option("--rounds", rounds);
@@ -85,6 +88,8 @@ int main(int argc, char** argv) {
   app.add_flag("--admit", admit, "admit pending peers at every round (ferry_peers_pending + update_topology)");
   app.add_flag("--probe-after-fatal", probe_after_fatal,
                "after a fatal failure, make one more all-reduce and report its result (it must fail the same way)");
+  app.add_flag("--rejoin-after-kick", rejoin_after_kick,
+               "the first time this peer is kicked, destroy the communicator and join again as a newcomer");
   app.add_flag("--shared-memory", shared_memory, "ring bytes through shared memory (default: all on TCP)");
   app.add_option("--io-threads", io_threads);
   uint16_t p2p_port = 0;
@@ -113,17 +118,23 @@ int main(int argc, char** argv) {
   params.io_threads = io_threads;
   params.p2p_port_min = params.p2p_port_max = p2p_port;
   ferry_comm* comm = nullptr;
-  if (ferry_comm_create(&params, &comm) != FERRY_OK || ferry_connect(comm) != FERRY_OK) {
-    std::fprintf(stderr, "join failed: %s\n", ferry_last_error());
-    return 2;
-  }
-  while (attr(comm, FERRY_ATTR_GROUP_WORLD_SIZE) < peers) {
-    if (ferry_update_topology(comm) != FERRY_OK) {
-      std::fprintf(stderr, "update_topology failed: %s\n", ferry_last_error());
-      return 2;
+  // Joins and waits for the group; false (said on stderr) when that fails.
+  auto join = [&] {
+    comm = nullptr;
+    if (ferry_comm_create(&params, &comm) != FERRY_OK || ferry_connect(comm) != FERRY_OK) {
+      std::fprintf(stderr, "join failed: %s\n", ferry_last_error());
+      return false;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+    while (attr(comm, FERRY_ATTR_GROUP_WORLD_SIZE) < peers) {
+      if (ferry_update_topology(comm) != FERRY_OK) {
+        std::fprintf(stderr, "update_topology failed: %s\n", ferry_last_error());
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
+  };
+  if (!join()) return 2;
   // Asked for shared memory on one host: a ring that fell back to TCP would test the wrong thing.
   if (shared_memory && attr(comm, FERRY_ATTR_SHARED_MEMORY_LANES) != 2 * static_cast<int64_t>(connections)) {
     std::fprintf(stderr, "shared memory requested, but %lld of %u lanes use it\n",
@@ -170,6 +181,18 @@ int main(int argc, char** argv) {
                 info.world_size, static_cast<double>(data[0]), uniform ? 1 : 0, monotonic_s());
     std::fflush(stdout);
     if (r == FERRY_OK) continue;
+    // The first kick, with --rejoin-after-kick: said, then a newcomer again (from an op or a vote).
+    auto rejoined = [&](ferry_result fatal) {
+      if (fatal != FERRY_ERR_KICKED || !rejoin_after_kick) return false;
+      rejoin_after_kick = false;
+      std::fprintf(stderr, "round %d: %s: %s\n", round, ferry_strerror(fatal), ferry_last_error());
+      ferry_comm_destroy(comm);
+      if (!join()) std::exit(2);
+      std::printf("rejoined result=%d t=%.6f\n", static_cast<int>(fatal), monotonic_s());
+      std::fflush(stdout);
+      return true;
+    };
+    if (rejoined(r)) continue;
     if (!ferry_result_is_retryable(r)) {
       std::fprintf(stderr, "round %d: %s: %s\n", round, ferry_strerror(r), ferry_last_error());
       if (probe_after_fatal) {
@@ -181,7 +204,9 @@ int main(int argc, char** argv) {
       return 3;
     }
     for (ferry_result u; (u = ferry_update_topology(comm)) != FERRY_OK;)
-      if (!ferry_result_is_retryable(u)) {
+      if (rejoined(u)) {
+        break;
+      } else if (!ferry_result_is_retryable(u)) {
         std::fprintf(stderr, "update_topology: %s: %s\n", ferry_strerror(u), ferry_last_error());
         ferry_comm_destroy(comm);
         return 3;

@@ -11,9 +11,9 @@
 
 namespace ferry::test {
 
-// One "op ..." or "next ..." line of ferry-test-peer.
+// One "op ...", "next ..." or "rejoined ..." line of ferry-test-peer.
 struct OpLine {
-  std::string kind;  // "op" or "next"
+  std::string kind;  // "op", "next" or "rejoined"
   int round = -1;
   int result = -1;
   unsigned world = 0;
@@ -29,7 +29,7 @@ inline std::vector<OpLine> op_lines(const std::string& out) {
     std::istringstream words(line);
     OpLine op;
     words >> op.kind;
-    if (op.kind != "op" && op.kind != "next") continue;
+    if (op.kind != "op" && op.kind != "next" && op.kind != "rejoined") continue;
     for (std::string word; words >> word;) {
       const auto eq = word.find('=');
       if (eq == std::string::npos) continue;

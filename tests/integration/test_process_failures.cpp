@@ -53,6 +53,8 @@ struct PeerFlags {
   uint32_t timeout_ms = 20000;
   bool probe_after_fatal = false;
   bool shared_memory = false;
+  bool admit = false;              // admits newcomers between rounds
+  bool rejoin_after_kick = false;  // a kicked peer joins again as a newcomer, once
 };
 
 Child& spawn_peer(ChildSet& children, const std::string& name, const std::string& master, const PeerFlags& f) {
@@ -62,6 +64,8 @@ Child& spawn_peer(ChildSet& children, const std::string& name, const std::string
                                    "--timeout-ms", std::to_string(f.timeout_ms)};
   if (f.probe_after_fatal) argv.emplace_back("--probe-after-fatal");
   if (f.shared_memory) argv.emplace_back("--shared-memory");
+  if (f.admit) argv.emplace_back("--admit");
+  if (f.rejoin_after_kick) argv.emplace_back("--rejoin-after-kick");
   return children.spawn(name, argv);
 }
 
@@ -80,6 +84,14 @@ bool wait_for_ok_ops(ChildSet& children, const std::vector<Child*>& peers, size_
       Clock::now() + limit);
 }
 
+// Spawns the peers and waits until each has run two all-reduces in the full world.
+std::vector<Child*> running_peers(ChildSet& children, const std::string& master, const PeerFlags& f) {
+  std::vector<Child*> peers = spawn_peers(children, master, f);
+  INFO(describe(peers));
+  REQUIRE(wait_for_ok_ops(children, peers, 2, std::chrono::seconds(60)));
+  return peers;
+}
+
 void signal_peer(const Child& child, int signal_number) { REQUIRE(::kill(child.pid(), signal_number) == 0); }
 
 }  // namespace
@@ -93,9 +105,7 @@ TEST_CASE("a peer SIGKILLed mid all-reduce: survivors fail with PEER_LOST within
   ChildSet children(false);
   PeerFlags flags;
   flags.shared_memory = shared_memory;
-  std::vector<Child*> peers = spawn_peers(children, master.address(), flags);
-  INFO(describe(peers));
-  REQUIRE(wait_for_ok_ops(children, peers, 2, std::chrono::seconds(60)));
+  std::vector<Child*> peers = running_peers(children, master.address(), flags);
 
   // The peers run all-reduces back to back, so the kill lands in one.
   const double killed_at = monotonic_s();
@@ -135,9 +145,7 @@ TEST_CASE("a peer SIGSTOPped: survivors fail with PEER_LOST or TIMEOUT within it
   flags.shared_memory = shared_memory;
   flags.heartbeat_ms = 1500;
   flags.progress_ms = 2500;
-  std::vector<Child*> peers = spawn_peers(children, master.address(), flags);
-  INFO(describe(peers));
-  REQUIRE(wait_for_ok_ops(children, peers, 2, std::chrono::seconds(60)));
+  std::vector<Child*> peers = running_peers(children, master.address(), flags);
 
   const double stopped_at = monotonic_s();
   signal_peer(*peers[1], SIGSTOP);
@@ -173,6 +181,53 @@ TEST_CASE("a peer SIGSTOPped: survivors fail with PEER_LOST or TIMEOUT within it
     const OpLine next = *first_after(*p, first_failure_after(*p, stopped_at)->t + 1e-9);
     CHECK(next.world == 2);
     CHECK(next.value == 2.0);
+  }
+}
+
+TEST_CASE("a peer SIGSTOPped past its heartbeat deadline and resumed: told it was evicted, it rejoins as a newcomer",
+          "[process][failure]") {
+  EmbeddedMaster master;
+  ChildSet children(false);
+  PeerFlags flags;
+  flags.heartbeat_ms = 1500;
+  flags.progress_ms = 2500;
+  flags.admit = true;
+  flags.rejoin_after_kick = true;
+  std::vector<Child*> peers = running_peers(children, master.address(), flags);
+
+  const double stopped_at = monotonic_s();
+  signal_peer(*peers[1], SIGSTOP);
+  std::vector<Child*> survivors{peers[0], peers[2]};
+  auto ok_in_world = [](const Child& p, double after, unsigned world) {
+    for (const OpLine& op : op_lines(p.out()))
+      if (op.kind == "op" && op.t >= after && op.result == FERRY_OK && op.world == world) return true;
+    return false;
+  };
+  const bool shrunk = children.pump_until(
+      [&] { return std::all_of(survivors.begin(), survivors.end(), [&](Child* p) { return ok_in_world(*p, stopped_at, 2); }); },
+      Clock::now() + std::chrono::seconds(60));
+  const double resumed_at = monotonic_s();
+  signal_peer(*peers[1], SIGCONT);
+  INFO(describe(peers));
+  REQUIRE(shrunk);  // evicted: the survivors went on without it
+
+  // Resumed, it reads the master's kick (not a lost master), joins again, and all three run together.
+  const bool regrown = children.pump_until(
+      [&] {
+        return std::all_of(peers.begin(), peers.end(), [&](Child* p) { return ok_in_world(*p, resumed_at, 3); });
+      },
+      Clock::now() + std::chrono::seconds(60));
+  INFO(describe(peers));
+  REQUIRE(regrown);
+  auto rejoined = first_after(*peers[1], stopped_at, "rejoined");
+  REQUIRE(rejoined.has_value());
+  CHECK(rejoined->result == FERRY_ERR_KICKED);
+  CHECK_THAT(peers[1]->err_tail(20), Catch::Contains("evicted: the master heard nothing from this peer") &&
+                                         Catch::Contains("heartbeat deadline (1500 ms)"));
+  for (Child* p : peers) {
+    const OpLine last = op_lines(p->out()).back();
+    CHECK(last.result == FERRY_OK);
+    CHECK(last.value == 3.0);
   }
 }
 

@@ -389,7 +389,7 @@ std::vector<TypedTensor> half_and_short_state(bool stale) {
 
 }  // namespace
 
-TEST_CASE("shared state: f16 and i16 tensors arrive bit for bit; later syncs of unchanged state move no bytes",
+TEST_CASE("shared state: f16 and i16 tensors arrive bit for bit, and later syncs of unchanged state move no bytes",
           "[shared_state]") {
   EmbeddedMaster master;
   std::vector<std::vector<TypedTensor>> states(3);
