@@ -628,7 +628,11 @@ FERRY_API void ferry_allreduce_job_init(ferry_allreduce_job* job);
    Errors: FERRY_ERR_INVALID_ARGUMENT (as ferry_allreduce, per job),
    FERRY_ERR_INVALID_USAGE (not connected, or operations already in flight),
    FERRY_ERR_PEER_LOST (the group shrank below two peers, or 16 rounds
-   failed), FERRY_ERR_TIMEOUT, FERRY_ERR_MISMATCH, FERRY_ERR_MASTER_LOST,
+   failed; a shrunk group is told once the vote that removed the lost peer
+   ends: a peer that left or whose connection closed is seen at once, a
+   silent one within heartbeat_timeout_ms or progress_timeout_ms, and the
+   vote takes at most timeout_ms. A newcomer admitted with
+   ferry_update_topology then lets the next call run), FERRY_ERR_TIMEOUT, FERRY_ERR_MISMATCH, FERRY_ERR_MASTER_LOST,
    FERRY_ERR_KICKED, FERRY_ERR_PROTOCOL. On failure, `recv` of unfinished
    jobs holds unspecified values. */
 FERRY_API ferry_result ferry_allreduce_multiple_with_retry(ferry_comm* comm, const ferry_allreduce_job* jobs,

@@ -180,10 +180,11 @@ void ChaosProxy::shape(std::uint16_t port, RouteShaping shaping, ProxyClock::tim
   }
 }
 
-std::size_t ChaosProxy::reset(std::uint16_t port) {
+std::size_t ChaosProxy::reset(std::uint16_t port, std::size_t most) {
   auto route = find(port);
   if (!route) return 0;
   auto relays = route->live_relays();
+  if (relays.size() > most) relays.resize(most);
   for (auto& relay : relays) relay->reset = true;
   counters_->resets += relays.size();
   return relays.size();

@@ -61,8 +61,8 @@ class ChaosProxy {
 
   // Shaping for the route's connections, old and new, until `until`.
   void shape(std::uint16_t route, RouteShaping shaping, ProxyClock::time_point until);
-  // RSTs every open connection of the route; returns how many.
-  std::size_t reset(std::uint16_t route);
+  // RSTs the route's open connections, at most `most` of them; returns how many.
+  std::size_t reset(std::uint16_t route, std::size_t most = SIZE_MAX);
   // The route's open connections relay nothing more (bytes are read and dropped); returns how many.
   std::size_t blackhole(std::uint16_t route);
   // Flips one byte of the next piece relayed on the route (either direction).

@@ -113,6 +113,8 @@ ferry_comm* create_peer(const std::string& master, const PeerSettings& s) {
   params.progress_timeout_ms = s.progress_timeout_ms;
   params.heartbeat_timeout_ms = s.heartbeat_timeout_ms;
   params.max_chunk_bytes = s.max_chunk_bytes;
+  params.p2p_port_min = params.p2p_port_max = s.port;
+  params.advertised_port = s.advertised_port;
   params.shared_memory = s.shared_memory >= 0 ? static_cast<uint32_t>(s.shared_memory) : current_wire() == Wire::shm;
   if (current_wire() == Wire::tls) {
     params.tls_cert_file = cert_path(s.tls_cert).c_str();

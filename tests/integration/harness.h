@@ -79,6 +79,8 @@ struct PeerSettings {
   int shared_memory = -1;
   // ferry_comm_params.p2p_listen_host; "" keeps the library's default ("::").
   std::string listen_host = "127.0.0.1";
+  uint16_t port = 0;             // p2p_port_min = p2p_port_max; 0: any free one
+  uint16_t advertised_port = 0;  // what the master tells neighbours to dial (a proxy's); 0: the listener's
   // TLS files for a peer made while current_wire() is Wire::tls.
   std::string tls_cert = "peer.pem", tls_key = "peer.key", tls_ca = "ca.pem";
 };
