@@ -144,6 +144,81 @@ TEST_CASE("membership: peer groups form separate rings under one master and neve
   }
 }
 
+TEST_CASE("membership: a peer leaving group A while group B runs all-reduces and syncs: B never notices",
+          "[membership][groups][failure]") {
+  EmbeddedMaster master;
+  constexpr int kRounds = 40;
+  // A's peer leaves after B's 5th round, and B's peer 0 holds its 20th until it has: the leave lands mid-run.
+  std::latch b_running(1), a_left(1);
+  std::vector<int> b_failures(2, 0);
+  std::vector<std::vector<int64_t>> b_worlds(2);
+  std::vector<double> a_after(3, 0);
+  auto results = run_peers(5, [&](size_t who) {
+    PeerSettings settings;
+    settings.group = who < 3 ? 7 : 9;
+    ferry_comm* comm = create_peer(master.address(), settings);
+    if (who < 3) {  // group A
+      grow_group(comm, 3);
+      allreduce_one(comm, 1.0);
+      b_running.wait();
+      if (who == 2) {
+        ferry_comm_destroy(comm);  // leaves while B is mid-run
+        a_left.count_down();
+        return;
+      }
+      // The survivors notice (their next all-reduce fails, or their vote drops it) and go on as two.
+      while (attribute(comm, FERRY_ATTR_GROUP_WORLD_SIZE) == 3) {
+        double one = 1.0;
+        ferry_allreduce_desc desc;
+        ferry_allreduce_desc_init(&desc);
+        desc.dtype = FERRY_F64;
+        if (ferry_allreduce(comm, &one, &one, 1, &desc, nullptr) != FERRY_OK) must(ferry_update_topology(comm), "vote");
+      }
+      a_after[who] = allreduce_one(comm, 1.0);
+      ferry_comm_destroy(comm);
+      return;
+    }
+    // Group B: all-reduces of 256 Ki floats, and a shared-state sync every fifth round.
+    size_t b = who - 3;
+    grow_group(comm, 2);
+    std::vector<float> data(1 << 18), state(4096, 1.5f);
+    uint64_t revision = 0;
+    for (int round = 0; round < kRounds; ++round) {
+      if (b == 0 && round == 5) b_running.count_down();
+      if (b == 0 && round == 20) a_left.wait();
+      std::fill(data.begin(), data.end(), 1.0f);
+      ferry_allreduce_desc desc;
+      ferry_allreduce_desc_init(&desc);
+      if (ferry_allreduce(comm, data.data(), data.data(), data.size(), &desc, nullptr) != FERRY_OK || data[7] != 2.0f)
+        ++b_failures[b];
+      if (round % 5 == 4) {
+        ferry_tensor t;
+        ferry_tensor_init(&t);
+        t.name = "w";
+        t.data = state.data();
+        t.count = state.size();
+        t.dtype = FERRY_F32;
+        ferry_shared_state s;
+        ferry_shared_state_init(&s);
+        s.revision = ++revision;
+        s.tensors = &t;
+        s.count = 1;
+        if (ferry_sync_shared_state(comm, &s, FERRY_SYNC_ENFORCE_POPULAR, nullptr) != FERRY_OK) ++b_failures[b];
+      }
+      b_worlds[b].push_back(attribute(comm, FERRY_ATTR_GROUP_WORLD_SIZE));
+    }
+    ferry_comm_destroy(comm);
+  });
+  REQUIRE(failures(results) == "");
+  for (size_t b = 0; b < 2; ++b) {
+    INFO("group B peer " << b);
+    CHECK(b_failures[b] == 0);
+    CHECK(b_worlds[b] == std::vector<int64_t>(kRounds, 2));
+  }
+  CHECK(a_after[0] == 2.0);
+  CHECK(a_after[1] == 2.0);
+}
+
 TEST_CASE("membership: peers that issue different collectives all get FERRY_ERR_MISMATCH, then carry on",
           "[membership][mismatch]") {
   EmbeddedMaster master;
