@@ -170,15 +170,16 @@ void FrameConnection::arm_receive_timer(std::chrono::milliseconds after) {
   auto interval = after.count() > 0 ? after : std::max(receive_timeout_ / 4, std::chrono::milliseconds(10));
   receive_timer_.expires_after(interval);
   receive_timer_.async_wait([self = shared_from_this(), armed = receive_timeout_, due = Clock::now() + interval,
-                             interval](std::error_code ec) {
+                             interval, graced = after.count() > 0](std::error_code ec) {
     if (ec || self->state_ == State::closed || self->receive_timeout_ != armed) return;
     auto now = Clock::now();
     auto silent = now - self->last_receive_;
     if (silent < self->receive_timeout_) return self->arm_receive_timer();
     // The timer itself ran late by more than its interval: this process did
     // not run (stopped, suspended), and what arrived meanwhile (a kick that
-    // says why) is read before the silence is judged.
-    if (now - due > interval) return self->arm_receive_timer(kResumeGrace);
+    // says why) is read before the silence is judged. Once per silence: a
+    // process starved for good must not put its judgement off for ever.
+    if (!graced && now - due > interval) return self->arm_receive_timer(kResumeGrace);
     Status why = Status::failure(
         Errc::timeout,
         "silent for " + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) + " ms");
