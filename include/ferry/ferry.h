@@ -707,9 +707,12 @@ typedef struct ferry_sync_info {
    bytes from the peers holding them, over several connections and from
    several holders at once, verify their hash, and only then return. Chunks
    from a holder whose connection breaks are fetched again from another
-   holder; but a member that dies fails the whole sync on every peer with
-   FERRY_ERR_PEER_LOST (all-or-nothing, like every collective), never a
-   success with a torn tensor.
+   holder. A member that dies during the sync does not fail it while every
+   peer still fetching has another holder of what it fetches: the others
+   finish and commit without it (the group's ring is then broken, as after
+   any loss: the next collective asks for ferry_update_topology). Otherwise
+   the sync fails on every peer with FERRY_ERR_PEER_LOST (all-or-nothing,
+   like every collective), never a success with a torn tensor.
    Every peer of the group must call it (same tensor names, dtypes and
    counts; the order may differ). Tensors are borrowed until the call
    returns: holders serve from them while others fetch.

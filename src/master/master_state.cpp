@@ -641,6 +641,7 @@ void MasterState::start_collective(Group& group, uint32_t seq) {
   log().info("phase: group {} epoch {} shared-state sync {} elects revision {}", group.id, group.epoch, seq,
              outcome.revision);
   for (auto& [id, plan] : outcome.plans) send(id, plan);
+  c.plans = std::move(outcome.plans);
 }
 
 void MasterState::handle(Peer& peer, const wire::CollectiveEnd& m) {
@@ -672,11 +673,13 @@ void MasterState::handle(Peer& peer, const wire::CollectiveEnd& m) {
   if (!c.go_sent)
     return kick(peer.conn, Errc::protocol, "collective " + std::to_string(m.seq) + " ended before go");
   c.ended_ok.insert(peer.id);
-  if (c.ended_ok.size() == group.ring.size()) {
-    if (c.elected_revision) group.shared_revision = c.elected_revision;
-    send_all(group.ring, wire::CollectiveResult{group.epoch, m.seq, 0, ""});
-    erase_collective(group, it);
-  }
+  if (c.ended_ok.size() == group.ring.size()) commit_collective(group, it);
+}
+
+void MasterState::commit_collective(Group& group, std::map<uint32_t, Collective>::iterator it) {
+  if (it->second.elected_revision) group.shared_revision = it->second.elected_revision;
+  send_all(group.ring, wire::CollectiveResult{group.epoch, it->first, 0, ""});
+  erase_collective(group, it);
 }
 
 void MasterState::abort_collective(Group& group, uint32_t seq, Errc code, const std::string& reason) {
@@ -690,12 +693,51 @@ void MasterState::abort_collective(Group& group, uint32_t seq, Errc code, const 
   if (c.begins.size() == group.ring.size() || group.broken) erase_collective(group, it);
 }
 
-void MasterState::abort_all_collectives(Group& group, Errc code, const std::string& reason) {
+void MasterState::abort_all_collectives(Group& group, Errc code, const std::string& reason,
+                                        const std::set<uint32_t>& spared) {
   std::vector<uint32_t> open;
   for (const auto& [seq, c] : group.collectives)
-    if (!c.verdict) open.push_back(seq);
+    if (!c.verdict && !spared.count(seq)) open.push_back(seq);
   for (uint32_t seq : open) abort_collective(group, seq, code, reason);
-  if (group.broken) clear_collectives(group);
+  if (!group.broken) return;
+  // A broken ring answers members that begin later by itself: the aborted records can go.
+  for (auto it = group.collectives.begin(); it != group.collectives.end();)
+    if (it->second.verdict) erase_collective(group, it++);
+    else ++it;
+}
+
+void MasterState::collectives_lose(Group& group, PeerId lost, const std::string& reason) {
+  std::set<uint32_t> going_on;
+  for (auto& [seq, c] : group.collectives) {
+    if (c.verdict || !sync_outlives(group, c)) continue;
+    c.begins.erase(lost);
+    c.sync_begins.erase(lost);
+    c.ended_ok.erase(lost);
+    c.plans.erase(lost);
+    going_on.insert(seq);
+    log().info("phase: group {} epoch {} shared-state sync {} goes on without {}: every member still fetching has "
+               "a live holder",
+               group.id, group.epoch, seq, peer_name(lost));
+  }
+  abort_all_collectives(group, Errc::peer_lost, reason, going_on);
+  for (uint32_t seq : going_on)
+    if (auto it = group.collectives.find(seq); it != group.collectives.end() && it->second.ended_ok.size() == group.ring.size())
+      commit_collective(group, it);
+}
+
+// Called with the lost member already out of the ring. A sync's fetches never
+// touch the ring's links, so the survivors can finish it when each of them
+// that is still fetching has a holder left for everything it fetches (its
+// FetchQueue moves a dead holder's chunks to the others).
+bool MasterState::sync_outlives(const Group& group, const Collective& c) const {
+  if (!c.go_sent || !c.elected_revision) return false;
+  for (const auto& [id, plan] : c.plans) {
+    if (!contains(group.ring, id) || c.ended_ok.count(id)) continue;
+    for (const wire::SyncFetch& f : plan.fetches)
+      if (std::none_of(f.holders.begin(), f.holders.end(), [&](uint64_t h) { return contains(group.ring, h); }))
+        return false;
+  }
+  return true;
 }
 
 void MasterState::erase_collective(Group& group, std::map<uint32_t, Collective>::iterator it) {
@@ -774,7 +816,7 @@ void MasterState::remove_peer(PeerId id, const std::string& reason) {
   if (contains(group.ring, id)) {
     erase_value(group.ring, id);
     group.broken = true;
-    abort_all_collectives(group, Errc::peer_lost, peer_name(id) + " was lost: " + reason);
+    collectives_lose(group, id, peer_name(id) + " was lost: " + reason);
   }
   if (group.settling) return;  // settle_proposal proposes once, when every culprit is gone
   if (group.proposal && contains(group.proposal->members, id)) {

@@ -229,6 +229,7 @@ class MasterState {
     std::map<PeerId, wire::CollectiveBegin> begins;        // what every kind must agree on
     std::map<PeerId, wire::SyncBegin> sync_begins;         // shared-state syncs only
     std::optional<uint64_t> elected_revision;              // a sync's revision, set when planned
+    std::map<PeerId, wire::SyncPlan> plans;                // a sync's plans, kept to judge a member's loss
     std::set<PeerId> ended_ok;
     bool go_sent = false;
     // Set once aborted; members that begin later get the same verdict. The
@@ -316,7 +317,13 @@ class MasterState {
   void erase_collective(Group& group, std::map<uint32_t, Collective>::iterator it);
   void clear_collectives(Group& group);
   void abort_collective(Group& group, uint32_t seq, Errc code, const std::string& reason);
-  void abort_all_collectives(Group& group, Errc code, const std::string& reason);
+  void abort_all_collectives(Group& group, Errc code, const std::string& reason,
+                             const std::set<uint32_t>& spared = {});
+  // A member was lost: its collectives abort, except syncs every unfinished
+  // member can still finish from the holders that are left (they go on without it).
+  void collectives_lose(Group& group, PeerId lost, const std::string& reason);
+  bool sync_outlives(const Group& group, const Collective& c) const;
+  void commit_collective(Group& group, std::map<uint32_t, Collective>::iterator it);
 
   Group& group_of(const Peer& peer) { return groups_[peer.group]; }
   wire::TopologyDone done_message(const Group& group) const;

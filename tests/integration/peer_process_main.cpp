@@ -7,7 +7,10 @@
 //   next result=CODE t=SECONDS                              (--probe-after-fatal: the call after a fatal one)
 //   starved fds=N t=SECONDS / fed t=SECONDS                 (--starve-fds-on-admit: the table full, then freed)
 //   rejoined result=CODE t=SECONDS                          (--rejoin-after-kick: kicked with CODE, joined again)
+//   sync result=CODE revision=R received=BYTES t=SECONDS    (--mode sync: one shared-state sync, then done)
 //   done
+// --mode sync holds one shared tensor "w" of --shared-mib MiB at --revision,
+// filled with shared_word(i) (revision > 0) or zeros (0: it receives only).
 // A retryable failure is followed by ferry_update_topology, as a training loop would.
 // A fatal one (master lost, kicked) ends the process with status 3, except a
 // first kick with --rejoin-after-kick: a new communicator joins as a newcomer.
@@ -66,6 +69,40 @@ class FdHog {
   std::thread freer_;
 };
 
+// Word i of a holder's shared tensor: every word differs from its neighbours.
+uint32_t shared_word(size_t i) { return static_cast<uint32_t>(i) * 2654435761u + 1u; }
+
+// One shared-state sync of "w"; returns the process's exit status.
+int sync_once(ferry_comm* comm, size_t mib, uint64_t revision) {
+  std::vector<uint32_t> words(mib << 18);
+  if (revision > 0)
+    for (size_t i = 0; i < words.size(); ++i) words[i] = shared_word(i);
+  ferry_tensor t;
+  ferry_tensor_init(&t);
+  t.name = "w";
+  t.data = words.data();
+  t.count = words.size();
+  t.dtype = FERRY_U32;
+  ferry_shared_state state;
+  ferry_shared_state_init(&state);
+  state.revision = revision;
+  state.tensors = &t;
+  state.count = 1;
+  ferry_sync_info info{};
+  info.struct_size = sizeof info;
+  ferry_result r = ferry_sync_shared_state(comm, &state, revision > 0 ? FERRY_SYNC_ENFORCE_POPULAR : FERRY_SYNC_RECEIVE_ONLY, &info);
+  if (r != FERRY_OK) std::fprintf(stderr, "sync: %s: %s\n", ferry_strerror(r), ferry_last_error());
+  bool exact = true;
+  for (size_t i = 0; i < words.size() && exact; ++i) exact = words[i] == shared_word(i);
+  std::printf("sync result=%d revision=%llu received=%llu exact=%d t=%.6f\n", static_cast<int>(r),
+              static_cast<unsigned long long>(state.revision), static_cast<unsigned long long>(info.bytes_received),
+              exact ? 1 : 0, monotonic_s());
+  std::printf("done\n");
+  std::fflush(stdout);
+  ferry_comm_destroy(comm);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -80,7 +117,12 @@ int main(int argc, char** argv) {
   app.add_option("--peers", peers, "wait until the group has this many peers");
   app.add_option("--rounds", rounds);
   app.add_option("--floats", floats);
-  app.add_option("--mode", mode, "loop: one all-reduce per round; retry: ferry_allreduce_multiple_with_retry");
+  app.add_option("--mode", mode,
+                 "loop: one all-reduce per round; retry: ferry_allreduce_multiple_with_retry; sync: one shared-state sync");
+  size_t shared_mib = 64;
+  uint64_t revision = 5;
+  app.add_option("--shared-mib", shared_mib, "--mode sync: the shared tensor's size");
+  app.add_option("--revision", revision, "--mode sync: this peer's revision (0: receive only)");
   app.add_option("--connections", connections);
   app.add_option("--heartbeat-ms", heartbeat_ms);
   app.add_option("--progress-ms", progress_ms);
@@ -94,6 +136,8 @@ int main(int argc, char** argv) {
   app.add_option("--io-threads", io_threads);
   uint16_t p2p_port = 0;
   app.add_option("--p2p-port", p2p_port, "listen for ring links on this port (default: any free one)");
+  uint16_t advertised_port = 0;
+  app.add_option("--advertised-port", advertised_port, "the port neighbours are told to dial (a proxy's)");
   app.add_option("--fd-limit", fd_limit, "set RLIMIT_NOFILE (soft and hard) to this first, so the library cannot raise it");
   app.add_option("--starve-fds-on-admit", starve_fds_ms,
                  "with --admit: before the first admission's update_topology, fill the descriptor table for this many ms");
@@ -117,6 +161,7 @@ int main(int argc, char** argv) {
   params.shared_memory = shared_memory ? 1 : 0;
   params.io_threads = io_threads;
   params.p2p_port_min = params.p2p_port_max = p2p_port;
+  params.advertised_port = advertised_port;
   ferry_comm* comm = nullptr;
   // Joins and waits for the group; false (said on stderr) when that fails.
   auto join = [&] {
@@ -144,6 +189,7 @@ int main(int argc, char** argv) {
   std::printf("ready rank=%lld world=%lld\n", static_cast<long long>(attr(comm, FERRY_ATTR_RANK)),
               static_cast<long long>(attr(comm, FERRY_ATTR_GROUP_WORLD_SIZE)));
   std::fflush(stdout);
+  if (mode == "sync") return sync_once(comm, shared_mib, revision);
 
   std::vector<float> data(floats);
   ferry_allreduce_desc desc;

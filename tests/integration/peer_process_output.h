@@ -11,15 +11,17 @@
 
 namespace ferry::test {
 
-// One "op ...", "next ..." or "rejoined ..." line of ferry-test-peer.
+// One "op ...", "next ...", "rejoined ..." or "sync ..." line of ferry-test-peer.
 struct OpLine {
-  std::string kind;  // "op", "next" or "rejoined"
+  std::string kind;  // "op", "next", "rejoined" or "sync"
   int round = -1;
   int result = -1;
   unsigned world = 0;
   double value = 0;
   int uniform = 0;
   double t = 0;
+  uint64_t revision = 0, received = 0;  // sync lines
+  int exact = 0;
 };
 
 inline std::vector<OpLine> op_lines(const std::string& out) {
@@ -29,7 +31,7 @@ inline std::vector<OpLine> op_lines(const std::string& out) {
     std::istringstream words(line);
     OpLine op;
     words >> op.kind;
-    if (op.kind != "op" && op.kind != "next" && op.kind != "rejoined") continue;
+    if (op.kind != "op" && op.kind != "next" && op.kind != "rejoined" && op.kind != "sync") continue;
     for (std::string word; words >> word;) {
       const auto eq = word.find('=');
       if (eq == std::string::npos) continue;
@@ -40,6 +42,9 @@ inline std::vector<OpLine> op_lines(const std::string& out) {
       else if (key == "value") op.value = std::stod(value);
       else if (key == "uniform") op.uniform = std::stoi(value);
       else if (key == "t") op.t = std::stod(value);
+      else if (key == "revision") op.revision = std::stoull(value);
+      else if (key == "received") op.received = std::stoull(value);
+      else if (key == "exact") op.exact = std::stoi(value);
     }
     lines.push_back(op);
   }

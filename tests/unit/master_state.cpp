@@ -418,6 +418,65 @@ TEST_CASE("master: losing a member aborts its collectives and breaks the ring un
   CHECK_FALSE(f.state.ring_broken(0));
 }
 
+TEST_CASE("master: a sync outlives a lost holder while every member still fetching has another, and no longer",
+          "[master][shared]") {
+  Fixture f;
+  f.ring_of(3);
+  uint64_t e = f.state.epoch(0);
+  // Conns 1 and 2 hold revision 5 of "w"; conn 3 (revision 0, receive-only) fetches it from both.
+  auto sync = [&](ConnId conn, uint64_t revision, uint64_t hash, SyncStrategy strategy) {
+    f.state.on_message(conn, SyncBegin{e, 0, revision, static_cast<uint8_t>(strategy), {{"w", 10, 100, hash, 0}}});
+  };
+  sync(1, 5, 0xA, SyncStrategy::enforce_popular);
+  sync(2, 5, 0xA, SyncStrategy::enforce_popular);
+  sync(3, 0, 0xC, SyncStrategy::receive_only);
+  f.step();
+  REQUIRE(f.sent<SyncPlan>().size() == 3);
+  SECTION("one holder lost: the sync goes on and commits among the survivors") {
+    f.state.on_message(1, CollectiveEnd{e, 0, 0, ""});  // a holder that ended before it died changes nothing
+    f.step();
+    f.state.on_disconnected(1, "connection reset");
+    f.step();
+    CHECK(f.sent<CollectiveResult>().empty());
+    CHECK(f.state.ring_broken(0));
+    f.state.on_message(2, CollectiveEnd{e, 0, 0, ""});
+    CHECK(f.step().sends.empty());
+    f.state.on_message(3, CollectiveEnd{e, 0, 0, ""});
+    f.step();
+    f.expect_verdicts(2, Errc::ok);
+    CHECK(f.state.shared_revision(0) == 5);
+    CHECK(f.state.ring(0).size() == 2);
+  }
+  SECTION("both holders lost: the fetch cannot finish and the sync aborts") {
+    f.state.on_disconnected(1, "connection reset");
+    f.step();
+    CHECK(f.sent<CollectiveResult>().empty());
+    f.state.on_disconnected(2, "connection reset");
+    f.step();
+    f.expect_verdicts(1, Errc::peer_lost);
+    CHECK_FALSE(f.state.shared_revision(0).has_value());
+  }
+  SECTION("the fetcher done, both holders lost: nobody is left who needs them, and it commits") {
+    f.state.on_message(3, CollectiveEnd{e, 0, 0, ""});
+    f.step();
+    f.state.on_disconnected(1, "connection reset");
+    f.state.on_disconnected(2, "connection reset");
+    f.step();
+    f.expect_verdicts(1, Errc::ok);
+    CHECK(f.state.shared_revision(0) == 5);
+  }
+  SECTION("an all-reduce open beside the sync still aborts") {
+    for (ConnId c = 1; c <= 3; ++c) f.state.on_message(c, begin(e, 1));
+    f.step();
+    f.state.on_disconnected(2, "connection reset");
+    f.step();
+    auto results = f.sent<CollectiveResult>();
+    REQUIRE(results.size() == 2);
+    for (auto& [conn, r] : results) CHECK(r.seq == 1);
+    f.expect_verdicts(2, Errc::peer_lost);
+  }
+}
+
 TEST_CASE("master: a member lost during a proposal is dropped and the ring proposed again", "[master]") {
   Fixture f;
   f.ring_of(2);
