@@ -66,6 +66,8 @@ ferry::peer::CommConfig to_config(const ferry_comm_params& p) {
   c.timeout = milliseconds(p.timeout_ms);
   c.progress_timeout = milliseconds(p.progress_timeout_ms);
   c.heartbeat_timeout = milliseconds(p.heartbeat_timeout_ms);
+  check_range(p.master_reconnect_timeout_ms, 0, 86'400'000, "master_reconnect_timeout_ms");
+  c.master_reconnect_timeout = milliseconds(p.master_reconnect_timeout_ms);
   c.io_threads = p.io_threads;
   c.max_chunk_bytes = p.max_chunk_bytes;
   check_range(p.shared_memory, 0, 1, "shared_memory");
@@ -157,6 +159,7 @@ void ferry_comm_params_init(ferry_comm_params* params) {
   params->io_threads = 2;
   params->max_chunk_bytes = 256u << 10;
   params->shared_memory = 1;
+  params->master_reconnect_timeout_ms = 300000;
 }
 
 ferry_result ferry_comm_create(const ferry_comm_params* params, ferry_comm** out) {

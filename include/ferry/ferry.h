@@ -92,8 +92,12 @@ typedef enum ferry_result {
   /* A peer of this operation's world died, left, or was kicked. Call
      ferry_update_topology, then retry in the smaller world. */
   FERRY_ERR_PEER_LOST = 4,
-  /* The connection to the master broke or the master stopped answering.
-     The communicator is unusable; destroy it. */
+  /* The master is gone: the connection broke or the master stopped
+     answering, and it did not come back within master_reconnect_timeout_ms
+     (or the window is 0, or this peer was not admitted yet). The
+     communicator is unusable; destroy it. While the window is open a lost
+     master costs a retryable FERRY_ERR_PEER_LOST instead (see
+     ferry_comm_params.master_reconnect_timeout_ms). */
   FERRY_ERR_MASTER_LOST = 5,
   /* Could not reach or bind an address (master down, port in use). */
   FERRY_ERR_CONNECT = 6,
@@ -325,6 +329,25 @@ typedef struct ferry_comm_params {
      injector between peers on one host must see the bytes). With TLS, bytes
      in shared memory are not encrypted: they never leave the machine. */
   uint32_t shared_memory;
+  /* How long an admitted peer keeps dialing a master it lost (added in
+     0.3), in ms: default 300000 (5 minutes); 0: a lost master is
+     FERRY_ERR_MASTER_LOST at once, as before. Meanwhile the peer keeps its
+     tensors, id and ring place: collectives in flight fail with
+     FERRY_ERR_PEER_LOST (retryable), except those that had ended here and
+     waited for the master's verdict, which wait for the next master (it
+     commits them when some member saw them committed, else aborts them);
+     new collectives fail at once with FERRY_ERR_PEER_LOST;
+     ferry_update_topology and ferry_peers_pending wait for the master. A
+     master started again on the same address (same secret, certificates)
+     rebuilds the groups from what their members tell it, keeps the ring
+     that was last committed, and the next ferry_update_topology re-forms
+     its links: ferry_allreduce_multiple_with_retry and a loop that retries
+     on retryable results carry on by themselves. A peer the new master
+     cannot take back (the group committed a new ring without it, or it
+     came after the group settled: master_state.h) gets FERRY_ERR_KICKED and
+     rejoins as a newcomer; a master that never comes back in the window
+     ends in FERRY_ERR_MASTER_LOST. 0..86400000. */
+  uint32_t master_reconnect_timeout_ms;
 } ferry_comm_params;
 
 FERRY_API void ferry_comm_params_init(ferry_comm_params* params);
@@ -472,8 +495,9 @@ FERRY_API ferry_result ferry_comm_link_matrix(ferry_comm* comm, ferry_link_info*
    fail. Blocks at most 2.5 s (plus the end of a chunk already being
    reduced): up to 2 s for those operations to release their buffers and the
    master to take the goodbye, then up to 0.5 s for the library's threads to
-   finish their work before they are stopped. On return no library thread
-   touches any operation's buffers. NULL is allowed. */
+   finish their work before they are stopped; while a lost master is being
+   dialed again, up to 2 s more for the dial in flight. On return no library
+   thread touches any operation's buffers. NULL is allowed. */
 FERRY_API void ferry_comm_destroy(ferry_comm* comm);
 
 /* ------------------------------------------------------------------------ */

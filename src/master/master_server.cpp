@@ -20,7 +20,11 @@ uint64_t now_ms() {
 }  // namespace
 
 MasterServer::MasterServer(MasterServerOptions options)
-    : options_(std::move(options)), state_(options_.limits, options_.secret) {
+    : options_(std::move(options)),
+      state_(options_.limits, options_.secret,
+             static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       std::chrono::system_clock::now().time_since_epoch())
+                                       .count())) {
   if (!options_.transport) options_.transport = net::make_tcp_transport();
   net::FdLimit fds = net::raise_fd_limit();
   strangers_ = net::StrangerGate::create(

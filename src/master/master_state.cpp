@@ -6,26 +6,16 @@
 
 #include "core/auth_labels.h"
 #include "master/ring_verdict.h"
+#include "master/peer_ids.h"
 #include "master/shared_state_election.h"
 
 #include "core/log.h"
 #include "net/host_addresses.h"
 
 namespace ferry::master {
-namespace {
 
-std::string peer_name(PeerId id) { return "peer " + std::to_string(id); }
-
-bool contains(const std::vector<PeerId>& v, PeerId id) {
-  return std::find(v.begin(), v.end(), id) != v.end();
-}
-
-void erase_value(std::vector<PeerId>& v, PeerId id) { v.erase(std::remove(v.begin(), v.end(), id), v.end()); }
-
-}  // namespace
-
-MasterState::MasterState(MasterLimits limits, std::optional<RunSecret> secret)
-    : limits_(limits), secret_(std::move(secret)) {}
+MasterState::MasterState(MasterLimits limits, std::optional<RunSecret> secret, uint64_t first_peer_id)
+    : limits_(limits), secret_(std::move(secret)), next_peer_id_(std::max<uint64_t>(first_peer_id, 1)) {}
 
 Effects MasterState::take_effects() { return std::exchange(effects_, {}); }
 
@@ -101,11 +91,24 @@ void MasterState::on_hello(ConnId conn, const wire::Hello& hello) {
                     std::to_string(limits_.min_heartbeat_timeout_ms) + ".." +
                     std::to_string(limits_.max_heartbeat_timeout_ms));
 
+  if (hello.resume_peer_id) return on_resume(conn, hello, timeout);
   if (auto refused = refusal(from, hello.peer_group)) return kick(conn, Errc::kicked, *refused);
 
+  Peer& peer = add_peer(conn, hello, next_peer_id_++, timeout);
+  Group& group = groups_[hello.peer_group];
+  group.id = hello.peer_group;
+  group.waiting.push_back(peer.id);
+  ++pending_by_source_[peer.source];
+  log().info("join: {} (group {}, p2p {}:{}, {} connections) is pending", peer_name(peer.id),
+               group.id, peer.endpoint.host, peer.endpoint.port, peer.connections);
+  // Nobody to ask: an empty group admits its first peers at once.
+  if (group.ring.empty() && !group.proposal) start_proposal(group);
+}
+
+MasterState::Peer& MasterState::add_peer(ConnId conn, const wire::Hello& hello, PeerId id, uint32_t timeout) {
   Connection& c = connections_.at(conn);
   Peer peer;
-  peer.id = next_peer_id_++;
+  peer.id = id;
   peer.conn = conn;
   peer.group = hello.peer_group;
   peer.connections = hello.p2p_connections;
@@ -116,19 +119,11 @@ void MasterState::on_hello(ConnId conn, const wire::Hello& hello) {
   peer.endpoint.port = hello.advertised_port;
   peer.endpoint.other_hosts = net::other_family_addresses(peer.endpoint.host, hello.other_hosts, wire::kMaxOtherHosts);
   c.peer = peer.id;
-  peers_[peer.id] = peer;
   effects_.deadlines.push_back({conn, timeout});
   std::string proof = secret_ ? secret_->proof(auth_label::kMasterToPeer, hello.nonce, c.nonce) : std::string();
+  Peer& added = peers_[peer.id] = peer;
   send(peer.id, wire::Welcome{peer.id, c.remote_host, proof});
-
-  Group& group = groups_[hello.peer_group];
-  group.id = hello.peer_group;
-  group.waiting.push_back(peer.id);
-  ++pending_by_source_[peer.source];
-  log().info("join: {} (group {}, p2p {}:{}, {} connections) is pending", peer_name(peer.id),
-               group.id, peer.endpoint.host, peer.endpoint.port, peer.connections);
-  // Nobody to ask: an empty group admits its first peers at once.
-  if (group.ring.empty() && !group.proposal) start_proposal(group);
+  return added;
 }
 
 // Why a hello from `from` for `group` is refused, if it is.
@@ -204,6 +199,7 @@ void MasterState::handle(Peer& peer, const wire::PendingQuery&) {
 }
 
 void MasterState::maybe_complete_votes(Group& group) {
+  if (group.resume && !group.resume->settled) return;  // maybe_settle calls again
   auto all_in = [&](const std::set<PeerId>& votes) {
     if (group.ring.empty() || group.proposal) return false;
     return std::all_of(group.ring.begin(), group.ring.end(),
@@ -438,6 +434,7 @@ void MasterState::end_probes(Group& group) {
 void MasterState::on_tick(uint64_t now_ms) {
   advance_clock(now_ms);
   for (auto& [id, group] : groups_) {
+    maybe_settle(group);
     // A blamed joiner's deadline may have passed: the answers in hand decide.
     if (group.proposal && !group.proposal->probing) settle_proposal(group);
     if (!group.proposal || !group.proposal->probing || group.proposal->probe_waiting.empty()) continue;
@@ -525,6 +522,7 @@ void MasterState::maybe_commit_proposal(Group& group) {
   }
   group.proposal.reset();
   group.reroutes = 0;
+  group.resume.reset();
   log().info("phase: group {} committed epoch {}: ring of {}", group.id, group.epoch, group.ring.size());
   send_all(group.ring, done_message(group));
 }
@@ -810,6 +808,7 @@ void MasterState::remove_peer(PeerId id, const std::string& reason) {
   maybe_idle_.insert(group.id);
   log().info("leave: {} (group {}): {}", peer_name(id), group.id, reason);
   erase_value(group.waiting, id);
+  if (group.resume) group.resume->awaiting.erase(id);
   group.links.forget(id);
   group.topology_votes.erase(id);
   group.pending_queries.erase(id);

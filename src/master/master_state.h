@@ -40,6 +40,22 @@
 //   every member alike: success is all-or-nothing.
 // Losing an accepted member marks its group's ring broken: collectives fail
 // with peer_lost until the survivors vote a new topology.
+//
+// A master started again (master_resume.cpp): members that lost the old one
+// dial again with a resume hello (their id, epoch, ring, shared-state
+// revision, the collectives they saw committed and those awaiting a
+// verdict). A group with no state here is rebuilt from them: its ring is the
+// one of the highest epoch any member reports (epochs only grow, and a
+// member holds one only once the old master committed it), less the members
+// not back; it is broken, so collectives wait for a vote, which waits until
+// the group settles: every member of that ring is back, or resume_settle_ms
+// passed. Then each awaited collective is committed when some member saw it
+// committed (a commit needs every member's ok end, so the others all await
+// it) and aborted otherwise. Newcomers that formed the group on this master
+// before the first resume (their epochs are below the old master's) stay,
+// after the old ring's members. Resumes into a group this master committed
+// at a higher epoch, or one that settled, are refused: those peers join
+// again as newcomers.
 #pragma once
 
 #include <chrono>
@@ -153,12 +169,22 @@ struct MasterLimits {
   // after the proposal, plus a second; at most this long. A fake that never
   // answers stalls the vote no longer than that, or its link timeout.
   uint64_t max_silent_link_ms = 20'000;
+  // After a restart, how long a rebuilt group waits for the members of its
+  // last ring before it settles without the missing ones. Members dial again
+  // with a back-off of at most a second (peer/communicator.h), so a live one
+  // is back well within this.
+  uint64_t resume_settle_ms = 10'000;
 };
 
 class MasterState {
  public:
   // With a secret, every peer must prove it holds it (and the master proves it back).
-  explicit MasterState(MasterLimits limits = {}, std::optional<RunSecret> secret = std::nullopt);
+  // first_peer_id: the id of the first newcomer. A master started again must not
+  // hand out ids its predecessor gave to members that will come back: the
+  // server starts at the wall clock in ms (a predecessor that started earlier
+  // gave out fewer ids than milliseconds passed since).
+  explicit MasterState(MasterLimits limits = {}, std::optional<RunSecret> secret = std::nullopt,
+                       uint64_t first_peer_id = 1);
 
   // `nonce`: fresh randomness from the caller (the state machine itself stays deterministic).
   void on_connected(ConnId conn, const std::string& remote_host, const std::string& nonce);
@@ -253,6 +279,16 @@ class MasterState {
     bool settling = false;  // evicting a proposal's culprits: one re-proposal afterwards, not one each
     uint32_t reroutes = 0;  // proposals re-ordered around failed links since the last commit
     LinkMatrix links;       // what its members measured of the links between them
+    // Set while the group is rebuilt from resume hellos; gone at its next commit.
+    struct Resume {
+      uint64_t started_ms = 0;
+      std::vector<PeerId> last_ring;  // of the highest epoch reported (group.epoch)
+      std::vector<PeerId> fresh;      // members that joined this master as newcomers before the first resume
+      bool settled = false;
+      std::vector<wire::SeqRange> committed;  // collectives of group.epoch some member saw committed
+      std::map<PeerId, std::pair<uint64_t, std::vector<wire::SeqRange>>> awaiting;  // epoch and seqs, per member
+    };
+    std::optional<Resume> resume;
   };
 
   struct Backoff {
@@ -281,6 +317,11 @@ class MasterState {
   void handle(Peer& peer, const wire::LinkMatrixQuery& m);
   void handle(Peer& peer, const wire::ProbeDone& m);
   void on_hello(ConnId conn, const wire::Hello& hello);
+  // Makes the connection's peer (welcomed, pending) with this id.
+  Peer& add_peer(ConnId conn, const wire::Hello& hello, PeerId id, uint32_t heartbeat_timeout_ms);
+  // master_resume.cpp
+  void on_resume(ConnId conn, const wire::Hello& hello, uint32_t heartbeat_timeout_ms);
+  void maybe_settle(Group& group);
   void dispatch(ConnId conn, const wire::Message& message);
   void drop_connection(ConnId conn, const std::string& reason);
 

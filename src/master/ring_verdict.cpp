@@ -2,10 +2,10 @@
 
 #include <algorithm>
 
+#include "master/peer_ids.h"
+
 namespace ferry::master {
 namespace {
-
-std::string peer_name(uint64_t id) { return "peer " + std::to_string(id); }
 
 // The answers of one proposal, read as claims about its links.
 class Claims {

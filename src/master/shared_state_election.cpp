@@ -1,14 +1,14 @@
 #include "master/shared_state_election.h"
 
 #include <algorithm>
+
+#include "master/peer_ids.h"
 #include <set>
 
 namespace ferry::master {
 namespace {
 
 using wire::SyncStrategy;
-
-std::string peer_name(uint64_t id) { return "peer " + std::to_string(id); }
 
 std::string describe(const wire::TensorDigest& t) {
   return "'" + t.name + "' (dtype " + std::to_string(t.dtype) + ", " + std::to_string(t.count) + " elements" +

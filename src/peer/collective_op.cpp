@@ -43,6 +43,7 @@ void CollectiveOp::mark_local_done() {
     note_stall(end_sent_at_);
     phase_ = Phase::local_done;
     end_sent_ = true;
+    ended_ok_ = true;
   }
   host_.send_end(epoch_, seq_, Status::success());
 }
@@ -171,6 +172,11 @@ void CollectiveOp::maybe_finish(std::unique_lock<std::mutex>& lock) {
   host_.op_finished(seq_);
   lock.lock();
   finished_cv_.notify_all();
+}
+
+bool CollectiveOp::awaiting_verdict() const {
+  std::lock_guard lock(mu_);
+  return ended_ok_ && !verdict_;  // a link failing after our end(ok) leaves the verdict to the master
 }
 
 bool CollectiveOp::finished() const {

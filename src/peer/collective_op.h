@@ -78,6 +78,9 @@ class CollectiveOp {
   bool cancel_if_not_started(const Status& why);
   void check_deadlines(Clock::time_point now);
   bool finished() const;
+  // Ended ok here and waits for the master's verdict: the master may have
+  // committed it, so losing the master must not abort it (communicator.h).
+  bool awaiting_verdict() const;
 
  protected:
   // issued -> running; false when it already failed (a late go is ignored).
@@ -121,6 +124,7 @@ class CollectiveOp {
   std::condition_variable finished_cv_;
   Phase phase_ = Phase::issued;           // guarded by mu_
   bool end_sent_ = false;                 // guarded by mu_
+  bool ended_ok_ = false;                 // guarded by mu_; the end sent was end(ok)
   Clock::time_point end_sent_at_;         // guarded by mu_
   // The verdict was late: we asked the master to abort (end(failure)) and wait
   // for its verdict, which may still be a commit that won the race.

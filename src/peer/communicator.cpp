@@ -23,6 +23,8 @@ constexpr std::chrono::milliseconds kLeaveGrace{2'000};
 constexpr std::chrono::milliseconds kCloseGrace{500};
 // Links change over seconds, collectives may come every millisecond: one report a second at most.
 constexpr std::chrono::milliseconds kLinkReportInterval{1'000};
+// Committed collectives remembered for a resume record (its last kMaxResumeRanges ranges are sent).
+constexpr size_t kRecentCommits = 4'096;
 
 CommConfig with_transport(CommConfig config) {
   if (!config.transport) config.transport = net::make_tcp_transport();
@@ -112,6 +114,12 @@ Communicator::~Communicator() {
     was_alive = state_ != State::dead;
   }
   die(Status::failure(Errc::invalid_usage, "the communicator was destroyed"));
+  std::thread redial;
+  {
+    std::lock_guard lock(mu_);
+    redial = std::move(reconnector_);
+  }
+  if (redial.joinable()) redial.join();  // its dial ends within a second or two
   prober_.stop();  // a round in flight ends within ~20 ms
   // Say goodbye, so the master drops us at once instead of after a silence.
   if (was_alive) session_.leave();
@@ -137,8 +145,16 @@ void Communicator::wait_for(std::unique_lock<std::mutex>& lock, Pred pred, const
   if (!ok) throw Error(Errc::timeout, what + " did not complete within " + ms(config_.timeout));
 }
 
+std::optional<Status> Communicator::master_away(const char* call) const {
+  if (state_ != State::reconnecting) return std::nullopt;
+  return Status::failure(Errc::peer_lost, std::string(call) + ": the master is being reconnected (" +
+                                              lost_master_.message +
+                                              "); call ferry_update_topology, which waits for it, then again");
+}
+
 void Communicator::require_accepted(const char* call) const {
   if (state_ == State::dead) throw Error(dead_reason_.code, dead_reason_.message);
+  if (auto away = master_away(call)) throw Error(away->code, away->message);
   if (state_ != State::accepted)
     throw Error(Errc::invalid_usage, std::string(call) + ": this peer is not admitted yet; call ferry_connect first");
 }
@@ -172,19 +188,8 @@ void Communicator::connect() {
   if (state_ == State::accepted) throw Error(Errc::invalid_usage, "already connected");
   if (state_ == State::idle) {
     state_ = State::connecting;
-    wire::Hello hello;
-    hello.peer_group = config_.peer_group;
-    // A listener on "::" or 0.0.0.0 with no address chosen for it is offered at every
-    // interface address too: the master passes on those of the family it did not see.
-    if (advertised.empty() && listener_->address().is_unspecified())
-      hello.other_hosts = net::interface_addresses(listener_->takes_v4(), listener_->takes_v6());
-    if (hello.other_hosts.size() > wire::kMaxOtherHosts) hello.other_hosts.resize(wire::kMaxOtherHosts);
-    hello.advertised_host = std::move(advertised);
-    hello.advertised_port = config_.advertised_port ? config_.advertised_port : listener_->port();
-    hello.p2p_connections = config_.connections ? config_.connections : kStartLanes;
-    hello.heartbeat_timeout_ms = static_cast<uint32_t>(config_.heartbeat_timeout.count());
-    hello.silent_link_ms = static_cast<uint32_t>(LinkSetup::silent_link_deadline(link_options_).count());
-    hello.nonce = random_nonce();
+    advertised_ = std::move(advertised);
+    wire::Hello hello = hello_message();
     lock.unlock();
     try {
       session_.open(std::move(hello));
@@ -199,35 +204,97 @@ void Communicator::connect() {
            "admission by the master (this peer stays pending; call ferry_connect again to keep waiting)");
 }
 
+wire::Hello Communicator::hello_message() const {
+  wire::Hello hello;
+  hello.peer_group = config_.peer_group;
+  // A listener on "::" or 0.0.0.0 with no address chosen for it is offered at every
+  // interface address too: the master passes on those of the family it did not see.
+  if (advertised_.empty() && listener_->address().is_unspecified())
+    hello.other_hosts = net::interface_addresses(listener_->takes_v4(), listener_->takes_v6());
+  if (hello.other_hosts.size() > wire::kMaxOtherHosts) hello.other_hosts.resize(wire::kMaxOtherHosts);
+  hello.advertised_host = advertised_;
+  hello.advertised_port = config_.advertised_port ? config_.advertised_port : listener_->port();
+  hello.p2p_connections = config_.connections ? config_.connections : kStartLanes;
+  hello.heartbeat_timeout_ms = static_cast<uint32_t>(config_.heartbeat_timeout.count());
+  hello.silent_link_ms = static_cast<uint32_t>(LinkSetup::silent_link_deadline(link_options_).count());
+  hello.nonce = random_nonce();
+  if (state_ != State::reconnecting) return hello;
+  auto view = membership_.view();
+  hello.resume_peer_id = peer_id_;
+  hello.resume_epoch = view.epoch;
+  for (const auto& m : view.ring) hello.resume_ring.push_back(m.peer_id);
+  hello.resume_revision = revision_ ? *revision_ + 1 : 0;
+  if (commits_epoch_ == view.epoch) {
+    // The latest ranges: a collective another member awaits is among the last this one saw committed.
+    auto committed = wire::seq_ranges(std::vector<uint32_t>(recent_commits_.begin(), recent_commits_.end()));
+    const size_t keep = std::min(committed.size(), wire::kMaxResumeRanges);
+    hello.resume_committed.assign(committed.end() - static_cast<std::ptrdiff_t>(keep), committed.end());
+  }
+  hello.resume_awaiting = awaited_ranges(view.epoch);
+  return hello;
+}
+
+std::vector<wire::SeqRange> Communicator::awaited_ranges(uint64_t epoch) const {
+  std::vector<uint32_t> seqs;
+  for (const auto& op : ops_->in_flight())
+    if (op->epoch() == epoch && op->awaiting_verdict()) seqs.push_back(op->seq());
+  std::sort(seqs.begin(), seqs.end());
+  return wire::seq_ranges(seqs);
+}
+
+std::optional<std::string> Communicator::resume_too_large() const {
+  auto view = membership_.view();
+  if (view.ring.size() > wire::kMaxResumeRing)
+    return "its ring of " + std::to_string(view.ring.size()) + " members is more than a resume record holds (" +
+           std::to_string(wire::kMaxResumeRing) + ")";
+  if (size_t n = awaited_ranges(view.epoch).size(); n > wire::kMaxResumeRanges)
+    return "the collectives awaiting a verdict here form " + std::to_string(n) +
+           " runs of numbers, more than a resume record holds (" + std::to_string(wire::kMaxResumeRanges) + ")";
+  return std::nullopt;
+}
+
+void Communicator::wait_for_master(std::unique_lock<std::mutex>& lock) {
+  cv_.wait_until(lock, reconnect_deadline_, [&] { return state_ != State::reconnecting; });
+  if (state_ == State::dead) throw Error(dead_reason_.code, dead_reason_.message);
+}
+
 void Communicator::update_topology(bool optimize) {
   std::lock_guard vote(vote_mu_);
   std::unique_lock lock(mu_);
-  require_accepted("update_topology");
-  if (size_t in_flight = ops_->size())
-    throw Error(Errc::invalid_usage, "update_topology with " + std::to_string(in_flight) +
-                                         " collectives in flight; wait for them first");
-  uint64_t before = topology_done_count_;
-  auto links = membership_.view().links;
-  wire::TopologyVote ballot;
-  ballot.links_broken = links && !links->failure().ok();
-  ballot.optimize = optimize ? 1 : 0;
-  session_.send(ballot);
-  wait_for(lock, [&] { return topology_done_count_ > before; }, "update_topology");
+  for (;;) {
+    wait_for_master(lock);
+    require_accepted("update_topology");
+    if (size_t in_flight = ops_->size())
+      throw Error(Errc::invalid_usage, "update_topology with " + std::to_string(in_flight) +
+                                           " collectives in flight; wait for them first");
+    uint64_t before = topology_done_count_, losses = master_losses_;
+    auto links = membership_.view().links;
+    wire::TopologyVote ballot;
+    ballot.links_broken = links && !links->failure().ok();
+    ballot.optimize = optimize ? 1 : 0;
+    session_.send(ballot);
+    wait_for(lock, [&] { return topology_done_count_ > before || master_losses_ != losses; }, "update_topology");
+    if (topology_done_count_ > before) return;
+    // The master was lost mid-vote: vote again with the one that comes back.
+  }
 }
 
 uint32_t Communicator::peers_pending() {
   std::lock_guard vote(vote_mu_);
   std::unique_lock lock(mu_);
-  require_accepted("peers_pending");
-  uint64_t before = pending_answers_;
-  session_.send(wire::PendingQuery{});
-  wait_for(lock, [&] { return pending_answers_ > before; }, "peers_pending");
-  return last_pending_;
+  for (;;) {
+    wait_for_master(lock);
+    require_accepted("peers_pending");
+    uint64_t before = pending_answers_, losses = master_losses_;
+    session_.send(wire::PendingQuery{});
+    wait_for(lock, [&] { return pending_answers_ > before || master_losses_ != losses; }, "peers_pending");
+    if (pending_answers_ > before) return last_pending_;
+  }
 }
 
 Attributes Communicator::attributes() const {
   std::lock_guard lock(mu_);
-  if (state_ != State::accepted && state_ != State::dead)
+  if (state_ != State::accepted && state_ != State::reconnecting && state_ != State::dead)
     throw Error(Errc::invalid_usage, "attributes are known once the peer is admitted (ferry_connect)");
   auto view = membership_.view();
   Attributes a;
@@ -249,9 +316,11 @@ size_t Communicator::ops_in_flight() const { return ops_->size(); }
 std::shared_ptr<AllreduceOp> Communicator::allreduce_async(const void* send, void* recv, size_t count,
                                                            const AllreduceSpec& spec) {
   std::shared_ptr<AllreduceOp> op;
+  std::optional<Status> no_master;
   {
     std::lock_guard lock(mu_);
-    require_accepted("allreduce");
+    no_master = master_away("allreduce");
+    if (!no_master) require_accepted("allreduce");
     auto view = membership_.view();
     RingPlan plan(count, dtype_size(spec.dtype), static_cast<uint32_t>(view.ring.size()), view.rank, view.lanes,
                   config_.max_chunk_bytes);
@@ -261,6 +330,10 @@ std::shared_ptr<AllreduceOp> Communicator::allreduce_async(const void* send, voi
                                                op_deadlines());
         },
         view.links.get());
+  }
+  if (no_master) {
+    op->fail_local(*no_master, /*final=*/true);
+    return op;
   }
   session_.send(wire::CollectiveBegin{op->epoch(),
                                       op->seq(),
@@ -277,15 +350,17 @@ std::shared_ptr<AllreduceOp> Communicator::allreduce_async(const void* send, voi
 std::shared_ptr<SharedStateSync> Communicator::sync_shared_state(SyncSpec spec) {
   {
     std::lock_guard lock(mu_);
-    require_accepted("sync_shared_state");
+    if (!master_away("sync_shared_state")) require_accepted("sync_shared_state");
   }
   if (spec.connections == 0) spec.connections = config_.connections ? config_.connections : kStartLanes;
   // Hashing happens first, with no lock held: it may take a while for large states.
   HashedState state = HashedState::of(std::move(spec));
   std::shared_ptr<SharedStateSync> op;
+  std::optional<Status> no_master;
   {
     std::lock_guard lock(mu_);
-    require_accepted("sync_shared_state");
+    no_master = master_away("sync_shared_state");
+    if (!no_master) require_accepted("sync_shared_state");
     op = ops_->issue<SharedStateSync>(
         [&](uint64_t epoch, uint32_t seq) {
           return std::make_shared<SharedStateSync>(
@@ -296,6 +371,10 @@ std::shared_ptr<SharedStateSync> Communicator::sync_shared_state(SyncSpec spec) 
         },
         nullptr);
   }
+  if (no_master) {
+    op->fail_local(*no_master, /*final=*/true);
+    return op;
+  }
   session_.send(op->begin_message());
   return op;
 }
@@ -303,6 +382,17 @@ std::shared_ptr<SharedStateSync> Communicator::sync_shared_state(SyncSpec spec) 
 // --- what the master says --------------------------------------------------------------------
 
 void Communicator::on_welcome(uint64_t peer_id) {
+  {
+    std::lock_guard lock(mu_);
+    if (state_ == State::reconnecting) {
+      if (peer_id != peer_id_)
+        return die(Status::failure(Errc::protocol, "the master took this peer back under another id"));
+      state_ = State::accepted;
+      cv_.notify_all();
+      log().info("the master is back: resumed as peer {}", peer_id);
+      return;
+    }
+  }
   membership_.set_self(peer_id);
   std::lock_guard lock(mu_);
   peer_id_ = peer_id;
@@ -358,7 +448,21 @@ void Communicator::on_sync_plan(const wire::SyncPlan& plan) {
 }
 
 void Communicator::on_collective_result(const wire::CollectiveResult& result) {
-  if (auto op = ops_->find(result.epoch, result.seq)) op->verdict(status_from_wire(result.code, result.reason));
+  auto op = ops_->find(result.epoch, result.seq);
+  if (op && result.code == 0) {
+    // Remembered for a master started again (hello.resume_*), before the caller hears of it.
+    auto sync = std::dynamic_pointer_cast<SharedStateSync>(op);
+    auto revision = sync ? sync->planned_revision() : std::nullopt;
+    std::lock_guard lock(mu_);
+    if (revision) revision_ = revision;
+    if (result.epoch != commits_epoch_) {
+      commits_epoch_ = result.epoch;
+      recent_commits_.clear();
+    }
+    recent_commits_.insert(result.seq);
+    if (recent_commits_.size() > kRecentCommits) recent_commits_.erase(recent_commits_.begin());
+  }
+  if (op) op->verdict(status_from_wire(result.code, result.reason));
   if (result.code == 0) report_links(false);
 }
 
@@ -400,6 +504,99 @@ std::vector<wire::LinkEntry> Communicator::link_matrix() {
   std::unique_lock lock(mu_);
   wait_for(lock, [&] { return link_answered_ >= request; }, "the link matrix query");
   return link_matrix_;
+}
+
+// --- a lost master ------------------------------------------------------------------------------
+
+void Communicator::on_session_failed(const Status& why) {
+  {
+    std::unique_lock lock(mu_);
+    const bool lost = why.code == Errc::master_lost || why.code == Errc::connect;
+    if (state_ == State::reconnecting && lost) {
+      ++failed_redials_;  // a redial that failed before its welcome: reconnect_loop dials again
+      cv_.notify_all();
+      return;
+    }
+    if (state_ == State::accepted && why.code == Errc::master_lost && config_.master_reconnect_timeout.count() > 0) {
+      // A record cut short could abort here what another member saw committed: better not to resume at all.
+      if (auto too_large = resume_too_large()) {
+        lock.unlock();
+        return die(Status::failure(Errc::master_lost, why.message + "; cannot resume with a new master: " + *too_large));
+      }
+      lock.unlock();
+      return begin_reconnect(why);
+    }
+  }
+  die(why);
+}
+
+void Communicator::begin_reconnect(const Status& why) {
+  {
+    std::lock_guard lock(mu_);
+    if (state_ != State::accepted) return;
+    state_ = State::reconnecting;
+    lost_master_ = why;
+    reconnect_deadline_ = Clock::now() + config_.master_reconnect_timeout;
+    ++master_losses_;
+    cv_.notify_all();
+  }
+  log().warn("{}; dialing it again for up to {}", why.message, ms(config_.master_reconnect_timeout));
+  // What ended ok here may have been committed by the lost master: the next one says.
+  Status retry = Status::failure(Errc::peer_lost, why.message + "; reconnecting: call ferry_update_topology, then again");
+  for (auto& op : ops_->in_flight())
+    if (!op->awaiting_verdict()) op->fail_local(retry, /*final=*/true);
+  std::thread last;
+  std::optional<Status> cannot;
+  {
+    std::lock_guard lock(mu_);
+    if (state_ != State::reconnecting) return;  // destroyed meanwhile: nothing to dial for
+    last = std::move(reconnector_);
+    try {
+      reconnector_ = std::thread([this] { reconnect_loop(); });
+    } catch (const std::system_error& e) {
+      cannot = Status::failure(Errc::master_lost, why.message + "; cannot start the redial thread: " + e.what());
+    }
+  }
+  if (last.joinable()) last.join();  // the last loss's loop, which ended with its welcome
+  if (cannot) die(*cannot);
+}
+
+void Communicator::reconnect_loop() {
+  pthread_setname_np(pthread_self(), "ferry-redial");
+  constexpr auto kMaxBackoff = std::chrono::milliseconds(1'000), kMaxDial = std::chrono::milliseconds(2'000);
+  auto backoff = std::chrono::milliseconds(50);
+  std::unique_lock lock(mu_);
+  while (state_ == State::reconnecting && Clock::now() < reconnect_deadline_) {
+    if (auto too_large = resume_too_large()) {  // an op ended ok since the loss, past what a record holds
+      Status cannot = Status::failure(Errc::master_lost, lost_master_.message + "; cannot resume: " + *too_large);
+      lock.unlock();
+      return die(cannot);
+    }
+    wire::Hello hello = hello_message();
+    const uint64_t failures = failed_redials_;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(reconnect_deadline_ - Clock::now());
+    lock.unlock();
+    bool dialed = true;
+    try {
+      session_.open(std::move(hello), std::clamp(left, std::chrono::milliseconds(1), kMaxDial));
+    } catch (const Error& e) {
+      dialed = false;
+      log().debug("redial of the master failed: {}", e.what());
+    }
+    lock.lock();
+    // Dialed: the welcome (or a kick, or a close) comes within the master's handshake deadline.
+    if (dialed)
+      cv_.wait_until(lock, reconnect_deadline_,
+                     [&] { return state_ != State::reconnecting || failed_redials_ != failures; });
+    if (state_ != State::reconnecting) return;
+    cv_.wait_for(lock, backoff, [&] { return state_ != State::reconnecting; });
+    backoff = std::min(2 * backoff, kMaxBackoff);
+  }
+  if (state_ != State::reconnecting) return;
+  Status gone = Status::failure(Errc::master_lost, lost_master_.message + "; it did not come back within " +
+                                                       ms(config_.master_reconnect_timeout));
+  lock.unlock();
+  die(gone);
 }
 
 void Communicator::die(const Status& why) {

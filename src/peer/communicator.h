@@ -1,6 +1,19 @@
 // A peer of a ferry run: the API its caller sees, the state that API
-// depends on (idle -> connecting -> pending -> accepted -> dead), the
-// collectives in flight and their watchdog. Its jobs live in their own parts:
+// depends on (idle -> connecting -> pending -> accepted <-> reconnecting,
+// and dead), the collectives in flight and their watchdog.
+//
+// Losing the master (not a kick) while accepted, with a reconnect window:
+// collectives that ended ok here and await a verdict stay open (the master
+// may have committed them; the next one settles it, master_state.h); every
+// other one fails with peer_lost (retryable). The peer keeps its tensors,
+// id and ring, and dials the master again with a back-off (50 ms doubling
+// to 1 s) until the window closes, saying what it knew (hello.resume_*).
+// Meanwhile collectives are issued failed (peer_lost, seen where the caller
+// waits), and votes wait for the master to come back. A master that refuses the resume kicks the peer (it
+// joins again as a newcomer); one that never comes back in the window is
+// master_lost, as without a window.
+//
+// Its jobs live in their own parts:
 //   master_session.h   the connection to the master (handshake, heartbeats, dispatch)
 //   ring_membership.h  the ring proposed and committed, and its links' set-up
 //   op_registry.h      the collectives in flight: numbering, life cycle, chunk routing
@@ -27,6 +40,8 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -57,6 +72,7 @@ struct CommConfig {
   std::chrono::milliseconds timeout{60'000};
   std::chrono::milliseconds progress_timeout{20'000};
   std::chrono::milliseconds heartbeat_timeout{10'000};
+  std::chrono::milliseconds master_reconnect_timeout{300'000};  // 0: a lost master is the end
   uint32_t io_threads = 2;
   size_t max_chunk_bytes = 256 << 10;  // measured: chunks that stay in L2 between copy, hash and reduce cost least CPU
   net::SocketTuning p2p_tuning;  // applied to every p2p socket, both directions
@@ -76,8 +92,9 @@ class Communicator final : private MasterSession::Events {
  public:
   // Binds the p2p listener and starts the io threads. Throws Error.
   explicit Communicator(CommConfig config);
-  // Leaves the run. Bounded: up to 2 s for collectives in flight to finish
-  // and the master to hear the goodbye, then up to 0.5 s for queued closes.
+  // Leaves the run. Bounded: up to 2 s for a redial of a lost master in
+  // flight, up to 2 s for collectives in flight to finish and the master to
+  // hear the goodbye, then up to 0.5 s for queued closes.
   ~Communicator() override;
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -97,7 +114,7 @@ class Communicator final : private MasterSession::Events {
   std::vector<wire::LinkEntry> link_matrix();
 
  private:
-  enum class State { idle, connecting, pending, accepted, dead };
+  enum class State { idle, connecting, pending, accepted, reconnecting, dead };
 
   // The host neighbours are told to dial (hello.advertised_host; empty: the
   // master's view). Throws Error (invalid_argument) when that view would be
@@ -115,7 +132,18 @@ class Communicator final : private MasterSession::Events {
   void on_collective_pending(const wire::CollectivePending& pending) override;
   void on_link_matrix(wire::LinkMatrix& matrix) override;
   void on_probe_round(const wire::ProbeRound& round) override;
-  void on_session_failed(const Status& why) override { die(why); }
+  void on_session_failed(const Status& why) override;
+
+  // Master lost while accepted: keep the place, fail what cannot be committed, dial again (reconnect_loop).
+  void begin_reconnect(const Status& why);
+  void reconnect_loop();
+  // The hello every dial of the master sends; with this peer's resume record once it was accepted. mu_ held.
+  wire::Hello hello_message() const;
+  // Why this peer's resume record would not fit a hello (then it cannot resume safely), if so. mu_ held.
+  std::optional<std::string> resume_too_large() const;
+  std::vector<wire::SeqRange> awaited_ranges(uint64_t epoch) const;
+  // Waits while the master is being reconnected; throws if the peer died meanwhile. mu_ held via lock.
+  void wait_for_master(std::unique_lock<std::mutex>& lock);
 
   void on_fetch_hello(const wire::FetchHello& hello, const std::string& welcome_proof,
                       const std::shared_ptr<net::Stream>& stream);
@@ -131,6 +159,9 @@ class Communicator final : private MasterSession::Events {
 
   // Throws unless accepted (the check every collective starts with). mu_ held.
   void require_accepted(const char* call) const;
+  // While the master is being dialed again: the retryable failure a call gets. mu_ held.
+  // Collectives are issued and fail at once with it, so callers meet it where they wait.
+  std::optional<Status> master_away(const char* call) const;
   // Waits on cv_ until pred or dead or the deadline; throws on the latter two. mu_ held via lock.
   template <class Pred>
   void wait_for(std::unique_lock<std::mutex>& lock, Pred pred, const std::string& what);
@@ -162,6 +193,15 @@ class Communicator final : private MasterSession::Events {
   uint64_t link_queries_ = 0;               // matrix queries sent (their request ids)
   uint64_t link_answered_ = 0;              // the request the last matrix answered
   std::vector<wire::LinkEntry> link_matrix_;  // that answer
+  std::string advertised_;                  // the hello's advertised host, fixed at connect
+  uint64_t master_losses_ = 0;              // masters lost so far: a vote sent to a lost one is sent again
+  Status lost_master_;                      // why the last one was lost
+  Clock::time_point reconnect_deadline_{};  // while reconnecting
+  uint64_t failed_redials_ = 0;             // redials whose session failed before the welcome
+  std::optional<uint64_t> revision_;        // of the last shared-state sync committed here
+  uint64_t commits_epoch_ = 0;               // the epoch of recent_commits_
+  std::set<uint32_t> recent_commits_;        // its last kRecentCommits collectives seen committed
+  std::thread reconnector_;                 // runs reconnect_loop; joined by the destructor
   std::mutex report_mu_;                    // taken alone; held while a report is built and queued
   Clock::time_point last_link_report_{};    // guarded by report_mu_
 };

@@ -11,20 +11,30 @@ namespace ferry::peer {
 MasterSession::MasterSession(asio::any_io_executor executor, Options options, Events& events)
     : executor_(std::move(executor)), options_(std::move(options)), events_(events) {}
 
-void MasterSession::open(wire::Hello hello) {
+void MasterSession::open(wire::Hello hello, std::optional<std::chrono::milliseconds> dial_timeout) {
+  {
+    std::lock_guard lock(mu_);
+    if (connection_ && !closed_) throw Error(Errc::invalid_usage, "the master session is already open");
+  }
   std::promise<std::pair<Status, std::shared_ptr<net::Stream>>> dialed;
-  net::dial(executor_, options_.master, options_.timeout, options_.transport,
+  net::dial(executor_, options_.master, dial_timeout.value_or(options_.timeout), options_.transport,
             [&dialed](Status st, std::shared_ptr<net::Stream> stream) { dialed.set_value({st, stream}); });
   auto [status, stream] = dialed.get_future().get();  // the dialer's own deadline bounds this
   if (!status.ok()) throw Error(status.code, "master " + options_.master.to_string() + ": " + status.message);
   auto connection = net::FrameConnection::create(stream);
+  uint64_t generation;
   {
     std::lock_guard lock(mu_);
     connection_ = connection;
     hello_ = std::move(hello);  // goes out once the master's challenge is in (the master speaks first)
+    hello_sent_ = false;
+    master_nonce_.clear();
+    closed_ = false;
+    heard_from_master_.store(false);
+    generation = ++generation_;
   }
-  connection->start({[this](wire::Message m) { on_message(std::move(m)); },
-                     [this](const Status& why) { on_closed(why); }});
+  connection->start({[this, generation](wire::Message m) { on_message(generation, std::move(m)); },
+                     [this, generation](const Status& why) { on_closed(generation, why); }});
   connection->set_receive_timeout(options_.heartbeat_timeout);
   connection->set_heartbeat(std::max(options_.heartbeat_timeout / 4, std::chrono::milliseconds(25)));
 }
@@ -47,7 +57,13 @@ bool MasterSession::wait_closed(std::chrono::steady_clock::time_point deadline) 
   return closed_cv_.wait_until(lock, deadline, [&] { return !connection_ || closed_; });
 }
 
-void MasterSession::on_message(wire::Message message) {
+bool MasterSession::current(uint64_t generation) const {
+  std::lock_guard lock(mu_);
+  return generation == generation_;
+}
+
+void MasterSession::on_message(uint64_t generation, wire::Message message) {
+  if (!current(generation)) return;
   heard_from_master_.store(true);
   std::visit(
       [this](auto& m) {
@@ -119,9 +135,10 @@ void MasterSession::on_welcome(const wire::Welcome& welcome) {
   events_.on_welcome(welcome.peer_id);
 }
 
-void MasterSession::on_closed(const Status& why) {
+void MasterSession::on_closed(uint64_t generation, const Status& why) {
   {
     std::lock_guard lock(mu_);
+    if (generation != generation_) return;
     closed_ = true;
     closed_cv_.notify_all();
   }

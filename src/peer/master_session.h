@@ -5,6 +5,8 @@
 // Threading: open() blocks the caller (bounded by the dial's deadline); send,
 // leave and close from any thread. Events run on the connection's strand, one
 // at a time, with no lock of this class held. mu_ guards the handshake state.
+// A session may be opened again once its connection closed (a member dialing
+// a master started again): events of an earlier connection are dropped.
 #pragma once
 
 #include <atomic>
@@ -55,9 +57,10 @@ class MasterSession {
 
   MasterSession(asio::any_io_executor executor, Options options, Events& events);
 
-  // Dials the master (at most options.timeout); `hello` goes out once its
-  // challenge is in. Throws Error(connect, ...) when the dial fails. Once only.
-  void open(wire::Hello hello);
+  // Dials the master (at most `dial_timeout`, or options.timeout); `hello`
+  // goes out once its challenge is in. Throws Error(connect, ...) when the
+  // dial fails, Error(invalid_usage, ...) while a connection is open.
+  void open(wire::Hello hello, std::optional<std::chrono::milliseconds> dial_timeout = std::nullopt);
   // Queues a message for the master; dropped once the session closed.
   template <class M>
   void send(const M& message) {
@@ -71,11 +74,12 @@ class MasterSession {
 
  private:
   std::shared_ptr<net::FrameConnection> connection_of() const;
-  void on_message(wire::Message message);
-  void on_closed(const Status& why);
+  void on_message(uint64_t generation, wire::Message message);
+  void on_closed(uint64_t generation, const Status& why);
   void on_challenge(const wire::AuthChallenge& challenge);
   void on_welcome(const wire::Welcome& welcome);
   void fail(const Status& why) { events_.on_session_failed(why); }
+  bool current(uint64_t generation) const;
 
   asio::any_io_executor executor_;
   const Options options_;
@@ -85,11 +89,12 @@ class MasterSession {
 
   mutable std::mutex mu_;
   std::condition_variable closed_cv_;
-  std::shared_ptr<net::FrameConnection> connection_;  // guarded by mu_; set once by open()
+  std::shared_ptr<net::FrameConnection> connection_;  // guarded by mu_; set by open()
   std::optional<wire::Hello> hello_;  // guarded by mu_; until the challenge: the hello to send; then: its nonce
   bool hello_sent_ = false;           // guarded by mu_
   std::string master_nonce_;          // guarded by mu_; the challenge's
   bool closed_ = false;               // guarded by mu_
+  uint64_t generation_ = 0;           // guarded by mu_; connections opened so far
 };
 
 }  // namespace ferry::peer

@@ -396,6 +396,11 @@ void SharedStateSync::on_verdict(const Status& verdict) {
   stop_transfers(verdict);
 }
 
+std::optional<uint64_t> SharedStateSync::planned_revision() {
+  std::lock_guard lock(mu_);
+  return plan_ ? std::optional<uint64_t>(plan_->revision) : std::nullopt;
+}
+
 Status SharedStateSync::wait(SyncOutcome* outcome) {
   Status verdict = wait_finished();
   if (outcome) {

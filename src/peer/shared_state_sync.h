@@ -75,6 +75,8 @@ class SharedStateSync final : public CollectiveOp, public std::enable_shared_fro
   // A fetch_hello for this sync arrived on `stream` (handshake read, nothing outstanding).
   void serve(const wire::FetchHello& hello, const std::string& welcome_proof, std::shared_ptr<net::Stream> stream);
   Status wait(SyncOutcome* outcome);
+  // The revision the master elected (every member's after a commit); none before the plan.
+  std::optional<uint64_t> planned_revision();
 
  private:
   void stop_transfers(const Status& why) override;

@@ -95,4 +95,21 @@ DecodedMessage decode_message(uint16_t type, std::span<const uint8_t> payload) {
   return decode_any(static_cast<Message*>(nullptr), type, payload);
 }
 
+std::vector<SeqRange> seq_ranges(const std::vector<uint32_t>& sorted) {
+  std::vector<SeqRange> out;
+  for (uint32_t seq : sorted) {
+    if (!out.empty() && out.back().first + out.back().count == seq)
+      ++out.back().count;
+    else
+      out.push_back({seq, 1});
+  }
+  return out;
+}
+
+bool in_seq_ranges(const std::vector<SeqRange>& ranges, uint32_t seq) {
+  for (const SeqRange& r : ranges)
+    if (seq >= r.first && seq - r.first < r.count) return true;
+  return false;
+}
+
 }  // namespace ferry::wire

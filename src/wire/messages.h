@@ -62,6 +62,10 @@ inline constexpr size_t kMaxHostLength = 255;
 inline constexpr size_t kMaxOtherHosts = 8;  // a peer's other listening addresses
 inline constexpr size_t kMaxReasonLength = 1024;
 inline constexpr size_t kMaxRingMembers = 65536;
+// A resume record rides in the hello, which must fit kMaxHandshakePayload (4 KiB) with the
+// rest: a ring of at most this many members, and this many ranges of collective numbers each.
+inline constexpr size_t kMaxResumeRing = 256;
+inline constexpr size_t kMaxResumeRanges = 48;
 
 // `text` cut to what a reason field may carry (kMaxReasonLength bytes, never
 // in the middle of a UTF-8 character, "..." marking the cut). Reasons often
@@ -93,6 +97,17 @@ struct AuthChallenge {
   template <class V> void fields(V& v) { v(nonce, Limit{kMaxAuthField}); v(required); }
 };
 
+// Collective numbers first .. first + count - 1 (a resume record's lists).
+struct SeqRange {
+  uint32_t first = 0;
+  uint32_t count = 0;
+  template <class V> void fields(V& v) { v(first); v(count); }
+  bool operator==(const SeqRange&) const = default;
+};
+// Sorted, distinct numbers as ranges, ascending.
+std::vector<SeqRange> seq_ranges(const std::vector<uint32_t>& sorted);
+bool in_seq_ranges(const std::vector<SeqRange>& ranges, uint32_t seq);
+
 struct Hello {
   static constexpr MessageType kType = MessageType::hello;
   uint32_t peer_group = 0;
@@ -109,10 +124,21 @@ struct Hello {
   // listener is bound to one address): the master offers those of the family it did not see
   // this peer in, so a neighbour with only that family can still dial it.
   std::vector<std::string> other_hosts;
+  // A member that lost its master and dials it again (master_reconnect_timeout_ms)
+  // says what it knew, so a master started afresh can rebuild the group
+  // (master_state.h, "A master started again"). resume_peer_id 0: a newcomer.
+  uint64_t resume_peer_id = 0;
+  uint64_t resume_epoch = 0;
+  std::vector<uint64_t> resume_ring;       // member ids in ring order at resume_epoch
+  uint64_t resume_revision = 0;            // the last committed shared-state revision + 1; 0: none
+  std::vector<SeqRange> resume_committed;  // the last collectives of resume_epoch it saw committed
+  std::vector<SeqRange> resume_awaiting;   // collectives of resume_epoch it ended ok and awaits a verdict on
   template <class V> void fields(V& v) {
     v(peer_group); v(advertised_host, Limit{kMaxHostLength}); v(advertised_port);
     v(p2p_connections); v(heartbeat_timeout_ms); v(nonce, Limit{kMaxAuthField}); v(proof, Limit{kMaxAuthField});
     v(silent_link_ms); v(other_hosts, Limit{kMaxOtherHosts, kMaxHostLength});
+    v(resume_peer_id); v(resume_epoch); v(resume_ring, Limit{kMaxResumeRing});
+    v(resume_revision); v(resume_committed, Limit{kMaxResumeRanges}); v(resume_awaiting, Limit{kMaxResumeRanges});
   }
 };
 

@@ -20,6 +20,7 @@ const char* fault_name(FaultKind kind) {
     case FaultKind::latency: return "latency";
     case FaultKind::corrupt: return "corrupt";
     case FaultKind::stop: return "stop";
+    case FaultKind::master: return "master";
   }
   return "?";
 }
@@ -35,7 +36,7 @@ std::vector<FaultKind> parse_faults(const std::string& text) {
         known = true;
         if (std::find(out.begin(), out.end(), kind) == out.end()) out.push_back(kind);
       }
-    if (!known) throw std::invalid_argument("unknown fault '" + item + "' (reset, blackhole, slow, latency, corrupt, stop)");
+    if (!known) throw std::invalid_argument("unknown fault '" + item + "' (reset, blackhole, slow, latency, corrupt, stop, master)");
   }
   return out;
 }
@@ -59,7 +60,7 @@ bool parse_chaos_args(int argc, char** argv, ChaosArgs* args, int* exit_code) {
   app.add_option("--join-every", args->join_every_s, "start a new peer this often (0: never)")
       ->check(CLI::Range(0.0, 86400.0))
       ->capture_default_str();
-  app.add_option("--faults", faults, "comma-separated: reset,blackhole,slow,latency,corrupt,stop");
+  app.add_option("--faults", faults, "comma-separated: reset,blackhole,slow,latency,corrupt,stop,master");
   app.add_option("--fault-every", args->fault_every_s, "inject one fault this often (0: never)")
       ->check(CLI::Range(0.0, 86400.0))
       ->capture_default_str();

@@ -11,9 +11,11 @@
 
 namespace ferry::chaos {
 
-enum class FaultKind { reset, blackhole, slow, latency, corrupt, stop };
+// master: SIGKILL the master and start a new one on its port 0.2 to 3.2 s later.
+enum class FaultKind { reset, blackhole, slow, latency, corrupt, stop, master };
 inline constexpr FaultKind kAllFaults[] = {FaultKind::reset,   FaultKind::blackhole, FaultKind::slow,
-                                           FaultKind::latency, FaultKind::corrupt,   FaultKind::stop};
+                                           FaultKind::latency, FaultKind::corrupt,   FaultKind::stop,
+                                           FaultKind::master};
 
 const char* fault_name(FaultKind kind);
 // "reset,blackhole,..." (or "" / "none" for no faults); throws std::invalid_argument naming a bad entry.

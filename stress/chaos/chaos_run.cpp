@@ -144,6 +144,8 @@ class ChaosRun {
   InvariantChecker checker_;
   std::string master_bin_, peer_bin_, master_address_;
   Child* master_ = nullptr;
+  std::uint16_t master_port_ = 0;  // kept across restarts: peers dial it again
+  double master_back_at_ = 0;      // while the master is down (a `master` fault): when it starts again
   std::vector<std::uint64_t> master_rss_;
   std::vector<std::unique_ptr<Peer>> peers_;
   std::vector<Injection> injections_;
@@ -154,14 +156,17 @@ class ChaosRun {
 };
 
 void ChaosRun::start_master() {
-  master_ = &children_.spawn("ferry-master", {master_bin_, "--listen", "127.0.0.1:0", "--log-level", "warn",
-                                              "--peer-timeout-ms", std::to_string(args_.heartbeat_ms)});
+  master_back_at_ = 0;
+  master_ = &children_.spawn("ferry-master", {master_bin_, "--listen", "127.0.0.1:" + std::to_string(master_port_),
+                                              "--log-level", "warn", "--peer-timeout-ms",
+                                              std::to_string(args_.heartbeat_ms)});
   children_.pump_until([&] { return !master_->running() || master_->out().find('\n') != std::string::npos; },
                        Clock::now() + std::chrono::seconds(15));
   const std::string line = master_->out().substr(0, master_->out().find('\n'));
   if (line.rfind("ferry-master listening on ", 0) != 0)
     throw std::runtime_error("ferry-master did not start: " + master_->describe_exit() + ": " + master_->err_tail(5));
-  master_address_ = "127.0.0.1:" + line.substr(line.rfind(':') + 1);
+  master_port_ = static_cast<std::uint16_t>(std::stoi(line.substr(line.rfind(':') + 1)));
+  master_address_ = "127.0.0.1:" + std::to_string(master_port_);
 }
 
 Peer& ChaosRun::spawn_peer() {
@@ -195,7 +200,8 @@ void ChaosRun::pump(double seconds) {
     read_lines(*p);
     if (!p->ended && !p->child->running()) on_ended(*p);
   }
-  if (!master_->running()) throw std::runtime_error("ferry-master ended: " + master_->describe_exit());
+  if (!master_->running() && master_back_at_ == 0)
+    throw std::runtime_error("ferry-master ended: " + master_->describe_exit());
 }
 
 void ChaosRun::read_lines(Peer& p) {
@@ -292,6 +298,13 @@ void ChaosRun::inject_fault() {
       proxy_.shape(target.route, RouteShaping{std::chrono::milliseconds(20 + rng_() % 130), 0}, until);
       break;
     case FaultKind::corrupt: proxy_.corrupt_next(target.route); break;
+    case FaultKind::master:
+      // Every member sees it (retryable failures, then the same ring again): no one target to detect it.
+      if (master_back_at_ > 0) return;
+      ::kill(master_->pid(), SIGKILL);
+      master_back_at_ = t + 0.2 + std::uniform_real_distribution<double>(0, 3.0)(rng_);
+      hit = 0;
+      break;
     case FaultKind::stop: {
       // Shorter or longer than the heartbeat deadline, then resumed or killed.
       if (live(false).size() <= 2) return;
@@ -322,7 +335,7 @@ void ChaosRun::resume_stopped(bool all) {
 }
 
 void ChaosRun::sample_rss() {
-  if (master_->running()) master_rss_.push_back(rss_kib(master_->pid()));
+  if (master_->running() && master_back_at_ == 0) master_rss_.push_back(rss_kib(master_->pid()));
   for (Peer* p : live(false))
     if (!p->stopped) p->rss.push_back(rss_kib(p->child->pid()));
 }
@@ -403,12 +416,14 @@ ChaosSummary ChaosRun::run() {
       pump(kTick);
       const double t = now_s();
       resume_stopped(false);
+      if (master_back_at_ > 0 && t >= master_back_at_) start_master();
       if (t >= next_kill) {
         kill_one();
         next_kill += args_.kill_every_s;
       }
       if (t >= next_join) {
-        if (static_cast<int>(live(false).size()) < args_.max_peers) {
+        // Not while the master is down: a newcomer's connect would find no one.
+        if (master_back_at_ == 0 && static_cast<int>(live(false).size()) < args_.max_peers) {
           spawn_peer();
           ++s_.joins;
         }
@@ -427,6 +442,7 @@ ChaosSummary ChaosRun::run() {
     }
     // Quiescence: no more faults; everyone stopped resumes (or dies as planned).
     quiescing_ = true;
+    if (master_back_at_ > 0) start_master();
     proxy_.heal_all();
     resume_stopped(true);
     quiesce_start_ = now_s();

@@ -48,7 +48,7 @@ std::vector<wire::Message> example_messages() {
   wire::Topology topology{5, 1, 4, {{1, "10.0.0.1", 5001, {"fd00::1"}}, {2, "peer.example", 5002, {}}, {3, "::1", 5003, {}}}};
   wire::SyncBegin sync{5, 2, 9, 0, {{"w", 9, 1024, 0x1234, 0}, {"step", 7, 1, 42, 1}}};
   wire::SyncPlan plan{5, 2, 9, {{0, 0x1234, {1, 2}}}, {3}, {{1, "10.0.0.1", 5001, {}}, {2, "10.0.0.2", 5002, {}}}};
-  return {wire::Hello{1, "10.1.2.3", 5000, 4, 10000, nonce, proof, 15000, {"2001:db8::3"}},
+  return {wire::Hello{1, "10.1.2.3", 5000, 4, 10000, nonce, proof, 15000, {"2001:db8::3"}, 0, 0, {}, 0, {}, {}},
           wire::Welcome{7, "10.1.2.3", proof},
           wire::TopologyVote{1},
           topology,
@@ -129,7 +129,7 @@ void master_seeds(SeedDir out) {
   w.op(mp::kConnect, {0}).op(mp::kHello, {0, 1, 0, 2, 0});
   w.op(mp::kConnect, {1}).op(mp::kHello, {1, 1, 1, 2, 0}).op(mp::kReady, {1, 0, 210, 9}).u16(20);
   w.op(mp::kConnect, {2}).op(mp::kVote, {2, 0});
-  auto hello = wire::encode_message(wire::Hello{2, "", 7000, 1, 0, std::string(32, 'n'), std::string(32, 'p'), 0, {}});
+  auto hello = wire::encode_message(wire::Hello{2, "", 7000, 1, 0, std::string(32, 'n'), std::string(32, 'p'), 0, {}, 0, 0, {}, 0, {}, {}});
   w.op(mp::kConnect, {3}).op(mp::kRaw, {3}).u16(static_cast<unsigned>(wire::MessageType::hello));
   w.raw({static_cast<unsigned>(hello.size() - wire::kFrameHeaderBytes)});
   for (size_t i = wire::kFrameHeaderBytes; i < hello.size(); ++i) w.raw({hello[i]});

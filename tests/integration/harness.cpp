@@ -79,10 +79,10 @@ static std::string host_port(const std::string& host, uint16_t port) {
   return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
-EmbeddedMaster::EmbeddedMaster(uint32_t link_max_age_ms, std::string host) : host_(std::move(host)) {
+EmbeddedMaster::EmbeddedMaster(uint32_t link_max_age_ms, std::string host, uint16_t port) : host_(std::move(host)) {
   ferry_master_params params;
   ferry_master_params_init(&params);
-  const std::string listen = host_port(host_, 0);
+  const std::string listen = host_port(host_, port);
   params.listen_address = listen.c_str();
   if (link_max_age_ms) params.link_max_age_ms = link_max_age_ms;
   if (current_wire() == Wire::tls) {
@@ -115,6 +115,7 @@ ferry_comm* create_peer(const std::string& master, const PeerSettings& s) {
   params.max_chunk_bytes = s.max_chunk_bytes;
   params.p2p_port_min = params.p2p_port_max = s.port;
   params.advertised_port = s.advertised_port;
+  params.master_reconnect_timeout_ms = s.master_reconnect_timeout_ms;
   params.shared_memory = s.shared_memory >= 0 ? static_cast<uint32_t>(s.shared_memory) : current_wire() == Wire::shm;
   if (current_wire() == Wire::tls) {
     params.tls_cert_file = cert_path(s.tls_cert).c_str();

@@ -53,7 +53,8 @@ class EmbeddedMaster {
   // Speaks current_wire(): TLS with master.pem, peers verified against ca.pem.
   // link_max_age_ms: ferry_master_params.link_max_age_ms; 0 keeps the default.
   // host: the address it listens on (and address() names), an IP literal.
-  explicit EmbeddedMaster(uint32_t link_max_age_ms = 0, std::string host = "127.0.0.1");
+  // port: the port it listens on (0: any free one).
+  explicit EmbeddedMaster(uint32_t link_max_age_ms = 0, std::string host = "127.0.0.1", uint16_t port = 0);
   ~EmbeddedMaster();
   EmbeddedMaster(const EmbeddedMaster&) = delete;
   EmbeddedMaster& operator=(const EmbeddedMaster&) = delete;
@@ -81,6 +82,7 @@ struct PeerSettings {
   std::string listen_host = "127.0.0.1";
   uint16_t port = 0;             // p2p_port_min = p2p_port_max; 0: any free one
   uint16_t advertised_port = 0;  // what the master tells neighbours to dial (a proxy's); 0: the listener's
+  uint32_t master_reconnect_timeout_ms = 300'000;  // the library's default
   // TLS files for a peer made while current_wire() is Wire::tls.
   std::string tls_cert = "peer.pem", tls_key = "peer.key", tls_ca = "ca.pem";
 };

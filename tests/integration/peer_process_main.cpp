@@ -138,6 +138,8 @@ int main(int argc, char** argv) {
   app.add_option("--p2p-port", p2p_port, "listen for ring links on this port (default: any free one)");
   uint16_t advertised_port = 0;
   app.add_option("--advertised-port", advertised_port, "the port neighbours are told to dial (a proxy's)");
+  std::optional<uint32_t> reconnect_ms;
+  app.add_option("--master-reconnect-ms", reconnect_ms, "master_reconnect_timeout_ms (default: the library's)");
   app.add_option("--fd-limit", fd_limit, "set RLIMIT_NOFILE (soft and hard) to this first, so the library cannot raise it");
   app.add_option("--starve-fds-on-admit", starve_fds_ms,
                  "with --admit: before the first admission's update_topology, fill the descriptor table for this many ms");
@@ -162,6 +164,7 @@ int main(int argc, char** argv) {
   params.io_threads = io_threads;
   params.p2p_port_min = params.p2p_port_max = p2p_port;
   params.advertised_port = advertised_port;
+  if (reconnect_ms) params.master_reconnect_timeout_ms = *reconnect_ms;
   ferry_comm* comm = nullptr;
   // Joins and waits for the group; false (said on stderr) when that fails.
   auto join = [&] {

@@ -1,6 +1,7 @@
 // Joining, leaving, peer groups, collective votes and mismatches, through the C API.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -265,15 +266,77 @@ TEST_CASE("membership: a world of one returns its own data", "[membership]") {
   ferry_comm_destroy(comm);
 }
 
-TEST_CASE("membership: when the master stops, calls fail with FERRY_ERR_MASTER_LOST", "[membership][failure]") {
+TEST_CASE("membership: when the master stops for good, calls fail with FERRY_ERR_MASTER_LOST, at once or after the "
+          "reconnect window",
+          "[membership][failure]") {
+  const uint32_t window_ms = GENERATE(0u, 300u);
+  INFO("master_reconnect_timeout_ms " << window_ms);
   EmbeddedMaster master;
-  ferry_comm* comm = create_peer(master.address());
+  PeerSettings settings;
+  settings.master_reconnect_timeout_ms = window_ms;
+  ferry_comm* comm = create_peer(master.address(), settings);
   REQUIRE(ferry_connect(comm) == FERRY_OK);
   master.stop();
-  wait_until([&] { return try_allreduce(comm, 4) == FERRY_ERR_MASTER_LOST; }, "master lost");
-  CHECK(ferry_update_topology(comm) == FERRY_ERR_MASTER_LOST);
+  if (window_ms > 0) {
+    // Inside the window: retryable, and a vote waits for the master until the window closes.
+    wait_until([&] { return try_allreduce(comm, 4) == FERRY_ERR_PEER_LOST; }, "master being reconnected");
+    CHECK(std::string(ferry_last_error()).find("reconnect") != std::string::npos);
+  }
+  wait_until([&] { return ferry_update_topology(comm) == FERRY_ERR_MASTER_LOST; }, "master lost");
   CHECK(std::string(ferry_last_error()).find("master") != std::string::npos);
+  CHECK(try_allreduce(comm, 4) == FERRY_ERR_MASTER_LOST);
   ferry_comm_destroy(comm);
+}
+
+TEST_CASE("membership: a master stopped and started again on its port takes its peers back: same ids, same members, "
+          "exact results",
+          "[membership][failure][resume]") {
+  const Wire wire = GENERATE(Wire::plain, Wire::tls);
+  WireScope scope(wire);
+  INFO("wire " << wire_name(wire));
+  auto master = std::make_unique<EmbeddedMaster>();
+  const uint16_t port = master->port();
+  constexpr size_t kPeers = 3;
+  std::vector<ferry_comm*> comms(kPeers);
+  std::vector<std::vector<uint64_t>> rings_before(kPeers), rings_after(kPeers);
+  std::vector<int64_t> ids(kPeers);
+  auto ring_of = [](ferry_comm* comm) {
+    std::vector<uint64_t> ring(16);
+    size_t n = 0;
+    must(ferry_comm_ring(comm, ring.data(), ring.size(), &n), "ferry_comm_ring");
+    ring.resize(n);
+    return ring;
+  };
+  REQUIRE(failures(run_peers(kPeers, [&](size_t who) {
+            comms[who] = create_peer(master->address());
+            grow_group(comms[who], kPeers);
+            allreduce_one(comms[who], 1.0);
+            rings_before[who] = ring_of(comms[who]);
+            ids[who] = attribute(comms[who], FERRY_ATTR_PEER_ID);
+          })) == "");
+  master->stop();
+  master.reset();
+  // Every peer sees the loss (a retryable failure) before the new master is up.
+  REQUIRE(failures(run_peers(kPeers, [&](size_t who) {
+            wait_until([&] { return try_allreduce(comms[who], 4) == FERRY_ERR_PEER_LOST; }, "master loss seen");
+          })) == "");
+  master = std::make_unique<EmbeddedMaster>(0, "127.0.0.1", port);
+  std::vector<double> sums(kPeers);
+  REQUIRE(failures(run_peers(kPeers, [&](size_t who) {
+            ferry_comm* comm = comms[who];
+            must(ferry_update_topology(comm), "ferry_update_topology after the master came back");
+            sums[who] = allreduce_one(comm, static_cast<double>(who + 1));
+            rings_after[who] = ring_of(comm);
+            if (attribute(comm, FERRY_ATTR_PEER_ID) != ids[who]) throw std::runtime_error("peer id changed");
+          })) == "");
+  // The same members; the order may change, since the new master measures the links afresh.
+  for (auto& ring : rings_before) std::sort(ring.begin(), ring.end());
+  for (auto& ring : rings_after) std::sort(ring.begin(), ring.end());
+  for (size_t who = 0; who < kPeers; ++who) {
+    CHECK(sums[who] == 6.0);
+    CHECK(rings_after[who] == rings_before[who]);
+  }
+  for (ferry_comm* comm : comms) ferry_comm_destroy(comm);
 }
 
 TEST_CASE("membership: every peer sees the same ring of ids, itself at its rank", "[membership]") {

@@ -55,6 +55,8 @@ struct PeerFlags {
   bool shared_memory = false;
   bool admit = false;              // admits newcomers between rounds
   bool rejoin_after_kick = false;  // a kicked peer joins again as a newcomer, once
+  std::string mode = "loop";       // ferry-test-peer --mode
+  std::optional<uint32_t> master_reconnect_ms;  // unset: the library's default
 };
 
 Child& spawn_peer(ChildSet& children, const std::string& name, const std::string& master, const PeerFlags& f) {
@@ -66,6 +68,8 @@ Child& spawn_peer(ChildSet& children, const std::string& name, const std::string
   if (f.shared_memory) argv.emplace_back("--shared-memory");
   if (f.admit) argv.emplace_back("--admit");
   if (f.rejoin_after_kick) argv.emplace_back("--rejoin-after-kick");
+  argv.insert(argv.end(), {"--mode", f.mode});
+  if (f.master_reconnect_ms) argv.insert(argv.end(), {"--master-reconnect-ms", std::to_string(*f.master_reconnect_ms)});
   return children.spawn(name, argv);
 }
 
@@ -231,26 +235,47 @@ TEST_CASE("a peer SIGSTOPped past its heartbeat deadline and resumed: told it wa
   }
 }
 
-TEST_CASE("the master process killed: every peer's pending and next calls fail with MASTER_LOST",
+namespace {
+
+// A ferry-master process listening on 127.0.0.1.
+struct MasterProcess {
+  Child* child = nullptr;
+  std::string address;
+  uint16_t port = 0;
+};
+
+// Starts ferry-master on 127.0.0.1:port (0: any free one) and waits until it listens.
+MasterProcess start_master(ChildSet& children, uint16_t port = 0) {
+  Child& m = children.spawn("ferry-master", {FERRY_MASTER_BIN, "--listen", "127.0.0.1:" + std::to_string(port),
+                                             "--log-level", "warn"});
+  REQUIRE(children.pump_until([&] { return !m.running() || m.out().find('\n') != std::string::npos; },
+                              Clock::now() + std::chrono::seconds(15)));
+  const std::string line = m.out().substr(0, m.out().find('\n'));
+  REQUIRE(line.rfind("ferry-master listening on ", 0) == 0);
+  const auto listening = static_cast<uint16_t>(std::stoi(line.substr(line.rfind(':') + 1)));
+  return {&m, "127.0.0.1:" + std::to_string(listening), listening};
+}
+
+}  // namespace
+
+TEST_CASE("the master process killed, with no reconnect window: every peer's pending and next calls fail with "
+          "MASTER_LOST",
           "[process][failure]") {
   ChildSet children(false);
-  Child& master = children.spawn("ferry-master", {FERRY_MASTER_BIN, "--listen", "127.0.0.1:0", "--log-level", "warn"});
-  REQUIRE(children.pump_until([&] { return !master.running() || master.out().find('\n') != std::string::npos; },
-                              Clock::now() + std::chrono::seconds(15)));
-  const std::string line = master.out().substr(0, master.out().find('\n'));
-  REQUIRE(line.rfind("ferry-master listening on ", 0) == 0);
-  const std::string address = "127.0.0.1:" + line.substr(line.rfind(':') + 1);
+  const MasterProcess master = start_master(children);
+  const std::string& address = master.address;
 
   PeerFlags flags;
   flags.peers = 2;
   flags.heartbeat_ms = 2000;
   flags.probe_after_fatal = true;
+  flags.master_reconnect_ms = 0;
   std::vector<Child*> peers = spawn_peers(children, address, flags);
   INFO(describe(peers));
   REQUIRE(wait_for_ok_ops(children, peers, 2, std::chrono::seconds(60)));
 
   const double killed_at = monotonic_s();
-  REQUIRE(::kill(master.pid(), SIGKILL) == 0);
+  REQUIRE(::kill(master.child->pid(), SIGKILL) == 0);
   const bool ended = children.pump_until(
       [&] { return std::none_of(peers.begin(), peers.end(), [](const Child* p) { return p->running(); }); },
       Clock::now() + std::chrono::seconds(30));
@@ -268,5 +293,42 @@ TEST_CASE("the master process killed: every peer's pending and next calls fail w
     REQUIRE(next.has_value());
     CHECK(next->result == FERRY_ERR_MASTER_LOST);
     CHECK(next->t - failure->t <= 1.0);  // the next call fails at once, it does not wait out a deadline
+  }
+}
+
+TEST_CASE("the master process SIGKILLed and started again on its port: every peer carries on in its place, no "
+          "process restarted",
+          "[process][failure][resume]") {
+  ChildSet children(false);
+  MasterProcess master = start_master(children);
+  PeerFlags flags;
+  flags.mode = "retry";  // ferry_allreduce_multiple_with_retry, as a training loop would call it
+  std::vector<Child*> peers = running_peers(children, master.address, flags);
+
+  REQUIRE(::kill(master.child->pid(), SIGKILL) == 0);
+  // Down for a second: every peer notices and dials it again meanwhile.
+  children.pump_until([] { return false; }, Clock::now() + std::chrono::seconds(1));
+  const double restarted_at = monotonic_s();
+  master = start_master(children, master.port);
+  // Each peer completes three all-reduces in the full world after the restart.
+  auto recovered = [&](const Child* p) {
+    size_t ok = 0;
+    for (const OpLine& op : op_lines(p->out())) ok += op.kind == "op" && op.t >= restarted_at && op.result == FERRY_OK;
+    return ok >= 3;
+  };
+  const bool done = children.pump_until(
+      [&] { return std::all_of(peers.begin(), peers.end(), recovered); }, Clock::now() + std::chrono::seconds(90));
+  INFO(describe(peers) << "--- the new master:\n" << master.child->err_tail(20));
+  REQUIRE(done);
+  for (const Child* p : peers) {
+    CHECK(p->running());  // nobody gave up or was restarted
+    for (const OpLine& op : op_lines(p->out())) {
+      if (op.kind != "op" || op.t < restarted_at || op.result != FERRY_OK) continue;
+      CHECK(op.world == 3);
+      CHECK(op.value == 3.0);
+      CHECK(op.uniform == 1);
+    }
+    // Nothing fatal on the way: a lost master costs retryable failures only.
+    for (const OpLine& op : op_lines(p->out())) CHECK((op.result == FERRY_OK || op.result == FERRY_ERR_PEER_LOST));
   }
 }

@@ -152,3 +152,31 @@ TEST_CASE("collective op: a slow transfer that keeps progressing is waited out, 
   CHECK(result.ok());
   CHECK(op.timeline().duration_s >= 0.6);
 }
+
+// Found by killing the master under retry loops: a neighbour that lost the
+// master first closed the ring, and a member that had already ended ok
+// stopped counting as awaiting the verdict, so its resume record left it out
+// and it waited out two verdict deadlines for a verdict nobody would send.
+TEST_CASE("collective op: ended ok, it awaits the master's verdict whatever fails locally afterwards", "[peer]") {
+  RecordingHost host;
+  BareOp op(host, 1, 7, kDeadlines, /*transfer_done_at_go=*/false);
+  CHECK_FALSE(op.awaiting_verdict());  // issued
+  op.go();
+  CHECK_FALSE(op.awaiting_verdict());  // running
+  op.transfer_done();
+  CHECK(op.awaiting_verdict());
+  op.fail_local(Status::failure(Errc::peer_lost, "link from the previous peer closed"));
+  CHECK(op.awaiting_verdict());  // the master may still have committed it
+  REQUIRE(host.ends.size() == 1);  // the end(ok) only: a failure after it tells the master nothing
+  op.verdict(Status::success());
+  CHECK_FALSE(op.awaiting_verdict());
+  CHECK(op.result().ok());
+}
+
+TEST_CASE("collective op: failed before its end, it awaits no verdict", "[peer]") {
+  RecordingHost host;
+  BareOp op(host, 1, 8, kDeadlines, /*transfer_done_at_go=*/false);
+  op.go();
+  op.fail_local(Status::failure(Errc::peer_lost, "link from the previous peer closed"));
+  CHECK_FALSE(op.awaiting_verdict());
+}

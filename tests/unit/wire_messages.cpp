@@ -37,7 +37,7 @@ std::vector<Message> one_of_each() {
   topology.p2p_connections = 4;
   topology.ring = {{1, "10.0.0.1", 5000, {}}, {2, "fe80::1", 5001, {"10.0.0.2", "2001:db8::2"}}};
   return {AuthChallenge{std::string(32, 'n'), 1},
-          Hello{7, "example.org", 4000, 4, 10000, std::string(32, 'x'), std::string(32, 'p'), 15000, {"192.0.2.9"}},
+          Hello{7, "example.org", 4000, 4, 10000, std::string(32, 'x'), std::string(32, 'p'), 15000, {"192.0.2.9"}, 9, 8, {9, 4}, 6, {{1, 2}}, {{3, 1}, {7, 2}}},
           Welcome{42, "192.0.2.1", std::string(32, 'q')},
           TopologyVote{1, 1},
           topology,
@@ -84,9 +84,9 @@ TEST_CASE("wire: golden bytes pin the format", "[wire][golden]") {
   // Changing these bytes breaks compatibility with every deployed peer: bump kProtocolVersion instead.
   std::vector<uint8_t> hello = {
       0x46, 0x52, 0x59, 0x31,  // magic "FRY1"
-      0x04, 0x00,              // version 4
+      0x05, 0x00,              // version 5
       0x01, 0x00,              // type hello
-      0x25, 0x00, 0x00, 0x00,  // payload length 37
+      0x49, 0x00, 0x00, 0x00,  // payload length 73
       0x07, 0x00, 0x00, 0x00,  // peer_group 7
       0x03, 0x00, 0x00, 0x00, 'a', 'b', 'c',  // advertised_host "abc"
       0xA0, 0x0F,              // advertised_port 4000
@@ -96,8 +96,14 @@ TEST_CASE("wire: golden bytes pin the format", "[wire][golden]") {
       0x00, 0x00, 0x00, 0x00,  // proof ""
       0x98, 0x3A, 0x00, 0x00,  // silent_link_ms 15000
       0x00, 0x00, 0x00, 0x00,  // other_hosts []
+      0, 0, 0, 0, 0, 0, 0, 0,  // resume_peer_id 0: a newcomer
+      0, 0, 0, 0, 0, 0, 0, 0,  // resume_epoch
+      0x00, 0x00, 0x00, 0x00,  // resume_ring []
+      0, 0, 0, 0, 0, 0, 0, 0,  // resume_revision
+      0x00, 0x00, 0x00, 0x00,  // resume_committed []
+      0x00, 0x00, 0x00, 0x00,  // resume_awaiting []
   };
-  CHECK(encode_message(Hello{7, "abc", 4000, 4, 10000, "", "", 15000, {}}) == hello);
+  CHECK(encode_message(Hello{7, "abc", 4000, 4, 10000, "", "", 15000, {}, 0, 0, {}, 0, {}, {}}) == hello);
 
   std::array<uint8_t, kChunkHeaderBytes> chunk = {
       0x43, 0x48, 0x4E, 0x4B,  // "CHNK"
@@ -190,4 +196,31 @@ TEST_CASE("wire: counts and lengths that lie are rejected without allocating", "
   auto bad = decode_frame(frame);
   CHECK_FALSE(bad.status.ok());
   CHECK(bad.status.message.find("exceeds its limit") != std::string::npos);
+}
+
+TEST_CASE("wire: collective numbers fold into ranges and are found in them", "[wire]") {
+  CHECK(seq_ranges({}).empty());
+  CHECK(seq_ranges({3, 4, 5, 9, 11, 12}) == std::vector<SeqRange>{{3, 3}, {9, 1}, {11, 2}});
+  for (uint32_t seq : {3u, 5u, 9u, 11u, 12u}) CHECK(in_seq_ranges(seq_ranges({3, 4, 5, 9, 11, 12}), seq));
+  for (uint32_t seq : {2u, 6u, 10u, 13u}) CHECK_FALSE(in_seq_ranges(seq_ranges({3, 4, 5, 9, 11, 12}), seq));
+  CHECK(in_seq_ranges({{0xFFFFFFFEu, 2}}, 0xFFFFFFFFu));
+  CHECK_FALSE(in_seq_ranges({{0xFFFFFFFEu, 2}}, 0));
+}
+
+TEST_CASE("wire: the largest resume record a peer sends fits the hello a stranger may send", "[wire]") {
+  // What a dual-stack peer says at most: 8 IPv6 literals, its nonce and proof, the record's limits.
+  Hello h;
+  h.advertised_host = std::string(39, 'a');
+  h.other_hosts.assign(kMaxOtherHosts, std::string(39, 'b'));
+  h.nonce = std::string(kMaxAuthField, 'n');
+  h.proof = std::string(kMaxAuthField, 'p');
+  h.resume_peer_id = ~uint64_t{0};
+  h.resume_ring.assign(kMaxResumeRing, ~uint64_t{0});
+  h.resume_committed.assign(kMaxResumeRanges, {1, 1});
+  h.resume_awaiting.assign(kMaxResumeRanges, {1, 1});
+  const auto frame = encode_message(h);
+  CHECK(frame.size() - kFrameHeaderBytes <= kMaxHandshakePayload);
+  CHECK(decode_message(static_cast<uint16_t>(MessageType::hello),
+                       std::span<const uint8_t>(frame).subspan(kFrameHeaderBytes))
+            .status.ok());
 }

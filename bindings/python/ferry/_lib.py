@@ -105,6 +105,7 @@ class CommParams(ctypes.Structure):
         ("tls_key_file", ctypes.c_char_p),
         ("tls_ca_file", ctypes.c_char_p),
         ("shared_memory", ctypes.c_uint32),
+        ("master_reconnect_timeout_ms", ctypes.c_uint32),
     ]
 
 

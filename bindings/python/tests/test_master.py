@@ -57,7 +57,7 @@ def test_bad_addresses_and_port_conflicts():
 
 
 def test_peers_see_master_lost_after_stop(master, address):
-    comm = make_peer(address)
+    comm = make_peer(address, master_reconnect_timeout_ms=0)
     comm.connect()
     master.stop()
     with pytest.raises(ferry.MasterLostError) as info:
@@ -66,3 +66,26 @@ def test_peers_see_master_lost_after_stop(master, address):
             comm.all_reduce(np.ones(4, np.float32))
     assert not info.value.is_retryable
     comm.close()
+
+
+def test_a_master_started_again_takes_its_peer_back(master, address):
+    """By default a lost master is retryable: PeerLostError, then update_topology waits for
+    the master started again on the same port, and the peer goes on with its id."""
+    comm = make_peer(address)
+    comm.connect()
+    peer_id = comm.peer_id
+    assert comm.all_reduce(np.full(4, 2.0, np.float32)).tolist() == [2.0] * 4
+    master.stop()
+    with pytest.raises(ferry.PeerLostError) as info:
+        for _ in range(100):  # the first call may race the socket's closing
+            comm.all_reduce(np.ones(4, np.float32))
+    assert info.value.is_retryable
+    # While the master is away an async collective is still issued: it fails where the caller waits.
+    handle = comm.all_reduce_async(np.ones(4, np.float32))
+    with pytest.raises(ferry.PeerLostError):
+        handle.wait()
+    with ferry.Master(address):
+        comm.update_topology()
+        assert comm.peer_id == peer_id
+        assert comm.all_reduce(np.full(4, 3.0, np.float32)).tolist() == [3.0] * 4
+        comm.close()
