@@ -383,10 +383,12 @@ std::shared_ptr<SharedStateSync> Communicator::sync_shared_state(SyncSpec spec) 
 
 void Communicator::on_welcome(uint64_t peer_id) {
   {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
     if (state_ == State::reconnecting) {
-      if (peer_id != peer_id_)
+      if (peer_id != peer_id_) {
+        lock.unlock();
         return die(Status::failure(Errc::protocol, "the master took this peer back under another id"));
+      }
       state_ = State::accepted;
       cv_.notify_all();
       log().info("the master is back: resumed as peer {}", peer_id);
@@ -552,7 +554,7 @@ void Communicator::begin_reconnect(const Status& why) {
     if (state_ != State::reconnecting) return;  // destroyed meanwhile: nothing to dial for
     last = std::move(reconnector_);
     try {
-      reconnector_ = std::thread([this] { reconnect_loop(); });
+      reconnector_ = std::thread([this, loss = master_losses_] { reconnect_loop(loss); });
     } catch (const std::system_error& e) {
       cannot = Status::failure(Errc::master_lost, why.message + "; cannot start the redial thread: " + e.what());
     }
@@ -561,12 +563,14 @@ void Communicator::begin_reconnect(const Status& why) {
   if (cannot) die(*cannot);
 }
 
-void Communicator::reconnect_loop() {
+void Communicator::reconnect_loop(uint64_t loss) {
   pthread_setname_np(pthread_self(), "ferry-redial");
   constexpr auto kMaxBackoff = std::chrono::milliseconds(1'000), kMaxDial = std::chrono::milliseconds(2'000);
   auto backoff = std::chrono::milliseconds(50);
   std::unique_lock lock(mu_);
-  while (state_ == State::reconnecting && Clock::now() < reconnect_deadline_) {
+  // Ours while this loss lasts: once welcomed, a later loss has a loop of its own.
+  auto ours = [&] { return state_ == State::reconnecting && master_losses_ == loss; };
+  while (ours() && Clock::now() < reconnect_deadline_) {
     if (auto too_large = resume_too_large()) {  // an op ended ok since the loss, past what a record holds
       Status cannot = Status::failure(Errc::master_lost, lost_master_.message + "; cannot resume: " + *too_large);
       lock.unlock();
@@ -579,20 +583,18 @@ void Communicator::reconnect_loop() {
     bool dialed = true;
     try {
       session_.open(std::move(hello), std::clamp(left, std::chrono::milliseconds(1), kMaxDial));
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {
       dialed = false;
       log().debug("redial of the master failed: {}", e.what());
     }
     lock.lock();
-    // Dialed: the welcome (or a kick, or a close) comes within the master's handshake deadline.
-    if (dialed)
-      cv_.wait_until(lock, reconnect_deadline_,
-                     [&] { return state_ != State::reconnecting || failed_redials_ != failures; });
-    if (state_ != State::reconnecting) return;
-    cv_.wait_for(lock, backoff, [&] { return state_ != State::reconnecting; });
+    // Dialed: the welcome, a kick or a close comes within the heartbeat deadline (the session's receive timeout).
+    if (dialed) cv_.wait_until(lock, reconnect_deadline_, [&] { return !ours() || failed_redials_ != failures; });
+    if (!ours()) return;
+    cv_.wait_for(lock, backoff, [&] { return !ours(); });
     backoff = std::min(2 * backoff, kMaxBackoff);
   }
-  if (state_ != State::reconnecting) return;
+  if (!ours()) return;
   Status gone = Status::failure(Errc::master_lost, lost_master_.message + "; it did not come back within " +
                                                        ms(config_.master_reconnect_timeout));
   lock.unlock();

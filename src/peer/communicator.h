@@ -136,7 +136,7 @@ class Communicator final : private MasterSession::Events {
 
   // Master lost while accepted: keep the place, fail what cannot be committed, dial again (reconnect_loop).
   void begin_reconnect(const Status& why);
-  void reconnect_loop();
+  void reconnect_loop(uint64_t loss);  // for the loss numbered `loss` (master_losses_)
   // The hello every dial of the master sends; with this peer's resume record once it was accepted. mu_ held.
   wire::Hello hello_message() const;
   // Why this peer's resume record would not fit a hello (then it cannot resume safely), if so. mu_ held.
