@@ -1,6 +1,7 @@
 // A master started again: groups rebuilt from their members' resume hellos
 // (the rules are in master_state.h, "A master started again").
 #include <algorithm>
+#include <set>
 
 #include "core/log.h"
 #include "master/master_state.h"
@@ -20,6 +21,9 @@ void MasterState::on_resume(ConnId conn, const wire::Hello& hello, uint32_t hear
   if (awaited > limits_.max_open_collectives_per_peer)
     return refuse("it awaits " + std::to_string(awaited) + " verdicts, more than a peer may have open");
   if (!contains(hello.resume_ring, id)) return refuse("the ring it reports does not hold it");
+  // A ring naming a member twice would put it twice in every proposal.
+  if (std::set<PeerId>(hello.resume_ring.begin(), hello.resume_ring.end()).size() != hello.resume_ring.size())
+    return refuse("the ring it reports names a member twice");
   if (auto it = groups_.find(hello.peer_group); it != groups_.end()) {
     const Group& known = it->second;
     // A group this master formed from newcomers only has epochs below the old master's (a

@@ -620,9 +620,13 @@ TEST_CASE("master: started again, the highest epoch reported is the group: membe
   CHECK(f.say(2, resume_hello(f, 2, 2, 5, {1, 2, 3})) == 2);
   CHECK(f.state.ring(0) == std::vector<PeerId>{1, 2});
   CHECK(f.state.epoch(0) == 6);
-  // An id that is connected, or a ring without the sender, is refused.
+  // An id that is connected, a ring without the sender, or one naming a member twice, is refused.
   CHECK(f.say(4, resume_hello(f, 4, 2, 6, {1, 2})) == 0);
   CHECK(f.say(5, resume_hello(f, 5, 9, 6, {1, 2})) == 0);
+  CHECK(f.say(6, resume_hello(f, 6, 7, 7, {1, 2, 7, 7})) == 0);  // a later ring would be the group
+  CHECK(f.kick_of(6).reason.find("twice") != std::string::npos);
+  CHECK(f.state.ring(0) == std::vector<PeerId>{1, 2});
+  CHECK(f.state.epoch(0) == 6);
 }
 
 TEST_CASE("master: a member lost during a proposal is dropped and the ring proposed again", "[master]") {
