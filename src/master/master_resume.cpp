@@ -39,10 +39,13 @@ void MasterState::on_resume(ConnId conn, const wire::Hello& hello, uint32_t hear
   Group& group = groups_[hello.peer_group];
   if (!group.resume) {
     group.id = hello.peer_group;
-    group.resume.emplace();
-    group.resume->started_ms = now_ms_;
-    group.resume->last_ring = hello.resume_ring;
-    group.resume->fresh = group.ring;
+    // Built here, not emplaced: clang judges a nested struct with member initializers
+    // not default-constructible inside its enclosing class, and std::optional keeps that verdict.
+    Group::Resume started;
+    started.started_ms = now_ms_;
+    started.last_ring = hello.resume_ring;
+    started.fresh = group.ring;
+    group.resume = std::move(started);
     if (!group.ring.empty()) {
       log().info("resume: group {} (epoch {}, {} newcomer(s) since this master started) takes back the old ring's "
                  "members, starting with {} at epoch {}",
