@@ -671,6 +671,8 @@ void MasterState::handle(Peer& peer, const wire::CollectiveEnd& m) {
   if (!c.go_sent)
     return kick(peer.conn, Errc::protocol, "collective " + std::to_string(m.seq) + " ended before go");
   c.ended_ok.insert(peer.id);
+  log().debug("phase: group {} epoch {} collective {}: {} ended, {} of {} members", group.id, group.epoch, m.seq,
+              peer_name(peer.id), c.ended_ok.size(), group.ring.size());
   if (c.ended_ok.size() == group.ring.size()) commit_collective(group, it);
 }
 

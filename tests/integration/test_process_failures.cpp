@@ -18,6 +18,7 @@
 
 #include "child_process.h"  // tools/common
 #include "harness.h"
+#include "master_process.h"
 #include "peer_process_output.h"
 
 using namespace ferry::test;
@@ -234,29 +235,6 @@ TEST_CASE("a peer SIGSTOPped past its heartbeat deadline and resumed: told it wa
     CHECK(last.value == 3.0);
   }
 }
-
-namespace {
-
-// A ferry-master process listening on 127.0.0.1.
-struct MasterProcess {
-  Child* child = nullptr;
-  std::string address;
-  uint16_t port = 0;
-};
-
-// Starts ferry-master on 127.0.0.1:port (0: any free one) and waits until it listens.
-MasterProcess start_master(ChildSet& children, uint16_t port = 0) {
-  Child& m = children.spawn("ferry-master", {FERRY_MASTER_BIN, "--listen", "127.0.0.1:" + std::to_string(port),
-                                             "--log-level", "warn"});
-  REQUIRE(children.pump_until([&] { return !m.running() || m.out().find('\n') != std::string::npos; },
-                              Clock::now() + std::chrono::seconds(15)));
-  const std::string line = m.out().substr(0, m.out().find('\n'));
-  REQUIRE(line.rfind("ferry-master listening on ", 0) == 0);
-  const auto listening = static_cast<uint16_t>(std::stoi(line.substr(line.rfind(':') + 1)));
-  return {&m, "127.0.0.1:" + std::to_string(listening), listening};
-}
-
-}  // namespace
 
 TEST_CASE("the master process killed, with no reconnect window: every peer's pending and next calls fail with "
           "MASTER_LOST",
