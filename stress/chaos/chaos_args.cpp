@@ -64,6 +64,8 @@ bool parse_chaos_args(int argc, char** argv, ChaosArgs* args, int* exit_code) {
   app.add_option("--fault-every", args->fault_every_s, "inject one fault this often (0: never)")
       ->check(CLI::Range(0.0, 86400.0))
       ->capture_default_str();
+  app.add_option("--state-every", args->state_every, "sync the peers' shared state every this many steps (0: never)")
+      ->capture_default_str();
   app.add_option("--json", args->json_path, "write the summary here");
   app.add_option("--max-peers", args->max_peers, "no joins beyond this many live peers (default 2 x --peers)");
   app.add_option("--bin-dir", args->bin_dir, "directory holding ferry-master and ferry-chaos-peer");

@@ -31,6 +31,7 @@ struct ChaosArgs {
   double kill_every_s = 20;  // 0: never
   double join_every_s = 15;  // 0: never
   double fault_every_s = 4;  // 0: never
+  std::uint64_t state_every = 5;  // steps between shared-state syncs; 0: never
   std::vector<FaultKind> faults;
   std::string json_path;
   int max_peers = 0;         // 0: twice --peers

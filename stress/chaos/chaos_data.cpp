@@ -30,6 +30,13 @@ std::vector<float> reference_sum(std::size_t count, std::uint64_t seed, const st
   return out;
 }
 
+std::vector<float> state_content(std::uint64_t seed, std::uint64_t revision) {
+  // The k no all-reduce uses (at most 64 run per step), so no op's input equals a state.
+  std::vector<float> out(kStateFloats);
+  fill_peer_input(out.data(), out.size(), op_seed(seed, revision, ~std::uint32_t{0}), 0);
+  return out;
+}
+
 std::string result_hash(const void* data, std::size_t bytes) { return tooling::hash_hex(data, bytes); }
 
 double quant_error_bound(ferry_quant quant, std::size_t world) {

@@ -26,6 +26,12 @@ void fill_peer_input(float* out, std::size_t count, std::uint64_t op_seed, std::
 // The exact sum over the ring's members.
 std::vector<float> reference_sum(std::size_t count, std::uint64_t op_seed, const std::vector<std::uint64_t>& ring);
 
+// The shared state the peers sync every few steps (one f32 tensor, as DiLoCo
+// syncs its outer model): its content at each revision is known from (seed,
+// revision) alone, so the harness checks a synced peer's bytes by their hash.
+inline constexpr std::size_t kStateFloats = 4096;
+std::vector<float> state_content(std::uint64_t seed, std::uint64_t revision);
+
 // xxh3-64 of the bytes as 16 hex digits.
 std::string result_hash(const void* data, std::size_t bytes);
 

@@ -12,6 +12,7 @@
 //   pending result=R n=N t=T                        (only when N > 0 or it failed)
 //   op step=S k=K epoch=E ring=ID,ID,.. result=R hash=H err=X t0=T t1=T start=S stall=S commit=S
 //   (the last three: ferry_op_info's phases, in seconds)
+//   state step=S epoch=E result=R revision=V hash=H received=B t0=T t1=T  (every --state-every steps)
 //   fatal call=NAME result=R t=T
 // T is CLOCK_MONOTONIC seconds, comparable with the harness's clock.
 #include <CLI/CLI.hpp>
@@ -24,7 +25,8 @@
 #include <vector>
 
 #include "chaos_data.h"
-#include "quant_names.h"  // tools/common
+#include "one_tensor_state.h"  // tools/common
+#include "quant_names.h"       // tools/common
 #include "ferry/ferry.h"
 
 namespace {
@@ -58,6 +60,42 @@ void exit_if_fatal(ferry_comm* comm, const char* call, ferry_result r) {
   std::exit(r == FERRY_ERR_MASTER_LOST || r == FERRY_ERR_KICKED ? kExitFatal : kExitMisuse);
 }
 
+// This peer's copy of the run's shared state.
+struct ChaosState {
+  bool synced = false;    // it took part in a successful sync
+  uint64_t revision = 0;  // the group's revision after that sync
+  std::vector<float> data;
+};
+
+// Every --state-every steps the world syncs its shared state before the
+// all-reduces, as DiLoCo syncs its outer model: a peer that never synced
+// offers revision 0 and receives what the others hold; every other peer
+// offers the next revision, which a successful sync makes the group's. The
+// bytes at each revision are chaos_data's state_content, so the harness knows
+// what every successful sync must leave.
+ferry_result sync_state(ferry_comm* comm, uint64_t seed, uint64_t step, ChaosState& state) {
+  const uint64_t offered = state.synced ? state.revision + 1 : 0;
+  state.data = ferry::chaos::state_content(seed, offered);
+  uint64_t revision = offered;
+  ferry_sync_info info{};
+  info.struct_size = sizeof info;
+  const long long epoch = attr(comm, FERRY_ATTR_EPOCH);
+  const double t0 = monotonic_s();
+  const ferry_result r = ferry::tooling::sync_one_tensor(comm, "state", state.data.data(), state.data.size(), FERRY_F32,
+                                                         revision, FERRY_SYNC_ENFORCE_POPULAR, &info);
+  std::string hash = "-";
+  if (r == FERRY_OK) {
+    state.synced = true;
+    state.revision = revision;
+    hash = ferry::chaos::result_hash(state.data.data(), state.data.size() * sizeof(float));
+  }
+  line("state step=%llu epoch=%lld result=%d revision=%llu hash=%s received=%llu t0=%.6f t1=%.6f\n",
+       static_cast<unsigned long long>(step), epoch, static_cast<int>(r),
+       static_cast<unsigned long long>(revision), hash.c_str(),
+       static_cast<unsigned long long>(info.bytes_received), t0, monotonic_s());
+  return r;
+}
+
 std::string ring_text(const std::vector<uint64_t>& ring) {
   std::string out;
   for (uint64_t id : ring) {
@@ -76,6 +114,7 @@ int main(int argc, char** argv) {
   size_t count = 1 << 20;
   uint32_t concurrent = 2, connections = 2, timeout_ms = 10000, progress_ms = 5000, heartbeat_ms = 3000;
   uint16_t advertise_port = 0, p2p_port = 0;
+  uint64_t state_every = 0;
   double max_seconds = 3600;
   app.add_option("--master", master)->required();
   app.add_option("--seed", seed);
@@ -88,6 +127,7 @@ int main(int argc, char** argv) {
   app.add_option("--timeout-ms", timeout_ms);
   app.add_option("--progress-ms", progress_ms);
   app.add_option("--heartbeat-ms", heartbeat_ms);
+  app.add_option("--state-every", state_every, "sync the shared state every this many steps (0: never)");
   app.add_option("--max-seconds", max_seconds, "leave cleanly after this long");
   CLI11_PARSE(app, argc, argv);
   const std::optional<ferry_quant> parsed_quant = ferry::tooling::parse_quant(quant_text);
@@ -138,6 +178,7 @@ int main(int argc, char** argv) {
   std::vector<ferry_op*> ops(concurrent);
   std::vector<ferry_result> results(concurrent);
   uint64_t step = 0;
+  ChaosState state;
   bool need_topology = false, need_sync = true;
   const double end = monotonic_s() + max_seconds;
   while (monotonic_s() < end) {
@@ -179,6 +220,15 @@ int main(int argc, char** argv) {
     if (r != FERRY_OK || pending > 0) {
       need_topology = true;
       continue;
+    }
+
+    if (state_every > 0 && step % state_every == 0) {
+      r = sync_state(comm, seed, step, state);
+      exit_if_fatal(comm, "sync_shared_state", r);
+      if (r != FERRY_OK) {
+        need_topology = true;
+        continue;
+      }
     }
 
     size_t ring_size = 0;

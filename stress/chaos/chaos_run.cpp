@@ -112,6 +112,10 @@ class ChaosRun {
                                  const auto expected =
                                      reference_sum(count(), op_seed(args_.seed, step, k), ring);
                                  return result_hash(expected.data(), expected.size() * sizeof(float));
+                               },
+                               [this](std::uint64_t revision) {
+                                 const auto expected = state_content(args_.seed, revision);
+                                 return result_hash(expected.data(), expected.size() * sizeof(float));
                                }}) {
     master_bin_ = find_binary(args, "ferry-master", "master");
     peer_bin_ = find_binary(args, "ferry-chaos-peer", "../stress/chaos");
@@ -126,6 +130,7 @@ class ChaosRun {
   void pump(double seconds);
   void read_lines(Peer& p);
   void on_op(Peer& p, OpReport report);
+  void on_sync(Peer& p, SyncReport report);
   void on_ended(Peer& p);
   std::vector<Peer*> live(bool joined_only);
   void kill_one();
@@ -180,7 +185,8 @@ Peer& ChaosRun::spawn_peer() {
              std::to_string(args_.concurrent), "--connections", std::to_string(args_.connections), "--advertise-port",
              std::to_string(p->route), "--p2p-port", std::to_string(real_port), "--timeout-ms",
              std::to_string(args_.timeout_ms), "--progress-ms", std::to_string(args_.progress_ms), "--heartbeat-ms",
-             std::to_string(args_.heartbeat_ms), "--max-seconds", std::to_string(args_.duration_s + 600)});
+             std::to_string(args_.heartbeat_ms), "--state-every", std::to_string(args_.state_every), "--max-seconds",
+             std::to_string(args_.duration_s + 600)});
   p->last_line_t = now_s();
   peers_.push_back(std::move(p));
   return *peers_.back();
@@ -223,8 +229,27 @@ void ChaosRun::read_lines(Peer& p) {
         continue;
       }
       on_op(p, std::move(*report));
+    } else if (line->kind == "state") {
+      auto report = sync_report(*line);
+      if (!report) {
+        checker_.violation(p.child->name() + " printed a malformed state line: " + std::string(text));
+        continue;
+      }
+      on_sync(p, std::move(*report));
     }
   }
+}
+
+void ChaosRun::on_sync(Peer& p, SyncReport r) {
+  r.peer = p.child->name();
+  r.peer_id = p.id;
+  if (r.result == FERRY_OK) {
+    ++s_.syncs_ok;
+    s_.sync_bytes_received += r.received;
+  } else {
+    ++s_.syncs_failed;
+  }
+  checker_.add_sync(r);
 }
 
 void ChaosRun::on_op(Peer& p, OpReport r) {
@@ -485,6 +510,7 @@ ChaosSummary ChaosRun::run() {
   s_.proxy_corrupted = ps.corrupted;
   s_.unique_ops_checked = checker_.ops_checked();
   s_.references_checked = checker_.references_checked();
+  s_.syncs_checked = checker_.syncs_checked();
   s_.violations = checker_.violations();
   s_.violation_count = checker_.violation_count();
   s_.wall_s = now_s() - started;

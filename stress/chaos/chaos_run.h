@@ -26,6 +26,9 @@ struct ChaosSummary {
   std::map<std::string, std::uint64_t> failed_by_error;
   std::uint64_t unique_ops_checked = 0;            // ops cross-checked between peers
   std::uint64_t references_checked = 0;            // ops compared with the reference reduction
+  std::uint64_t syncs_ok = 0, syncs_failed = 0;    // shared-state sync reports (one per peer per sync)
+  std::uint64_t syncs_checked = 0;                 // sync reports checked against the reference and each other
+  std::uint64_t sync_bytes_received = 0;           // what the successful syncs fetched, over all peers
   std::uint64_t kills = 0, joins = 0, removed = 0; // removed: peers that ended kicked or master-lost
   std::map<std::string, std::uint64_t> faults;     // by type
   Percentiles detect_latency_s;                    // kills: SIGKILL to the first survivor's failure

@@ -118,6 +118,38 @@ void InvariantChecker::check(const Key& key, const Op& op) {
   ++ops_checked_;
 }
 
+void InvariantChecker::add_sync(const SyncReport& r) {
+  const std::string name = "shared-state sync (epoch " + std::to_string(r.epoch) + ", step " + std::to_string(r.step) +
+                           ")";
+  ++syncs_checked_;
+  SyncRound& round = syncs_[{r.epoch, r.step}];
+  if (r.result != FERRY_OK) {
+    if (removed_from_run(r.result)) return;
+    if (round.first_ok)
+      violation(name + ": succeeded on " + round.first_ok->peer + " but failed on " + r.peer + " (" +
+                ferry_strerror(static_cast<ferry_result>(r.result)) + ")");
+    if (!round.first_failed) round.first_failed = r;
+    return;
+  }
+  const std::string revision = " revision " + std::to_string(r.revision);
+  if (config_.state_hash && r.hash != config_.state_hash(r.revision))
+    violation(name + " on " + r.peer + ": its bytes at" + revision + " hash to " + r.hash + ", not the reference " +
+              config_.state_hash(r.revision));
+  if (auto it = synced_revision_.find(r.peer_id); it != synced_revision_.end() && r.revision < it->second)
+    violation(name + " on " + r.peer + ": its revision went back from " + std::to_string(it->second) + " to " +
+              std::to_string(r.revision));
+  synced_revision_[r.peer_id] = r.revision;
+  if (round.first_failed)
+    violation(name + ": succeeded on " + r.peer + " but failed on " + round.first_failed->peer + " (" +
+              ferry_strerror(static_cast<ferry_result>(round.first_failed->result)) + ")");
+  if (!round.first_ok) {
+    round.first_ok = r;
+  } else if (r.revision != round.first_ok->revision || r.hash != round.first_ok->hash) {
+    violation(name + ": " + r.peer + " ended at" + revision + " (hash " + r.hash + "), " + round.first_ok->peer +
+              " at revision " + std::to_string(round.first_ok->revision) + " (hash " + round.first_ok->hash + ")");
+  }
+}
+
 void InvariantChecker::settle(double t) {
   for (auto it = open_.begin(); it != open_.end();) {
     if (it->second.last_t < t) {

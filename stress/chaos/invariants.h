@@ -12,6 +12,11 @@
 //     violation, unless the failing peer was removed (master lost, kicked);
 //   - each phase kept its deadline (the start, the longest stall, the commit,
 //     as the library measured them), and the whole op (t1 - t0) its hang bound.
+// A shared-state sync is named by (epoch, step): the ring's epoch and the step
+// it ran before. Every success leaves the bytes of the revision it reports
+// (the reference), all of one sync's successes report the same revision, a
+// success next to a failure is a violation (as for ops), and no peer's
+// revision ever goes backwards.
 #pragma once
 
 #include <cstddef>
@@ -41,6 +46,17 @@ struct OpReport {
   double start_s = 0, stall_s = 0, commit_s = 0;  // ferry_op_info's phases
 };
 
+struct SyncReport {
+  std::string peer;  // the reporting process's name, for messages
+  std::uint64_t peer_id = 0;
+  std::uint64_t step = 0;
+  std::uint64_t epoch = 0;
+  int result = FERRY_OK;
+  std::uint64_t revision = 0;
+  std::string hash;  // of the state's bytes after a success
+  std::uint64_t received = 0;
+};
+
 // Seconds each phase of an op may take, and the whole op (see ChaosArgs::op_deadlines).
 struct OpDeadlines {
   double start_s = 15, stall_s = 10, commit_s = 25, hang_s = 80;
@@ -55,6 +71,8 @@ struct CheckerConfig {
   // The hash of the exact result of (step, k) over `ring`.
   std::function<std::string(std::uint64_t step, std::uint32_t k, const std::vector<std::uint64_t>& ring)>
       reference_hash;
+  // The hash of the shared state's bytes at `revision`.
+  std::function<std::string(std::uint64_t revision)> state_hash;
 };
 
 class InvariantChecker {
@@ -66,6 +84,9 @@ class InvariantChecker {
   // at once and is forgotten (so the reference work keeps pace with the run
   // instead of piling up for the end).
   void add(const OpReport& report);
+  // Checks one shared-state sync report at once, alone and against the
+  // earlier reports of the same sync and of the same peer.
+  void add_sync(const SyncReport& report);
   // Cross-peer checks of every op whose latest report ended before `t` (all its
   // peers have reported by then, or never will: killed); those ops are then
   // forgotten.
@@ -78,6 +99,7 @@ class InvariantChecker {
   std::size_t violation_count() const { return violation_count_; }
   std::size_t ops_checked() const { return ops_checked_; }
   std::size_t references_checked() const { return references_checked_; }
+  std::size_t syncs_checked() const { return syncs_checked_; }
 
  private:
   struct Op {
@@ -88,8 +110,16 @@ class InvariantChecker {
 
   void check(const Key& key, const Op& op);
 
+  // What one sync's reports showed so far.
+  struct SyncRound {
+    std::optional<SyncReport> first_ok, first_failed;
+  };
+
   CheckerConfig config_;
   std::map<Key, Op> open_;
+  std::map<std::pair<std::uint64_t, std::uint64_t>, SyncRound> syncs_;  // by (epoch, step)
+  std::map<std::uint64_t, std::uint64_t> synced_revision_;              // by peer id: its last success's
+  std::size_t syncs_checked_ = 0;
   std::vector<std::string> violations_;  // the first kMaxKept
   std::size_t violation_count_ = 0;
   std::size_t ops_checked_ = 0;

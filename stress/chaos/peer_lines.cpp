@@ -69,4 +69,14 @@ std::optional<OpReport> op_report(const PeerLine& line) {
   return r;
 }
 
+std::optional<SyncReport> sync_report(const PeerLine& line) {
+  if (line.kind != "state") return std::nullopt;
+  SyncReport r;
+  if (!integer(line, "step", &r.step) || !integer(line, "epoch", &r.epoch) || !integer(line, "result", &r.result) ||
+      !integer(line, "revision", &r.revision) || !integer(line, "received", &r.received))
+    return std::nullopt;
+  r.hash = line.text("hash");
+  return r;
+}
+
 }  // namespace ferry::chaos

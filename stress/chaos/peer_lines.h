@@ -23,5 +23,7 @@ struct PeerLine {
 std::optional<PeerLine> parse_peer_line(std::string_view line);
 // An "op" line as a report (peer name and id are the caller's); nullopt when malformed.
 std::optional<OpReport> op_report(const PeerLine& line);
+// A "state" line as a report (peer name and id are the caller's); nullopt when malformed.
+std::optional<SyncReport> sync_report(const PeerLine& line);
 
 }  // namespace ferry::chaos

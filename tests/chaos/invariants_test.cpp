@@ -24,9 +24,28 @@ OpReport ok(const std::string& peer, std::uint64_t id, const std::string& hash, 
 }
 
 CheckerConfig config(ferry_quant quant = FERRY_QUANT_NONE) {
-  return CheckerConfig{quant, OpDeadlines{15, 10, 25, 80}, [](std::uint64_t, std::uint32_t, const std::vector<std::uint64_t>&) {
-                         return std::string("good");
-                       }};
+  return CheckerConfig{quant, OpDeadlines{15, 10, 25, 80},
+                       [](std::uint64_t, std::uint32_t, const std::vector<std::uint64_t>&) { return std::string("good"); },
+                       [](std::uint64_t revision) { return "state" + std::to_string(revision); }};
+}
+
+// A report of the shared-state sync (epoch 3, step 10); a success's hash is the reference's unless given.
+SyncReport synced(const std::string& peer, std::uint64_t id, std::uint64_t revision, std::string hash = "",
+                  std::uint64_t epoch = 3) {
+  SyncReport r;
+  r.peer = peer;
+  r.peer_id = id;
+  r.step = 10;
+  r.epoch = epoch;
+  r.revision = revision;
+  r.hash = hash.empty() ? "state" + std::to_string(revision) : hash;
+  return r;
+}
+
+SyncReport sync_failed(const std::string& peer, std::uint64_t id, ferry_result result) {
+  SyncReport r = synced(peer, id, 0, "-");
+  r.result = result;
+  return r;
 }
 
 }  // namespace
@@ -143,6 +162,76 @@ TEST_CASE("an op is checked as soon as every member of its ring has reported", "
   CHECK(c.violation_count() == 1);
   c.settle_all();
   CHECK(c.ops_checked() == 1);
+}
+
+TEST_CASE("shared-state syncs that leave the reference bytes at one revision pass", "[chaos][invariants]") {
+  InvariantChecker c(config());
+  c.add_sync(synced("a", 1, 4));
+  c.add_sync(synced("b", 2, 4));
+  c.add_sync(synced("a", 1, 5, "", 4));  // the next sync, in the next epoch
+  c.add_sync(sync_failed("c", 3, FERRY_ERR_KICKED));  // removed from the run: not a split outcome
+  SyncReport other_sync = sync_failed("c", 3, FERRY_ERR_PEER_LOST);
+  other_sync.step = 15;
+  c.add_sync(other_sync);
+  CHECK(c.violations().empty());
+  CHECK(c.syncs_checked() == 5);
+}
+
+TEST_CASE("a sync's wrong bytes, split revisions, split outcome or a revision going back are violations",
+          "[chaos][invariants]") {
+  InvariantChecker c(config());
+  SECTION("bytes other than the revision's") {
+    c.add_sync(synced("a", 1, 4, "state3"));
+    REQUIRE(c.violation_count() == 1);
+    CHECK_THAT(c.violations()[0], Catch::Contains("not the reference state4"));
+  }
+  SECTION("two revisions out of one sync") {
+    c.add_sync(synced("a", 1, 4));
+    c.add_sync(synced("b", 2, 5));
+    REQUIRE(c.violation_count() == 1);
+    CHECK_THAT(c.violations()[0], Catch::Contains("b ended at revision 5"));
+  }
+  SECTION("a success, then a failure of the same sync") {
+    c.add_sync(synced("a", 1, 4));
+    c.add_sync(sync_failed("b", 2, FERRY_ERR_PEER_LOST));
+    REQUIRE(c.violation_count() == 1);
+    CHECK_THAT(c.violations()[0], Catch::Contains("succeeded on a but failed on b"));
+  }
+  SECTION("a failure, then a success of the same sync") {
+    c.add_sync(sync_failed("b", 2, FERRY_ERR_TIMEOUT));
+    c.add_sync(synced("a", 1, 4));
+    REQUIRE(c.violation_count() == 1);
+    CHECK_THAT(c.violations()[0], Catch::Contains("succeeded on a but failed on b"));
+  }
+  SECTION("a peer's revision going back") {
+    c.add_sync(synced("a", 1, 6));
+    c.add_sync(synced("a", 1, 5, "", 4));
+    REQUIRE(c.violation_count() == 1);
+    CHECK_THAT(c.violations()[0], Catch::Contains("went back from 6 to 5"));
+  }
+}
+
+TEST_CASE("state lines parse into sync reports, malformed ones are refused", "[chaos][lines]") {
+  auto line = parse_peer_line("state step=10 epoch=3 result=0 revision=4 hash=abc received=16384 t0=1.5 t1=1.6");
+  REQUIRE(line);
+  auto r = sync_report(*line);
+  REQUIRE(r);
+  CHECK(r->step == 10);
+  CHECK(r->epoch == 3);
+  CHECK(r->result == 0);
+  CHECK(r->revision == 4);
+  CHECK(r->hash == "abc");
+  CHECK(r->received == 16384);
+  CHECK_FALSE(sync_report(*parse_peer_line("state step=10 epoch=3 result=0 hash=abc received=1")));
+  CHECK_FALSE(sync_report(*parse_peer_line("state step=x epoch=3 result=0 revision=4 received=1")));
+  CHECK_FALSE(sync_report(*parse_peer_line("op step=10 epoch=3 result=0 revision=4 received=1")));
+}
+
+TEST_CASE("the shared state's content depends on the revision and the seed only", "[chaos][data]") {
+  CHECK(state_content(1, 4) == state_content(1, 4));
+  CHECK(state_content(1, 4) != state_content(1, 5));
+  CHECK(state_content(2, 4) != state_content(1, 4));
+  CHECK(state_content(1, 4).size() == kStateFloats);
 }
 
 TEST_CASE("op lines parse into reports, malformed ones are refused", "[chaos][lines]") {

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "ferry/ferry.h"
+#include "one_tensor_state.h"  // tools/common
 
 namespace {
 
@@ -77,25 +78,16 @@ int sync_once(ferry_comm* comm, size_t mib, uint64_t revision) {
   std::vector<uint32_t> words(mib << 18);
   if (revision > 0)
     for (size_t i = 0; i < words.size(); ++i) words[i] = shared_word(i);
-  ferry_tensor t;
-  ferry_tensor_init(&t);
-  t.name = "w";
-  t.data = words.data();
-  t.count = words.size();
-  t.dtype = FERRY_U32;
-  ferry_shared_state state;
-  ferry_shared_state_init(&state);
-  state.revision = revision;
-  state.tensors = &t;
-  state.count = 1;
   ferry_sync_info info{};
   info.struct_size = sizeof info;
-  ferry_result r = ferry_sync_shared_state(comm, &state, revision > 0 ? FERRY_SYNC_ENFORCE_POPULAR : FERRY_SYNC_RECEIVE_ONLY, &info);
+  const ferry_sync_strategy strategy = revision > 0 ? FERRY_SYNC_ENFORCE_POPULAR : FERRY_SYNC_RECEIVE_ONLY;
+  ferry_result r =
+      ferry::tooling::sync_one_tensor(comm, "w", words.data(), words.size(), FERRY_U32, revision, strategy, &info);
   if (r != FERRY_OK) std::fprintf(stderr, "sync: %s: %s\n", ferry_strerror(r), ferry_last_error());
   bool exact = true;
   for (size_t i = 0; i < words.size() && exact; ++i) exact = words[i] == shared_word(i);
   std::printf("sync result=%d revision=%llu received=%llu exact=%d t=%.6f\n", static_cast<int>(r),
-              static_cast<unsigned long long>(state.revision), static_cast<unsigned long long>(info.bytes_received),
+              static_cast<unsigned long long>(revision), static_cast<unsigned long long>(info.bytes_received),
               exact ? 1 : 0, monotonic_s());
   std::printf("done\n");
   std::fflush(stdout);

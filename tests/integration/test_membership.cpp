@@ -8,9 +8,19 @@
 #include <latch>
 #include <thread>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "harness.h"
+#include "one_tensor_state.h"  // tools/common
+#include "wire/frame.h"
+#include "wire/messages.h"
 
 using namespace ferry::test;
+namespace wire = ferry::wire;
 
 namespace {
 
@@ -40,6 +50,81 @@ void wait_until(const std::function<bool()>& done, const char* what) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }
+
+// A master in name only, on 127.0.0.1:port, for a path a real one never
+// takes: it challenges the first peer that dials it, reads its hello and
+// welcomes it as `peer_id`, then holds the connection open until destroyed.
+class ImpostorMaster {
+ public:
+  ImpostorMaster(uint16_t port, uint64_t peer_id) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    ::setsockopt(listener_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(listener_, 4) != 0)
+      throw std::runtime_error("impostor master: cannot listen on port " + std::to_string(port));
+    serving_ = std::thread([this, peer_id] { serve(peer_id); });
+  }
+  ~ImpostorMaster() {
+    stop_ = true;
+    serving_.join();
+    if (conn_ >= 0) ::close(conn_);
+    ::close(listener_);
+  }
+  ImpostorMaster(const ImpostorMaster&) = delete;
+  ImpostorMaster& operator=(const ImpostorMaster&) = delete;
+
+  // The hello it welcomed, once it has (read after `welcomed` is true).
+  std::atomic<bool> welcomed{false};
+  wire::Hello hello;
+
+ private:
+  // Waits (up to 20 s, or until stopped) for the fd to be readable.
+  bool readable(int fd) {
+    for (int waited = 0; waited < 20000 && !stop_; waited += 50) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 50) > 0) return true;
+    }
+    return false;
+  }
+  bool read_exactly(uint8_t* out, size_t n) {
+    for (size_t got = 0; got < n;) {
+      if (!readable(conn_)) return false;
+      const ssize_t r = ::recv(conn_, out + got, n - got, 0);
+      if (r <= 0) return false;
+      got += static_cast<size_t>(r);
+    }
+    return true;
+  }
+  void send_message(const wire::Message& m) {
+    const std::vector<uint8_t> bytes = wire::encode_message(m);
+    ::send(conn_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  }
+  void serve(uint64_t peer_id) {
+    if (!readable(listener_) || (conn_ = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC)) < 0) return;
+    send_message(wire::AuthChallenge{std::string(32, 'n'), 0});
+    std::array<uint8_t, wire::kFrameHeaderBytes> head{};
+    wire::FrameHeader header;
+    if (!read_exactly(head.data(), head.size()) ||
+        !wire::decode_frame_header(head, wire::kMaxHandshakePayload, header).ok())
+      return;
+    std::vector<uint8_t> payload(header.length);
+    if (!read_exactly(payload.data(), payload.size())) return;
+    wire::DecodedMessage decoded = wire::decode_message(header.type, payload);
+    if (!decoded.message || !std::holds_alternative<wire::Hello>(*decoded.message)) return;
+    hello = std::get<wire::Hello>(*decoded.message);
+    send_message(wire::Welcome{peer_id, "127.0.0.1", ""});
+    welcomed = true;
+    while (!stop_) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+
+  int listener_ = -1, conn_ = -1;
+  std::atomic<bool> stop_{false};
+  std::thread serving_;
+};
 
 }  // namespace
 
@@ -193,18 +278,10 @@ TEST_CASE("membership: a peer leaving group A while group B runs all-reduces and
       if (ferry_allreduce(comm, data.data(), data.data(), data.size(), &desc, nullptr) != FERRY_OK || data[7] != 2.0f)
         ++b_failures[b];
       if (round % 5 == 4) {
-        ferry_tensor t;
-        ferry_tensor_init(&t);
-        t.name = "w";
-        t.data = state.data();
-        t.count = state.size();
-        t.dtype = FERRY_F32;
-        ferry_shared_state s;
-        ferry_shared_state_init(&s);
-        s.revision = ++revision;
-        s.tensors = &t;
-        s.count = 1;
-        if (ferry_sync_shared_state(comm, &s, FERRY_SYNC_ENFORCE_POPULAR, nullptr) != FERRY_OK) ++b_failures[b];
+        ++revision;
+        if (ferry::tooling::sync_one_tensor(comm, "w", state.data(), state.size(), FERRY_F32, revision,
+                                            FERRY_SYNC_ENFORCE_POPULAR, nullptr) != FERRY_OK)
+          ++b_failures[b];
       }
       b_worlds[b].push_back(attribute(comm, FERRY_ATTR_GROUP_WORLD_SIZE));
     }
@@ -337,6 +414,28 @@ TEST_CASE("membership: a master stopped and started again on its port takes its 
     CHECK(rings_after[who] == rings_before[who]);
   }
   for (ferry_comm* comm : comms) ferry_comm_destroy(comm);
+}
+
+TEST_CASE("membership: a master that takes a peer back under another id is refused with a clear error, no hang",
+          "[membership][failure][resume]") {
+  auto master = std::make_unique<EmbeddedMaster>();
+  const uint16_t port = master->port();
+  PeerSettings settings;
+  settings.master_reconnect_timeout_ms = 20000;
+  ferry_comm* comm = create_peer(master->address(), settings);
+  REQUIRE(ferry_connect(comm) == FERRY_OK);
+  const auto id = static_cast<uint64_t>(attribute(comm, FERRY_ATTR_PEER_ID));
+  master->stop();
+  master.reset();
+  ImpostorMaster impostor(port, id + 1);
+  // The vote waits for a master; the one that answers welcomes another peer: this one is dead, not confused.
+  CHECK(ferry_update_topology(comm) == FERRY_ERR_PROTOCOL);
+  CHECK_THAT(std::string(ferry_last_error()), Catch::Contains("under another id"));
+  REQUIRE(impostor.welcomed);
+  CHECK(impostor.hello.resume_peer_id == id);
+  CHECK(try_allreduce(comm, 4) == FERRY_ERR_PROTOCOL);
+  CHECK(attribute(comm, FERRY_ATTR_PEER_ID) == static_cast<int64_t>(id));
+  ferry_comm_destroy(comm);
 }
 
 TEST_CASE("membership: every peer sees the same ring of ids, itself at its rank", "[membership]") {

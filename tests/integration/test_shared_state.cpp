@@ -11,6 +11,7 @@
 
 #include "core/content_hash.h"
 #include "harness.h"
+#include "one_tensor_state.h"  // tools/common
 #include "sanitized_build.h"
 
 using namespace ferry::test;
@@ -455,22 +456,14 @@ TEST_CASE("shared state: one tensor larger than 4 GiB arrives exactly", "[shared
       newcomer_may_join.wait();
       must(ferry_connect(comm), "ferry_connect");
     }
-    ferry_tensor t;
-    ferry_tensor_init(&t);
-    t.name = "embedding";
-    t.data = bytes.data();
-    t.count = bytes.size();
-    t.dtype = FERRY_U8;
-    ferry_shared_state s;
-    ferry_shared_state_init(&s);
-    s.revision = who == 0 ? 1 : 0;
-    s.tensors = &t;
-    s.count = 1;
+    uint64_t revision = who == 0 ? 1 : 0;
+    int changed = 0;
     results[who].info.struct_size = sizeof results[who].info;
-    must(ferry_sync_shared_state(comm, &s, who == 0 ? FERRY_SYNC_SEND_ONLY : FERRY_SYNC_RECEIVE_ONLY,
-                                 &results[who].info),
+    must(ferry::tooling::sync_one_tensor(comm, "embedding", bytes.data(), bytes.size(), FERRY_U8, revision,
+                                         who == 0 ? FERRY_SYNC_SEND_ONLY : FERRY_SYNC_RECEIVE_ONLY, &results[who].info,
+                                         &changed),
          "ferry_sync_shared_state");
-    results[who].changed["embedding"] = t.changed;
+    results[who].changed["embedding"] = changed;
     ferry_comm_destroy(comm);
   });
   REQUIRE(failures(outcome) == "");
