@@ -68,6 +68,8 @@ ferry::peer::CommConfig to_config(const ferry_comm_params& p) {
   c.heartbeat_timeout = milliseconds(p.heartbeat_timeout_ms);
   check_range(p.master_reconnect_timeout_ms, 0, 86'400'000, "master_reconnect_timeout_ms");
   c.master_reconnect_timeout = milliseconds(p.master_reconnect_timeout_ms);
+  check_range(p.master_connect_timeout_ms, 0, 86'400'000, "master_connect_timeout_ms");
+  c.master_connect_timeout = milliseconds(p.master_connect_timeout_ms);
   c.io_threads = p.io_threads;
   c.max_chunk_bytes = p.max_chunk_bytes;
   check_range(p.shared_memory, 0, 1, "shared_memory");
@@ -160,6 +162,7 @@ void ferry_comm_params_init(ferry_comm_params* params) {
   params->max_chunk_bytes = 256u << 10;
   params->shared_memory = 1;
   params->master_reconnect_timeout_ms = 300000;
+  params->master_connect_timeout_ms = 60000;
 }
 
 ferry_result ferry_comm_create(const ferry_comm_params* params, ferry_comm** out) {

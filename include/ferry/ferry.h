@@ -348,6 +348,14 @@ typedef struct ferry_comm_params {
      rejoins as a newcomer; a master that never comes back in the window
      ends in FERRY_ERR_MASTER_LOST. 0..86400000. */
   uint32_t master_reconnect_timeout_ms;
+  /* How long ferry_connect keeps dialing a master that does not answer yet
+     (added in 0.3), in ms: default 60000; 0: one dial, as before. A
+     launcher (torchrun, Slurm, a shell loop) may start the peers a moment
+     before their master: a dial refused, unreachable or unanswered is tried
+     again with back-off (50 ms, doubling to 1 s) until then. A master that
+     answers and refuses (TLS on one side only, another certificate
+     authority) fails the call at once. 0..86400000. */
+  uint32_t master_connect_timeout_ms;
 } ferry_comm_params;
 
 FERRY_API void ferry_comm_params_init(ferry_comm_params* params);
@@ -362,14 +370,16 @@ FERRY_API ferry_result ferry_comm_create(const ferry_comm_params* params, ferry_
 
 /* Connects to the master and waits until this peer is admitted: at once if
    its group is empty, otherwise when the group's accepted peers next call
-   ferry_update_topology. Blocks at most 2 * timeout_ms: up to timeout_ms to
-   reach the master (resolve, TCP connect, TLS handshake), then up to
-   timeout_ms to be admitted. A call after FERRY_ERR_TIMEOUT for admission
-   only waits again: at most timeout_ms.
+   ferry_update_topology. Blocks up to master_connect_timeout_ms (timeout_ms
+   when that is 0) to reach the master (resolve, TCP connect, TLS handshake;
+   dialing again while nobody answers), then up to timeout_ms to be
+   admitted. A call after FERRY_ERR_TIMEOUT for admission only waits again:
+   at most timeout_ms.
    Errors: FERRY_ERR_INVALID_ARGUMENT (NULL), FERRY_ERR_INVALID_USAGE
-   (already connected), FERRY_ERR_CONNECT (master unreachable),
-   FERRY_ERR_TIMEOUT (the master did not answer the connect in time, and a
-   later call dials again; or this peer was not admitted in time, and the
+   (already connected), FERRY_ERR_CONNECT (no master answered within
+   master_connect_timeout_ms, or the one that answered refused the
+   transport), FERRY_ERR_TIMEOUT (the last dial found no answer before its
+   deadline, and a later call dials again; or this peer was not admitted in time, and the
    communicator stays pending for a later call to wait on), FERRY_ERR_AUTH (the master
    and this peer do not share the run secret), FERRY_ERR_MASTER_LOST,
    FERRY_ERR_KICKED, FERRY_ERR_PROTOCOL. */

@@ -10,7 +10,7 @@ namespace ferry::net {
 namespace {
 
 struct DialAttempt : std::enable_shared_from_this<DialAttempt> {
-  DialAttempt(asio::any_io_executor ex, std::vector<Endpoint> eps, std::shared_ptr<Transport> t, StreamReady d)
+  DialAttempt(asio::any_io_executor ex, std::vector<Endpoint> eps, std::shared_ptr<Transport> t, DialDone d)
       : strand(asio::make_strand(ex)), resolver(strand), socket(strand), timer(strand),
         candidates(std::move(eps)), transport(std::move(t)), done(std::move(d)) {}
 
@@ -18,7 +18,7 @@ struct DialAttempt : std::enable_shared_from_this<DialAttempt> {
     timer.expires_after(timeout);
     timer.async_wait([self = shared_from_this(), timeout](std::error_code ec) {
       if (ec || self->finished) return;
-      self->fail(Errc::timeout, "no connection within " + std::to_string(timeout.count()) + " ms");
+      self->fail(Errc::timeout, "no connection within " + std::to_string(timeout.count()) + " ms", self->answered);
     });
     resolve_next();
   }
@@ -49,8 +49,9 @@ struct DialAttempt : std::enable_shared_from_this<DialAttempt> {
           ec == std::errc::no_buffer_space || ec == std::errc::not_enough_memory)
         return self->fail(Errc::system, "out of local resources: " + ec.message());
       if (ec) return self->fail(Errc::connect, ec.message());
+      self->answered = true;
       if (Status tuned = apply_tuning(self->socket, self->tuning); !tuned.ok())
-        return self->fail(tuned.code, tuned.message);
+        return self->fail(tuned.code, tuned.message, true);
       self->transport->open_client(std::move(self->socket),
                                    [self](Status st, std::shared_ptr<Stream> stream) {
                                      asio::dispatch(self->strand, [self, st, stream] {
@@ -60,14 +61,14 @@ struct DialAttempt : std::enable_shared_from_this<DialAttempt> {
                                        }
                                        self->finished = true;
                                        self->timer.cancel();
-                                       if (!st.ok()) return self->done(st, nullptr);
-                                       self->done(Status::success(), stream);
+                                       if (!st.ok()) return self->done({st, nullptr, true});
+                                       self->done({Status::success(), stream, true});
                                      });
                                    });
     });
   }
 
-  void fail(Errc code, const std::string& why) {
+  void fail(Errc code, const std::string& why, bool got_answer = false) {
     finished = true;
     timer.cancel();
     resolver.cancel();
@@ -75,7 +76,7 @@ struct DialAttempt : std::enable_shared_from_this<DialAttempt> {
     socket.close(ignored);
     std::string where;
     for (const Endpoint& e : candidates) where += (where.empty() ? "" : " or ") + e.to_string();
-    done(Status::failure(code, "cannot connect to " + where + ": " + why), nullptr);
+    done({Status::failure(code, "cannot connect to " + where + ": " + why), nullptr, got_answer});
   }
 
   asio::strand<asio::any_io_executor> strand;
@@ -87,10 +88,18 @@ struct DialAttempt : std::enable_shared_from_this<DialAttempt> {
   std::vector<asio::ip::tcp::endpoint> addresses;
   std::string resolve_error;
   std::shared_ptr<Transport> transport;
-  StreamReady done;
+  DialDone done;
   SocketTuning tuning;
+  bool answered = false;  // the TCP connection was taken: only the transport's handshake is left
   bool finished = false;
 };
+
+void start_dial(asio::any_io_executor executor, std::vector<Endpoint> candidates, std::chrono::milliseconds timeout,
+                std::shared_ptr<Transport> transport, DialDone done, SocketTuning tuning) {
+  auto attempt = std::make_shared<DialAttempt>(executor, std::move(candidates), std::move(transport), std::move(done));
+  attempt->tuning = std::move(tuning);
+  asio::dispatch(attempt->strand, [attempt, timeout] { attempt->start(timeout); });
+}
 
 }  // namespace
 
@@ -102,9 +111,14 @@ void dial(asio::any_io_executor executor, const Endpoint& endpoint, std::chrono:
 
 void dial(asio::any_io_executor executor, std::vector<Endpoint> candidates, std::chrono::milliseconds timeout,
           std::shared_ptr<Transport> transport, StreamReady done, SocketTuning tuning) {
-  auto attempt = std::make_shared<DialAttempt>(executor, std::move(candidates), std::move(transport), std::move(done));
-  attempt->tuning = std::move(tuning);
-  asio::dispatch(attempt->strand, [attempt, timeout] { attempt->start(timeout); });
+  start_dial(std::move(executor), std::move(candidates), timeout, std::move(transport),
+             [done = std::move(done)](DialOutcome outcome) { done(outcome.status, std::move(outcome.stream)); },
+             std::move(tuning));
+}
+
+void dial(asio::any_io_executor executor, const Endpoint& endpoint, std::chrono::milliseconds timeout,
+          std::shared_ptr<Transport> transport, DialDone done, SocketTuning tuning) {
+  start_dial(std::move(executor), {endpoint}, timeout, std::move(transport), std::move(done), std::move(tuning));
 }
 
 }  // namespace ferry::net

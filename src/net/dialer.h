@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -24,5 +25,18 @@ void dial(asio::any_io_executor executor, const Endpoint& endpoint, std::chrono:
 // The same over `candidates` (at least one); a failure names every one tried.
 void dial(asio::any_io_executor executor, std::vector<Endpoint> candidates, std::chrono::milliseconds timeout,
           std::shared_ptr<Transport> transport, StreamReady done, SocketTuning tuning = {});
+
+// How far a dial got. `answered` is false when nothing took the connection
+// (refused, unreachable, no answer before the deadline): a far end that is not
+// up yet, worth dialing again. True once one took it, even when its transport
+// handshake then failed (a TLS side dialing a plain one: dialing again cannot help).
+struct DialOutcome {
+  Status status;
+  std::shared_ptr<Stream> stream;  // set on success
+  bool answered = false;
+};
+using DialDone = std::function<void(DialOutcome)>;
+void dial(asio::any_io_executor executor, const Endpoint& endpoint, std::chrono::milliseconds timeout,
+          std::shared_ptr<Transport> transport, DialDone done, SocketTuning tuning = {});
 
 }  // namespace ferry::net

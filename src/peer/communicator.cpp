@@ -189,19 +189,49 @@ void Communicator::connect() {
   if (state_ == State::idle) {
     state_ = State::connecting;
     advertised_ = std::move(advertised);
-    wire::Hello hello = hello_message();
-    lock.unlock();
     try {
-      session_.open(std::move(hello));
+      dial_master(lock);
     } catch (const Error&) {
-      lock.lock();
       if (state_ == State::connecting) state_ = State::idle;
       throw;
     }
-    lock.lock();
   }
   wait_for(lock, [&] { return state_ == State::accepted; },
            "admission by the master (this peer stays pending; call ferry_connect again to keep waiting)");
+}
+
+// A launcher (torchrun, Slurm, a shell loop) may start the peers a moment
+// before their master: a dial nobody answers is tried again with back-off
+// until master_connect_timeout. One the master answered and refused is final.
+void Communicator::dial_master(std::unique_lock<std::mutex>& lock) {
+  const auto deadline = Clock::now() + config_.master_connect_timeout;
+  auto backoff = std::chrono::milliseconds(50);
+  for (bool said = false;;) {
+    wire::Hello hello = hello_message();
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const bool once = config_.master_connect_timeout.count() == 0;
+    lock.unlock();
+    try {
+      session_.open(std::move(hello), once ? config_.timeout : std::clamp(left, std::chrono::milliseconds(1), config_.timeout));
+      lock.lock();
+      return;
+    } catch (const MasterSession::Unanswered& e) {
+      lock.lock();
+      if (state_ == State::dead) throw Error(dead_reason_.code, dead_reason_.message);
+      if (Clock::now() + backoff >= deadline) {
+        if (once) throw;
+        throw Error(e.code(), std::string(e.what()) + "; no master answered within " +
+                                  ms(config_.master_connect_timeout) + " (master_connect_timeout_ms)");
+      }
+      if (!std::exchange(said, true))
+        log().info("{}; dialing it again for up to {}", e.what(), ms(config_.master_connect_timeout));
+      cv_.wait_for(lock, backoff, [&] { return state_ == State::dead; });
+      backoff = std::min(2 * backoff, std::chrono::milliseconds(1'000));
+    } catch (const Error&) {
+      lock.lock();
+      throw;
+    }
+  }
 }
 
 wire::Hello Communicator::hello_message() const {

@@ -73,6 +73,7 @@ struct CommConfig {
   std::chrono::milliseconds progress_timeout{20'000};
   std::chrono::milliseconds heartbeat_timeout{10'000};
   std::chrono::milliseconds master_reconnect_timeout{300'000};  // 0: a lost master is the end
+  std::chrono::milliseconds master_connect_timeout{60'000};     // connect dials a master not up yet this long; 0: once
   uint32_t io_threads = 2;
   size_t max_chunk_bytes = 256 << 10;  // measured: chunks that stay in L2 between copy, hash and reduce cost least CPU
   net::SocketTuning p2p_tuning;  // applied to every p2p socket, both directions
@@ -136,6 +137,7 @@ class Communicator final : private MasterSession::Events {
 
   // Master lost while accepted: keep the place, fail what cannot be committed, dial again (reconnect_loop).
   void begin_reconnect(const Status& why);
+  void dial_master(std::unique_lock<std::mutex>& lock);
   void reconnect_loop(uint64_t loss);  // for the loss numbered `loss` (master_losses_)
   // The hello every dial of the master sends; with this peer's resume record once it was accepted. mu_ held.
   wire::Hello hello_message() const;

@@ -16,11 +16,15 @@ void MasterSession::open(wire::Hello hello, std::optional<std::chrono::milliseco
     std::lock_guard lock(mu_);
     if (connection_ && !closed_) throw Error(Errc::invalid_usage, "the master session is already open");
   }
-  std::promise<std::pair<Status, std::shared_ptr<net::Stream>>> dialed;
+  std::promise<net::DialOutcome> dialed;
   net::dial(executor_, options_.master, dial_timeout.value_or(options_.timeout), options_.transport,
-            [&dialed](Status st, std::shared_ptr<net::Stream> stream) { dialed.set_value({st, stream}); });
-  auto [status, stream] = dialed.get_future().get();  // the dialer's own deadline bounds this
-  if (!status.ok()) throw Error(status.code, "master " + options_.master.to_string() + ": " + status.message);
+            net::DialDone([&dialed](net::DialOutcome outcome) { dialed.set_value(std::move(outcome)); }));
+  auto [status, stream, answered] = dialed.get_future().get();  // the dialer's own deadline bounds this
+  if (!status.ok()) {
+    std::string what = "master " + options_.master.to_string() + ": " + status.message;
+    if (!answered) throw Unanswered(status.code, what);
+    throw Error(status.code, what);
+  }
   auto connection = net::FrameConnection::create(stream);
   uint64_t generation;
   {

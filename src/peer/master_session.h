@@ -57,9 +57,16 @@ class MasterSession {
 
   MasterSession(asio::any_io_executor executor, Options options, Events& events);
 
+  // What open() throws when nothing took the connection (refused,
+  // unreachable, no answer in time): a master that may not be up yet.
+  struct Unanswered : Error {
+    using Error::Error;
+  };
+
   // Dials the master (at most `dial_timeout`, or options.timeout); `hello`
-  // goes out once its challenge is in. Throws Error(connect, ...) when the
-  // dial fails, Error(invalid_usage, ...) while a connection is open.
+  // goes out once its challenge is in. Throws Unanswered when nothing took
+  // the connection, Error(connect or auth, ...) when the transport's handshake
+  // failed, Error(invalid_usage, ...) while a connection is open.
   void open(wire::Hello hello, std::optional<std::chrono::milliseconds> dial_timeout = std::nullopt);
   // Queues a message for the master; dropped once the session closed.
   template <class M>

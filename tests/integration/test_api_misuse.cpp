@@ -2,6 +2,7 @@
 // message, nothing changed, never a crash.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -103,7 +104,8 @@ TEST_CASE("api: NULL pointers and bad values are FERRY_ERR_INVALID_ARGUMENT with
   ferry_comm_destroy(nullptr);
 }
 
-TEST_CASE("api: a port conflict or an absent master is FERRY_ERR_CONNECT", "[api]") {
+TEST_CASE("api: a port conflict, or no master answering within master_connect_timeout_ms, is FERRY_ERR_CONNECT",
+          "[api]") {
   EmbeddedMaster first;
   ferry_master* second = nullptr;
   std::string taken = first.address();
@@ -112,11 +114,21 @@ TEST_CASE("api: a port conflict or an absent master is FERRY_ERR_CONNECT", "[api
 
   ferry_comm_params p = default_params(taken.c_str());
   p.timeout_ms = 2000;
+  p.master_connect_timeout_ms = 400;
   first.stop();  // nobody accepts there any more
   ferry_comm* comm = nullptr;
   REQUIRE(ferry_comm_create(&p, &comm) == FERRY_OK);
+  const auto started = std::chrono::steady_clock::now();
   CHECK(ferry_connect(comm) == FERRY_ERR_CONNECT);
+  // Dialed again meanwhile (refused at once each time), then given up at the deadline.
+  CHECK(std::chrono::steady_clock::now() - started >= std::chrono::milliseconds(300));
   CHECK(last_error_mentions(taken.c_str()));
+  CHECK(last_error_mentions("no master answered within 400 ms"));
+  ferry_comm_destroy(comm);
+  p.master_connect_timeout_ms = 0;  // one dial: refused at once
+  REQUIRE(ferry_comm_create(&p, &comm) == FERRY_OK);
+  CHECK(ferry_connect(comm) == FERRY_ERR_CONNECT);
+  CHECK_FALSE(last_error_mentions("no master answered"));
   ferry_comm_destroy(comm);
 }
 

@@ -16,6 +16,7 @@
 
 #include "harness.h"
 #include "one_tensor_state.h"  // tools/common
+#include "stranger_crowd.h"    // free_loopback_port
 #include "wire/frame.h"
 #include "wire/messages.h"
 
@@ -414,6 +415,22 @@ TEST_CASE("membership: a master stopped and started again on its port takes its 
     CHECK(rings_after[who] == rings_before[who]);
   }
   for (ferry_comm* comm : comms) ferry_comm_destroy(comm);
+}
+
+TEST_CASE("membership: a peer started two seconds before its master connects once the master is up",
+          "[membership][connect]") {
+  const uint16_t port = free_loopback_port();
+  ferry_comm* comm = create_peer("127.0.0.1:" + std::to_string(port));
+  std::atomic<ferry_result> connected{FERRY_ERR_INTERNAL};
+  std::thread dialing([&] { connected = ferry_connect(comm); });
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  CHECK(connected == FERRY_ERR_INTERNAL);  // still dialing: nobody answers yet
+  EmbeddedMaster master(0, "127.0.0.1", port);
+  dialing.join();  // within a second of the master (the back-off's longest pause)
+  REQUIRE(connected == FERRY_OK);
+  CHECK(attribute(comm, FERRY_ATTR_GROUP_WORLD_SIZE) == 1);
+  CHECK(allreduce_one(comm, 3.0) == 3.0);
+  ferry_comm_destroy(comm);
 }
 
 TEST_CASE("membership: a master that takes a peer back under another id is refused with a clear error, no hang",

@@ -106,6 +106,7 @@ class CommParams(ctypes.Structure):
         ("tls_ca_file", ctypes.c_char_p),
         ("shared_memory", ctypes.c_uint32),
         ("master_reconnect_timeout_ms", ctypes.c_uint32),
+        ("master_connect_timeout_ms", ctypes.c_uint32),
     ]
 
 

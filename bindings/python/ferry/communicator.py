@@ -93,6 +93,8 @@ class Communicator:
             lost (default 300000; 0: MasterLostError at once). Meanwhile collectives raise
             PeerLostError (retryable) and update_topology waits for the master; a master
             started again on the same address takes the peer back in its place (ferry.h).
+        master_connect_timeout_ms: how long connect() keeps dialing a master that does not
+            answer yet (default 60000; 0: one dial), so peers may start before their master.
 
     Raises InvalidArgumentError for bad values, ConnectError when no p2p port can be bound.
     """
@@ -119,6 +121,7 @@ class Communicator:
         tls_ca_file: Optional[str] = None,
         shared_memory: Optional[bool] = None,
         master_reconnect_timeout_ms: Optional[int] = None,
+        master_connect_timeout_ms: Optional[int] = None,
     ) -> None:
         self._ptr: Optional[_lib.CommPtr] = None
         self._closed = False
@@ -136,7 +139,8 @@ class Communicator:
             heartbeat_timeout_ms=heartbeat_timeout_ms, io_threads=io_threads, max_chunk_bytes=max_chunk_bytes,
             congestion_control=congestion_control, secret_file=secret_file, tls_cert_file=tls_cert_file,
             tls_key_file=tls_key_file, tls_ca_file=tls_ca_file, shared_memory=shared_memory,
-            master_reconnect_timeout_ms=master_reconnect_timeout_ms)
+            master_reconnect_timeout_ms=master_reconnect_timeout_ms,
+            master_connect_timeout_ms=master_connect_timeout_ms)
         ptr = _lib.CommPtr()
         _lib.check(lib.ferry_comm_create(ctypes.byref(params), ctypes.byref(ptr)), "ferry_comm_create")
         del strings  # copied by ferry_comm_create

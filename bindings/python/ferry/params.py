@@ -74,7 +74,8 @@ def comm_params(master: Any, *, peer_group: Optional[int] = None, connections: O
                 max_chunk_bytes: Optional[int] = None, congestion_control: Optional[str] = None,
                 secret_file: Any = None, tls_cert_file: Any = None, tls_key_file: Any = None,
                 tls_ca_file: Any = None, shared_memory: Optional[bool] = None,
-                master_reconnect_timeout_ms: Optional[int] = None) -> Tuple[_lib.CommParams, _Strings]:
+                master_reconnect_timeout_ms: Optional[int] = None,
+                master_connect_timeout_ms: Optional[int] = None) -> Tuple[_lib.CommParams, _Strings]:
     """A ferry_comm_params from Communicator's arguments, None leaving ferry_comm_params_init's
     default; keep the second value alive until ferry_comm_create returns (it copies the strings)."""
     strings = _Strings()
@@ -101,7 +102,9 @@ def comm_params(master: Any, *, peer_group: Optional[int] = None, connections: O
                                ("io_threads", "io_threads", io_threads),
                                ("max_chunk_bytes", "max_chunk_bytes", max_chunk_bytes),
                                ("master_reconnect_timeout_ms", "master_reconnect_timeout_ms",
-                                master_reconnect_timeout_ms)):
+                                master_reconnect_timeout_ms),
+                               ("master_connect_timeout_ms", "master_connect_timeout_ms",
+                                master_connect_timeout_ms)):
         if value is not None:
             setattr(params, field, uint(name, value, 32))
     if congestion_control is not None:

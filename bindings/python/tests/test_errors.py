@@ -6,6 +6,7 @@ import builtins
 import inspect
 import socket
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -134,9 +135,26 @@ def test_an_unreachable_master_is_a_connect_error():
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    with make_peer(f"127.0.0.1:{port}") as comm:
-        with pytest.raises(ferry.ConnectError):
+    with make_peer(f"127.0.0.1:{port}", master_connect_timeout_ms=300) as comm:
+        with pytest.raises(ferry.ConnectError, match="no master answered within 300 ms"):
             comm.connect()
+
+
+def test_a_peer_started_before_its_master_connects_once_it_is_up():
+    with socket.socket() as s:  # a port nobody listens on yet
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with make_peer(f"127.0.0.1:{port}") as comm:
+        started = time.monotonic()
+        dialing = threading.Thread(target=comm.connect)
+        dialing.start()
+        time.sleep(1.0)
+        assert dialing.is_alive()
+        with ferry.Master(f"127.0.0.1:{port}"):
+            dialing.join(timeout=30)
+            assert not dialing.is_alive()
+            assert time.monotonic() - started >= 1.0
+            assert comm.group_world_size == 1
 
 
 def test_a_busy_p2p_port_range_is_a_connect_error(address):
