@@ -190,6 +190,16 @@ ferry_result ferry_update_topology(ferry_comm* comm) {
   });
 }
 
+ferry_result ferry_wait_for_world(ferry_comm* comm, uint32_t min_peers, uint32_t timeout_ms) {
+  return guarded([&] {
+    require(comm, "comm");
+    if (min_peers == 0) throw Error(Errc::invalid_argument, "min_peers is 0; a group holds at least this peer");
+    if (timeout_ms > 86'400'000) throw Error(Errc::invalid_argument, "timeout_ms is above 86400000 (a day)");
+    comm->impl->wait_for_world(min_peers, timeout_ms == 0 ? std::nullopt
+                                                          : std::optional(std::chrono::milliseconds(timeout_ms)));
+  });
+}
+
 ferry_result ferry_optimize_topology(ferry_comm* comm) {
   return guarded([&] {
     require(comm, "comm");

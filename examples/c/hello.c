@@ -31,9 +31,10 @@ int main(int argc, char** argv) {
   params.master_address = argv[1];
   if (!data || !check(ferry_comm_create(&params, &comm), "create") || !check(ferry_connect(comm), "connect"))
     return 1;
-  /* Accepted peers admit newcomers together, until the ring has everyone. */
-  while (check(ferry_comm_get_attribute(comm, FERRY_ATTR_GROUP_WORLD_SIZE, &world), "world") && world < peers)
-    if (!check(ferry_update_topology(comm), "update_topology")) return 1;
+  /* Peers started together meet before the first all-reduce: the master holds the group's
+     vote until PEERS of them are there (none of them reduces alone). */
+  if (!check(ferry_wait_for_world(comm, (uint32_t)peers, 0), "wait_for_world")) return 1;
+  ferry_comm_get_attribute(comm, FERRY_ATTR_GROUP_WORLD_SIZE, &world);
   ferry_comm_get_attribute(comm, FERRY_ATTR_RANK, &rank);
 
   ferry_allreduce_desc_init(&desc); /* f32 sum */

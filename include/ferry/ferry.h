@@ -396,6 +396,26 @@ FERRY_API ferry_result ferry_connect(ferry_comm* comm);
    FERRY_ERR_KICKED. */
 FERRY_API ferry_result ferry_update_topology(ferry_comm* comm);
 
+/* Waits until this peer's group holds at least min_peers members (added in
+   0.3): what peers started together call once after ferry_connect, so that
+   none of them runs its first collective in a world of one. A group already
+   that large returns FERRY_OK at once, without a vote (so a newcomer whose
+   admission made it that large returns at once too). Otherwise it is a
+   collective over the group's accepted peers, each passing the same
+   min_peers: a topology vote that the master holds until the members and
+   the newcomers waiting number min_peers (no polling: one vote per
+   admission), then admits them as ferry_update_topology does.
+   Blocks at most timeout_ms (0: the communicator's timeout_ms), plus the
+   admission's own bound (timeout_ms of ferry_comm_params) once the
+   newcomers are there. The master's hold ends by that deadline; the
+   communicator stays usable after FERRY_ERR_TIMEOUT (call it again to keep
+   waiting). Must not be called with operations in flight.
+   Errors: FERRY_ERR_INVALID_ARGUMENT (NULL, min_peers 0, timeout_ms above
+   86400000), FERRY_ERR_INVALID_USAGE (not connected, operations in flight),
+   FERRY_ERR_TIMEOUT (the group is still smaller; the message says how
+   large), FERRY_ERR_PEER_LOST, FERRY_ERR_MASTER_LOST, FERRY_ERR_KICKED. */
+FERRY_API ferry_result ferry_wait_for_world(ferry_comm* comm, uint32_t min_peers, uint32_t timeout_ms);
+
 /* ferry_update_topology that also re-measures: the master forgets the
    group's link matrix, probes every pair once the links are up (up to 8
    rounds; see ferry_link_info), and proposes the ring order that maximises

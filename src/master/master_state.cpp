@@ -14,6 +14,13 @@
 
 namespace ferry::master {
 
+namespace {
+
+// The longest a ferry_wait_for_world vote is held, whatever a peer asks: a day, as ferry.h's timeouts.
+constexpr uint64_t kMaxVoteHoldMs = 86'400'000;
+
+}  // namespace
+
 MasterState::MasterState(MasterLimits limits, std::optional<RunSecret> secret, uint64_t first_peer_id)
     : limits_(limits), secret_(std::move(secret)), next_peer_id_(std::max<uint64_t>(first_peer_id, 1)) {}
 
@@ -102,7 +109,8 @@ void MasterState::on_hello(ConnId conn, const wire::Hello& hello) {
   log().info("join: {} (group {}, p2p {}:{}, {} connections) is pending", peer_name(peer.id),
                group.id, peer.endpoint.host, peer.endpoint.port, peer.connections);
   // Nobody to ask: an empty group admits its first peers at once.
-  if (group.ring.empty() && !group.proposal) start_proposal(group);
+  if (group.ring.empty() && !group.proposal) return start_proposal(group);
+  maybe_complete_votes(group);  // a vote held until enough newcomers wait may be decided now
 }
 
 MasterState::Peer& MasterState::add_peer(ConnId conn, const wire::Hello& hello, PeerId id, uint32_t timeout) {
@@ -187,6 +195,10 @@ void MasterState::handle(Peer& peer, const wire::TopologyVote& m) {
   group.topology_votes.insert(peer.id);
   group.links_broken_vote |= m.links_broken != 0;
   group.optimize_vote |= m.optimize != 0;
+  // A plain vote (min_world 0) allows no wait: the vote is decided once all are in, as before.
+  const uint64_t hold = m.min_world > 0 ? std::min<uint64_t>(m.hold_ms, kMaxVoteHoldMs) : 0;
+  group.vote_min_world = std::max(group.vote_min_world, m.min_world);
+  group.vote_hold_until_ms = std::min(group.vote_hold_until_ms, now_ms_ + hold);
   maybe_complete_votes(group);
 }
 
@@ -210,8 +222,13 @@ void MasterState::maybe_complete_votes(Group& group) {
     send_all(group.ring, wire::PendingCount{pending});
     group.pending_queries.clear();
   }
-  if (all_in(group.topology_votes)) {
+  // Held for ferry_wait_for_world: a newcomer's hello or the tick (at the deadline) calls again.
+  const bool held = group.ring.size() + group.waiting.size() < group.vote_min_world &&
+                    now_ms_ < group.vote_hold_until_ms;
+  if (all_in(group.topology_votes) && !held) {
     group.topology_votes.clear();
+    group.vote_min_world = 0;
+    group.vote_hold_until_ms = UINT64_MAX;
     bool optimize = std::exchange(group.optimize_vote, false);
     group.links.expire(now_ms_, limits_.link_max_age_ms);
     // A pair whose back-off ended is probed again once the rebuilt ring's links are up.
@@ -435,6 +452,7 @@ void MasterState::on_tick(uint64_t now_ms) {
   advance_clock(now_ms);
   for (auto& [id, group] : groups_) {
     maybe_settle(group);
+    if (!group.topology_votes.empty()) maybe_complete_votes(group);  // a held vote's deadline may have passed
     // A blamed joiner's deadline may have passed: the answers in hand decide.
     if (group.proposal && !group.proposal->probing) settle_proposal(group);
     if (!group.proposal || !group.proposal->probing || group.proposal->probe_waiting.empty()) continue;
@@ -509,6 +527,8 @@ void MasterState::maybe_commit_proposal(Group& group) {
   group.broken = false;
   clear_collectives(group);
   group.topology_votes.clear();
+  group.vote_min_world = 0;
+  group.vote_hold_until_ms = UINT64_MAX;
   group.links_broken_vote = false;
   group.pending_queries.clear();
   for (PeerId id : group.ring) {

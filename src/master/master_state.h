@@ -272,6 +272,10 @@ class MasterState {
     std::set<PeerId> topology_votes;
     bool links_broken_vote = false;  // some voter's links failed: rebuild even if nothing else changed
     bool optimize_vote = false;      // some voter asked to re-measure and re-order (ferry_optimize_topology)
+    // ferry_wait_for_world: the vote waits until members and newcomers number vote_min_world
+    // (the largest any voter asked), or until vote_hold_until_ms (the earliest any voter allowed).
+    uint32_t vote_min_world = 0;
+    uint64_t vote_hold_until_ms = UINT64_MAX;
     std::set<PeerId> pending_queries;
     std::optional<Proposal> proposal;
     std::map<uint32_t, Collective> collectives;  // open ones, by seq

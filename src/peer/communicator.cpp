@@ -139,10 +139,12 @@ Communicator::~Communicator() {
 // --- the caller's API ------------------------------------------------------------------
 
 template <class Pred>
-void Communicator::wait_for(std::unique_lock<std::mutex>& lock, Pred pred, const std::string& what) {
-  bool ok = cv_.wait_for(lock, config_.timeout, [&] { return pred() || state_ == State::dead; });
+void Communicator::wait_for(std::unique_lock<std::mutex>& lock, Pred pred, const std::string& what,
+                            std::optional<std::chrono::milliseconds> limit) {
+  const auto within = limit.value_or(config_.timeout);
+  bool ok = cv_.wait_for(lock, within, [&] { return pred() || state_ == State::dead; });
   if (state_ == State::dead) throw Error(dead_reason_.code, dead_reason_.message);
-  if (!ok) throw Error(Errc::timeout, what + " did not complete within " + ms(config_.timeout));
+  if (!ok) throw Error(Errc::timeout, what + " did not complete within " + ms(within));
 }
 
 std::optional<Status> Communicator::master_away(const char* call) const {
@@ -288,24 +290,49 @@ void Communicator::wait_for_master(std::unique_lock<std::mutex>& lock) {
   if (state_ == State::dead) throw Error(dead_reason_.code, dead_reason_.message);
 }
 
+bool Communicator::cast_vote(std::unique_lock<std::mutex>& lock, wire::TopologyVote ballot,
+                             std::chrono::milliseconds limit, const char* call) {
+  wait_for_master(lock);
+  require_accepted(call);
+  if (size_t in_flight = ops_->size())
+    throw Error(Errc::invalid_usage,
+                std::string(call) + " with " + std::to_string(in_flight) + " collectives in flight; wait for them first");
+  uint64_t before = topology_done_count_, losses = master_losses_;
+  auto links = membership_.view().links;
+  ballot.links_broken = links && !links->failure().ok();
+  session_.send(ballot);
+  wait_for(lock, [&] { return topology_done_count_ > before || master_losses_ != losses; }, call, limit);
+  return topology_done_count_ > before;
+}
+
 void Communicator::update_topology(bool optimize) {
   std::lock_guard vote(vote_mu_);
   std::unique_lock lock(mu_);
+  wire::TopologyVote ballot;
+  ballot.optimize = optimize ? 1 : 0;
+  while (!cast_vote(lock, ballot, config_.timeout, "update_topology")) {
+  }
+}
+
+void Communicator::wait_for_world(uint32_t min_peers, std::optional<std::chrono::milliseconds> limit) {
+  std::lock_guard vote(vote_mu_);
+  std::unique_lock lock(mu_);
+  const auto timeout = limit.value_or(config_.timeout);
+  const auto deadline = Clock::now() + timeout;
   for (;;) {
     wait_for_master(lock);
-    require_accepted("update_topology");
-    if (size_t in_flight = ops_->size())
-      throw Error(Errc::invalid_usage, "update_topology with " + std::to_string(in_flight) +
-                                           " collectives in flight; wait for them first");
-    uint64_t before = topology_done_count_, losses = master_losses_;
-    auto links = membership_.view().links;
+    require_accepted("wait_for_world");
+    const size_t world = membership_.view().ring.size();
+    if (world >= min_peers) return;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0)
+      throw Error(Errc::timeout, "wait_for_world: the group has " + std::to_string(world) + " of " +
+                                     std::to_string(min_peers) + " peers after " + ms(timeout));
     wire::TopologyVote ballot;
-    ballot.links_broken = links && !links->failure().ok();
-    ballot.optimize = optimize ? 1 : 0;
-    session_.send(ballot);
-    wait_for(lock, [&] { return topology_done_count_ > before || master_losses_ != losses; }, "update_topology");
-    if (topology_done_count_ > before) return;
-    // The master was lost mid-vote: vote again with the one that comes back.
+    ballot.min_world = min_peers;
+    ballot.hold_ms = static_cast<uint32_t>(std::min<int64_t>(left.count(), UINT32_MAX));
+    // The master decides by the hold's end (its tick looks twice a second), then admits within timeout_ms.
+    cast_vote(lock, ballot, left + std::chrono::milliseconds(1'000) + config_.timeout, "wait_for_world");
   }
 }
 

@@ -103,6 +103,10 @@ class Communicator final : private MasterSession::Events {
   void connect();
   // `optimize`: ask the master to re-measure every link and take the best ring order.
   void update_topology(bool optimize = false);
+  // Votes until the group holds at least min_peers members: the master holds each vote
+  // until enough newcomers wait (no polling). Throws Error(timeout) at the deadline
+  // (`timeout`, else timeout_ms).
+  void wait_for_world(uint32_t min_peers, std::optional<std::chrono::milliseconds> timeout);
   uint32_t peers_pending();
   Attributes attributes() const;
   // Issues an all-reduce; the returned operation is waited with wait().
@@ -164,9 +168,15 @@ class Communicator final : private MasterSession::Events {
   // While the master is being dialed again: the retryable failure a call gets. mu_ held.
   // Collectives are issued and fail at once with it, so callers meet it where they wait.
   std::optional<Status> master_away(const char* call) const;
-  // Waits on cv_ until pred or dead or the deadline; throws on the latter two. mu_ held via lock.
+  // Waits on cv_ until pred or dead or the deadline (`limit`, else timeout_ms); throws on the
+  // latter two. mu_ held via lock.
   template <class Pred>
-  void wait_for(std::unique_lock<std::mutex>& lock, Pred pred, const std::string& what);
+  void wait_for(std::unique_lock<std::mutex>& lock, Pred pred, const std::string& what,
+                std::optional<std::chrono::milliseconds> limit = std::nullopt);
+  // Sends one topology vote and waits up to `limit` for the topology it decides. False when
+  // the master was lost meanwhile: vote again with the one that comes back. vote_mu_ and mu_ held.
+  bool cast_vote(std::unique_lock<std::mutex>& lock, wire::TopologyVote ballot, std::chrono::milliseconds limit,
+                 const char* call);
 
   const CommConfig config_;  // with the transport resolved (never null)
   asio::io_context io_;

@@ -157,7 +157,11 @@ struct TopologyVote {
   uint8_t links_broken = 0;  // this peer's ring links failed: the ring must be rebuilt, not kept
   // ferry_optimize_topology: measure every pair afresh and take the best ring order
   uint8_t optimize = 0;
-  template <class V> void fields(V& v) { v(links_broken); v(optimize); }
+  // ferry_wait_for_world: the master holds the vote until the group's members and
+  // waiting newcomers number min_world, or hold_ms passed (0, 0: decide at once)
+  uint32_t min_world = 0;
+  uint32_t hold_ms = 0;
+  template <class V> void fields(V& v) { v(links_broken); v(optimize); v(min_world); v(hold_ms); }
 };
 
 // Where a peer takes p2p connections: ring links, probes, shared-state fetches.

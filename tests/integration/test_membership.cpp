@@ -417,6 +417,44 @@ TEST_CASE("membership: a master stopped and started again on its port takes its 
   for (ferry_comm* comm : comms) ferry_comm_destroy(comm);
 }
 
+TEST_CASE("membership: two copies of the README program started together both reduce in a world of two",
+          "[membership][wait]") {
+  EmbeddedMaster master;
+  std::vector<double> sums(2);
+  std::vector<int64_t> worlds(2);
+  REQUIRE(failures(run_peers(2, [&](size_t who) {
+            ferry_comm* comm = create_peer(master.address());
+            must(ferry_connect(comm), "ferry_connect");
+            must(ferry_wait_for_world(comm, 2, 0), "ferry_wait_for_world");
+            worlds[who] = attribute(comm, FERRY_ATTR_GROUP_WORLD_SIZE);
+            sums[who] = allreduce_one(comm, static_cast<double>(who + 1));
+            ferry_comm_destroy(comm);
+          })) == "");
+  CHECK(worlds == std::vector<int64_t>{2, 2});
+  CHECK(sums == std::vector<double>{3.0, 3.0});
+}
+
+TEST_CASE("membership: waiting for a world that never comes ends at the deadline, with one vote, not a spin",
+          "[membership][wait]") {
+  EmbeddedMaster master;
+  ferry_comm* comm = create_peer(master.address());
+  REQUIRE(ferry_connect(comm) == FERRY_OK);
+  const int64_t epoch = attribute(comm, FERRY_ATTR_EPOCH);
+  const auto started = std::chrono::steady_clock::now();
+  CHECK(ferry_wait_for_world(comm, 2, 1500) == FERRY_ERR_TIMEOUT);
+  const auto took = std::chrono::steady_clock::now() - started;
+  CHECK_THAT(std::string(ferry_last_error()), Catch::Contains("1 of 2 peers"));
+  CHECK(took >= std::chrono::milliseconds(1400));
+  CHECK(took < std::chrono::seconds(10));
+  // The master held one vote to its end (a renewal), where a loop of votes would have renewed the ring again and again.
+  CHECK(attribute(comm, FERRY_ATTR_EPOCH) - epoch <= 1);
+  CHECK(ferry_wait_for_world(comm, 1, 0) == FERRY_OK);  // as large as asked: at once
+  CHECK(ferry_wait_for_world(comm, 0, 0) == FERRY_ERR_INVALID_ARGUMENT);
+  CHECK(ferry_wait_for_world(nullptr, 2, 0) == FERRY_ERR_INVALID_ARGUMENT);
+  CHECK(allreduce_one(comm, 4.0) == 4.0);  // still usable
+  ferry_comm_destroy(comm);
+}
+
 TEST_CASE("membership: a peer started two seconds before its master connects once the master is up",
           "[membership][connect]") {
   const uint16_t port = free_loopback_port();

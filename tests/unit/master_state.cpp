@@ -1519,3 +1519,51 @@ TEST_CASE("master: an optimize vote forgets the matrix, probes every pair and ta
   f.all_ready();
   CHECK(f.state.ring(0) == std::vector<PeerId>{1, 3, 2});
 }
+
+TEST_CASE("master: a vote asking for a larger world is held until enough newcomers wait, or until its hold ends",
+          "[master][vote]") {
+  Fixture f;
+  f.ring_of(2);
+  const uint64_t epoch = f.state.epoch(0);
+  SECTION("the newcomer's hello decides it") {
+    f.state.on_message(1, TopologyVote{0, 0, 3, 60000});
+    f.state.on_message(2, TopologyVote{0, 0, 3, 60000});
+    f.step();
+    CHECK(f.sent<Topology>().empty());
+    CHECK(f.sent<TopologyDone>().empty());
+    f.now_ms += 30000;
+    f.state.on_tick(f.now_ms);
+    f.step();
+    CHECK(f.sent<Topology>().empty());  // still within the hold
+    f.join(3);
+    CHECK(f.sent<Topology>().size() == 3);  // proposed with the newcomer
+    f.all_ready();
+    CHECK(f.state.ring(0).size() == 3);
+  }
+  SECTION("the hold's end decides it, with whoever is there") {
+    f.state.on_message(1, TopologyVote{0, 0, 3, 2000});
+    f.state.on_message(2, TopologyVote{0, 0, 3, 2000});
+    f.step();
+    f.now_ms += 1000;
+    f.state.on_tick(f.now_ms);
+    f.step();
+    CHECK(f.sent<TopologyDone>().empty());
+    f.now_ms += 1500;
+    f.state.on_tick(f.now_ms);
+    f.step();
+    CHECK(f.sent<TopologyDone>().size() == 2);  // the ring of two, renewed
+    CHECK(f.state.epoch(0) > epoch);
+  }
+  SECTION("a plain vote beside it allows no wait") {
+    f.state.on_message(1, TopologyVote{0, 0, 3, 60000});
+    f.state.on_message(2, TopologyVote{});
+    f.step();
+    CHECK(f.sent<TopologyDone>().size() == 2);
+  }
+  SECTION("the group already that large decides at once") {
+    f.state.on_message(1, TopologyVote{0, 0, 2, 60000});
+    f.state.on_message(2, TopologyVote{0, 0, 2, 60000});
+    f.step();
+    CHECK(f.sent<TopologyDone>().size() == 2);
+  }
+}

@@ -39,7 +39,7 @@ std::vector<Message> one_of_each() {
   return {AuthChallenge{std::string(32, 'n'), 1},
           Hello{7, "example.org", 4000, 4, 10000, std::string(32, 'x'), std::string(32, 'p'), 15000, {"192.0.2.9"}, 9, 8, {9, 4}, 6, {{1, 2}}, {{3, 1}, {7, 2}}},
           Welcome{42, "192.0.2.1", std::string(32, 'q')},
-          TopologyVote{1, 1},
+          TopologyVote{1, 1, 3, 4000},
           topology,
           TopologyReady{9, 6, 2, "refused"},
           TopologyDone{9, 5, 2, 3},
@@ -84,7 +84,7 @@ TEST_CASE("wire: golden bytes pin the format", "[wire][golden]") {
   // Changing these bytes breaks compatibility with every deployed peer: bump kProtocolVersion instead.
   std::vector<uint8_t> hello = {
       0x46, 0x52, 0x59, 0x31,  // magic "FRY1"
-      0x05, 0x00,              // version 5
+      0x06, 0x00,              // version 6
       0x01, 0x00,              // type hello
       0x49, 0x00, 0x00, 0x00,  // payload length 73
       0x07, 0x00, 0x00, 0x00,  // peer_group 7

@@ -227,6 +227,7 @@ _SIGNATURES = {
     "ferry_connect": (_R, [CommPtr]),
     "ferry_update_topology": (_R, [CommPtr]),
     "ferry_optimize_topology": (_R, [CommPtr]),
+    "ferry_wait_for_world": (_R, [CommPtr, ctypes.c_uint32, ctypes.c_uint32]),
     "ferry_peers_pending": (_R, [CommPtr, ctypes.POINTER(ctypes.c_uint32)]),
     "ferry_comm_get_attribute": (_R, [CommPtr, ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]),
     "ferry_comm_ring": (_R, [CommPtr, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,

@@ -5,13 +5,12 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import threading
-import time
 from typing import Any, Collection, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, TypeVar, Union
 
 from . import _lib
 from ._exit import track_communicator
 from .dtypes import DType, ReduceOp, parse_op, parse_quant
-from .errors import InvalidArgumentError, InvalidUsageError, TimeoutError
+from .errors import InvalidArgumentError, InvalidUsageError
 from .handle import Handle, OpInfo
 from .links import Link, LinkMatrix
 from .params import comm_params, uint
@@ -249,26 +248,27 @@ class Communicator:
         return int(pending.value)
 
     def wait_for_peers(self, group_world_size: int, timeout_s: Optional[float] = None) -> None:
-        """Collective: grows this peer's ring to at least ``group_world_size`` peers.
+        """Waits until this peer's group holds at least ``group_world_size`` peers
+        (``ferry_wait_for_world``): call it once after connect() on every peer started together.
 
-        Loops ``peers_pending()`` and, when someone waits, ``update_topology()`` (the
-        growing loop of examples/c/hello.c, without rebuilding the ring on every turn).
-        Every accepted peer of the group must call it, and so must each newcomer once
-        its connect() returned; all of them see the same answers and topologies, so
-        they leave the loop together. Blocks at most ``timeout_s`` (default: timeout_ms),
-        then raises ferry.TimeoutError; raises what update_topology() raises.
+        A group already that large returns at once, without a vote (so does a newcomer whose
+        admission made it that large). Otherwise it is a collective over the group's accepted
+        peers, all passing the same size: a topology vote that the master holds until enough
+        newcomers wait, then admits them (no polling). Blocks at most ``timeout_s`` (default:
+        timeout_ms) plus the admission's own bound, then raises ferry.TimeoutError saying how
+        large the group is; raises what update_topology() raises.
         """
-        limit = self.timeout_ms / 1000.0 if timeout_s is None else timeout_s
-        deadline = time.monotonic() + limit
-        while self.group_world_size < group_world_size:
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"wait_for_peers: the group has {self.group_world_size} of {group_world_size} peers "
-                    f"after {limit:.1f} s")
-            if self.peers_pending() > 0:
-                self.update_topology()
-            else:
-                time.sleep(0.01)
+        size = uint("group_world_size", group_world_size, 32)
+        if size == 0:
+            raise InvalidArgumentError("group_world_size must be at least 1")
+        timeout_ms = 0  # the communicator's timeout_ms
+        if timeout_s is not None:
+            if not isinstance(timeout_s, (int, float)) or isinstance(timeout_s, bool) or not 0 < timeout_s <= 86400:
+                raise InvalidArgumentError(f"timeout_s must be in (0, 86400] seconds, got {timeout_s!r}")
+            timeout_ms = max(1, round(timeout_s * 1000))
+        with self._call("wait_for_peers") as ptr:
+            code = _lib.lib().ferry_wait_for_world(ptr, size, timeout_ms)
+        _lib.check(code, "wait_for_peers")
 
     # Attributes are as of the last topology this peer joined; they never block.
     # Before connect() they raise InvalidUsageError.
