@@ -6,14 +6,22 @@
 namespace ferry::master_load {
 namespace {
 
-// Loopback-like figures for every probed link: all alike, so ring order is a tie.
-constexpr uint64_t kProbedBytesPerS = 1'000'000'000;
-constexpr uint32_t kProbedRttUs = 100;
+// Loopback-like figures for every link: all alike, so ring order is a tie.
+constexpr uint64_t kLinkBytesPerS = 1'000'000'000;
+constexpr uint32_t kLinkRttUs = 100;
 constexpr uint64_t kProbedBytes = 1 << 20;
 // A port nobody dials: the master only passes it on, and these peers never dial each other.
 constexpr uint16_t kAdvertisedPort = 9;
+// As peer/communicator.cpp's kLinkReportInterval.
+constexpr auto kLinkReportInterval = std::chrono::milliseconds(1000);
 // A tiny f32 sum: only what the master compares matters, never the data.
 constexpr uint64_t kElements = 16;
+
+// What a fake peer says it measured of from -> to.
+wire::LinkEntry made_up_link(uint64_t from, uint64_t to, uint64_t bytes) {
+  return wire::LinkEntry{.from_peer = from, .to_peer = to, .goodput_bps = kLinkBytesPerS,
+                         .delivery_rate_bps = kLinkBytesPerS, .rtt_us = kLinkRttUs, .bytes = bytes, .connections = 1};
+}
 
 }  // namespace
 
@@ -68,6 +76,10 @@ void FakePeer::on_welcome(uint64_t peer_id) {
 }
 
 void FakePeer::on_topology(const wire::Topology& topology) {
+  const uint64_t self = id_.load();
+  successor_ = 0;
+  for (size_t i = 0; i < topology.ring.size() && topology.ring.size() > 1; ++i)
+    if (topology.ring[i].peer_id == self) successor_ = topology.ring[(i + 1) % topology.ring.size()].peer_id;
   session_->send(wire::TopologyReady{topology.epoch, 0, 0, ""});
 }
 
@@ -82,24 +94,23 @@ void FakePeer::on_collective_go(const wire::CollectiveGo& go) {
 
 void FakePeer::on_collective_result(const wire::CollectiveResult& result) {
   tally_.note(result.code == 0 ? Event::committed : Event::aborted);
+  if (result.code == 0) maybe_report_link();
   if (result.epoch == epoch_.load() && result.seq + 1 < rounds_.load()) begin(result.seq + 1);
+}
+
+void FakePeer::maybe_report_link() {
+  const Clock::time_point now = Clock::now();
+  if (successor_ == 0 || now - last_link_report_ < kLinkReportInterval) return;
+  last_link_report_ = now;
+  session_->send(wire::LinkReport{{made_up_link(id_.load(), successor_, kElements * sizeof(float))}});
 }
 
 void FakePeer::on_probe_round(const wire::ProbeRound& round) {
   wire::ProbeDone done;
   done.epoch = round.epoch;
   done.round = round.round;
-  for (const wire::RingMember& target : round.targets) {
-    wire::LinkEntry link;
-    link.from_peer = id_.load();
-    link.to_peer = target.peer_id;
-    link.goodput_bps = kProbedBytesPerS;
-    link.delivery_rate_bps = kProbedBytesPerS;
-    link.rtt_us = kProbedRttUs;
-    link.bytes = kProbedBytes;
-    link.connections = 1;
-    done.links.push_back(link);
-  }
+  for (const wire::RingMember& target : round.targets)
+    done.links.push_back(made_up_link(id_.load(), target.peer_id, kProbedBytes));
   session_->send(done);
 }
 

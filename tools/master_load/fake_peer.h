@@ -11,7 +11,9 @@
 //    order ever looks better than another and no vote re-orders.
 //  - collective_go: a real peer runs the all-reduce; this one ends it at once.
 //    After each verdict it begins the next collective by itself, as a
-//    training loop does, until `rounds` collectives were begun.
+//    training loop does, until `rounds` collectives were begun. After a
+//    commit it reports its link to its ring successor at most once a second,
+//    as a real peer does (peer/communicator.cpp, kLinkReportInterval).
 //
 // Threading: the session's events run on its connection's strand; the driver
 // (load_run.h) calls the public functions from its own thread. Counters go to
@@ -61,6 +63,7 @@ class FakePeer final : public peer::MasterSession::Events {
 
  private:
   void begin(uint32_t seq);
+  void maybe_report_link();
 
   const uint32_t group_;
   const uint32_t index_;
@@ -70,6 +73,9 @@ class FakePeer final : public peer::MasterSession::Events {
   std::atomic<uint64_t> epoch_{0};   // of the last topology_done; 0 until accepted
   std::atomic<uint32_t> rounds_{0};  // collectives to begin in this epoch
   std::atomic<bool> left_{false};
+  // Only on the session's strand:
+  uint64_t successor_ = 0;                // in the last proposed ring; 0: none
+  Clock::time_point last_link_report_{};  // kLinkReportInterval apart
 };
 
 }  // namespace ferry::master_load
