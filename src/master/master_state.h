@@ -234,6 +234,7 @@ class MasterState {
     uint64_t epoch = 0;
     std::vector<PeerId> members;
     std::map<PeerId, wire::TopologyReady> answers;
+    size_t failed_answers = 0;  // of `answers`, those whose code is not 0
     uint64_t started_ms = 0;
     // Once every link is up (so every member proved it answers), the pairs
     // nobody measured are probed (probe_plan.h), round by round, before the

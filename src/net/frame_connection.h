@@ -14,6 +14,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include <asio/steady_timer.hpp>
@@ -67,9 +68,11 @@ class FrameConnection : public std::enable_shared_from_this<FrameConnection> {
   enum class State { open, closing, closed };
 
   FrameConnection(std::shared_ptr<Stream> stream, uint32_t max_payload);
-  void read_header();
-  void read_payload();
-  void deliver_payload();  // may throw std::bad_alloc, which closes this connection only
+  void read_more();
+  // Delivers every whole frame in the inbox and keeps the rest at its front;
+  // may throw std::bad_alloc, which closes this connection only.
+  void take_frames();
+  void deliver(uint16_t type, std::span<const uint8_t> payload);
   void enqueue(std::vector<uint8_t> frame);
   void write_next();
   // The far end no longer takes writes, but what it sent before it went (a
@@ -89,9 +92,8 @@ class FrameConnection : public std::enable_shared_from_this<FrameConnection> {
   Handlers handlers_;
   State state_ = State::open;
   Status close_reason_;
-  std::array<uint8_t, wire::kFrameHeaderBytes> header_bytes_{};
-  wire::FrameHeader header_;
-  std::vector<uint8_t> payload_;
+  std::vector<uint8_t> inbox_;  // bytes read, not yet delivered: inbox_[0, inbox_used_)
+  size_t inbox_used_ = 0;
   std::deque<std::vector<uint8_t>> queue_;
   bool writing_ = false;
   bool writes_failed_ = false;  // see write_failed()

@@ -30,6 +30,10 @@ void ShmStream::read_exact(asio::mutable_buffer, IoHandler handler) {
   asio::post(executor(), [h = std::move(handler)]() mutable { h(wrong_direction(), 0); });
 }
 
+void ShmStream::read_some(asio::mutable_buffer, IoHandler handler) {
+  asio::post(executor(), [h = std::move(handler)]() mutable { h(wrong_direction(), 0); });
+}
+
 void ShmStream::write_all(std::span<const asio::const_buffer>, IoHandler handler) {
   asio::post(executor(), [h = std::move(handler)]() mutable { h(wrong_direction(), 0); });
 }

@@ -25,6 +25,7 @@ class ShmStream final : public Stream {
   asio::any_io_executor executor() override { return connection_->executor(); }
   // Asynchronous reads and writes belong to the handshake, which is over.
   void read_exact(asio::mutable_buffer buffer, IoHandler handler) override;
+  void read_some(asio::mutable_buffer buffer, IoHandler handler) override;
   void write_all(std::span<const asio::const_buffer> buffers, IoHandler handler) override;
   void close() override;
   std::string remote_host() const override { return connection_->remote_host(); }

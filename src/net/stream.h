@@ -33,6 +33,8 @@ class Stream {
   virtual asio::any_io_executor executor() = 0;
   // Completes when `buffer` is full, or with an error.
   virtual void read_exact(asio::mutable_buffer buffer, IoHandler handler) = 0;
+  // Completes with at least one byte in `buffer` (as many as were there), or with an error.
+  virtual void read_some(asio::mutable_buffer buffer, IoHandler handler) = 0;
   // Completes when every byte of every buffer was handed to the transport.
   virtual void write_all(std::span<const asio::const_buffer> buffers, IoHandler handler) = 0;
   // Cancels outstanding operations (their handlers see an error) and closes.

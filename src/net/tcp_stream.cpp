@@ -35,6 +35,10 @@ void TcpStream::read_exact(asio::mutable_buffer buffer, IoHandler handler) {
   asio::async_read(socket_, buffer, asio::bind_executor(strand_, std::move(handler)));
 }
 
+void TcpStream::read_some(asio::mutable_buffer buffer, IoHandler handler) {
+  socket_.async_read_some(buffer, asio::bind_executor(strand_, std::move(handler)));
+}
+
 void TcpStream::write_all(std::span<const asio::const_buffer> buffers, IoHandler handler) {
   // A gather write: a chunk's header and its payload leave in one syscall.
   // The array travels by value inside the operation; unused slots stay empty.

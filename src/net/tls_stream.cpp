@@ -53,6 +53,10 @@ void TlsStream::read_exact(asio::mutable_buffer buffer, IoHandler handler) {
   asio::async_read(ssl_, buffer, asio::bind_executor(strand_, std::move(handler)));
 }
 
+void TlsStream::read_some(asio::mutable_buffer buffer, IoHandler handler) {
+  ssl_.async_read_some(buffer, asio::bind_executor(strand_, std::move(handler)));
+}
+
 void TlsStream::write_all(std::span<const asio::const_buffer> buffers, IoHandler handler) {
   // Control frames are one buffer; Asio's TLS writes take one buffer per record anyway.
   std::array<asio::const_buffer, 4> list{};

@@ -38,6 +38,7 @@ class TlsStream final : public Stream {
 
   asio::any_io_executor executor() override { return strand_; }
   void read_exact(asio::mutable_buffer buffer, IoHandler handler) override;
+  void read_some(asio::mutable_buffer buffer, IoHandler handler) override;
   void write_all(std::span<const asio::const_buffer> buffers, IoHandler handler) override;
   void close() override;
   std::string remote_host() const override { return remote_host_; }

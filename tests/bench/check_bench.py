@@ -16,6 +16,9 @@
   check_bench.py ring-avoids FILE A B [C D ...] -- COMMAND...
                                                 As json, and every ferry run's ring (each peer once)
                                                 never has host A send to host B (nor C to D, ...).
+  check_bench.py master-load FILE -- COMMAND... ferry-master-load: COMMAND must exit 0 and write FILE with
+                                                every key, every fake peer welcomed and admitted, and
+                                                every collective of every round committed (never timings).
   check_bench.py fails RC PATTERN -- COMMAND... COMMAND must exit RC, with PATTERN in its stderr.
 """
 import json
@@ -335,6 +338,39 @@ def check_sync_record(record):
     return problems
 
 
+MASTER_LOAD_KEYS = {
+    "tool": str, "args": dict, "machine": dict, "welcomed": int, "admitted": int, "admit_votes": int,
+    "admit_s": float, "admit_master_cpu_s": float, "master_cpu_ms_per_join": float, "vote_s": float,
+    "vote_master_cpu_ms": float, "round_s": float, "round_master_cpu_ms": float, "collective_master_cpu_ms": float,
+    "committed": int, "aborted": int, "expected_commits": int,
+}
+MASTER_LOAD_ARGS_KEYS = ["peers", "groups", "rounds", "votes", "threads", "master_log_level"]
+
+
+def check_master_load_record(record):
+    problems = missing_keys(record, MASTER_LOAD_KEYS, MASTER_LOAD_ARGS_KEYS) or wrong_types(
+        record, "record", MASTER_LOAD_KEYS)
+    if problems:
+        return problems
+    args = record["args"]
+
+    def expect(condition, message):
+        if not condition:
+            problems.append(message)
+
+    peers, rounds = args["peers"], args["rounds"]
+    expect(record["tool"] == "ferry-master-load", f"tool {record['tool']!r}")
+    expect(record["welcomed"] == peers, f"{record['welcomed']} of {peers} fake peers welcomed")
+    expect(record["admitted"] == peers, f"{record['admitted']} of {peers} fake peers admitted")
+    expect(record["admit_votes"] >= 1, f"admit_votes {record['admit_votes']}")
+    expect(record["expected_commits"] == peers * rounds, f"expected_commits {record['expected_commits']}")
+    expect(record["committed"] == peers * rounds, f"{record['committed']} of {peers * rounds} verdicts committed")
+    expect(record["aborted"] == 0, f"{record['aborted']} verdicts aborted")
+    for key in ("admit_s", "admit_master_cpu_s", "vote_s", "round_s"):
+        expect(record[key] >= 0, f"{key} {record[key]}")
+    return problems
+
+
 def main(argv):
     if "--" not in argv:
         sys.exit(__doc__)
@@ -357,6 +393,15 @@ def main(argv):
         if problems:
             sys.exit("FAIL:\n  " + "\n  ".join(problems))
         print(f"OK: {len(record['runs'])} runs, every key there, every result correct")
+    elif mode == "master-load":
+        if done.returncode != 0:
+            sys.exit(f"FAIL: ferry-master-load exited {done.returncode}")
+        with open(params[0]) as f:
+            record = json.load(f)
+        problems = check_master_load_record(record)
+        if problems:
+            sys.exit("FAIL:\n  " + "\n  ".join(problems))
+        print(f"OK: {record['admitted']} fake peers admitted, {record['committed']} verdicts committed")
     elif mode == "fails":
         want_rc, pattern = int(params[0]), params[1]
         if done.returncode != want_rc:

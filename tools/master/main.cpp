@@ -43,11 +43,17 @@ int main(int argc, char** argv) {
   uint32_t peer_timeout_ms = 10000;
   std::string secret_file;
   std::string ring_order = "best";
+  uint32_t max_pending_per_source = ferry::master::MasterLimits{}.max_pending_per_source;
   app.add_option("--listen", listen, "HOST:PORT to listen on")->capture_default_str();
   app.add_option("--ring-order", ring_order,
                  "best: order each ring by its measured links (the slowest link along it as fast as it can be); "
                  "arrival: keep the order peers joined in (a baseline; pairs that cannot connect are still avoided)")
       ->check(CLI::IsMember({"best", "arrival"}))
+      ->capture_default_str();
+  app.add_option("--max-pending-per-source", max_pending_per_source,
+                 "joiners one source address may have waiting for admission at once (many peers behind one NAT, "
+                 "or ferry-master-load's fake peers on loopback, need more)")
+      ->check(CLI::Range(1u, 65'536u))
       ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical, off")->capture_default_str();
   app.add_option("--peer-timeout-ms", peer_timeout_ms,
@@ -97,6 +103,7 @@ int main(int argc, char** argv) {
     options.listen_port = endpoint->port;
     options.limits.default_heartbeat_timeout_ms = peer_timeout_ms;
     options.limits.order_rings_by_links = ring_order == "best";
+    options.limits.max_pending_per_source = max_pending_per_source;
     options.strangers = strangers;
     // The serving thread cannot end the process itself; it wakes the sigwait below.
     options.on_failure = [main_thread = pthread_self()](const std::string&) { pthread_kill(main_thread, kServerFailed); };
