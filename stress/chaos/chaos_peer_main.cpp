@@ -12,7 +12,8 @@
 //   pending result=R n=N t=T                        (only when N > 0 or it failed)
 //   op step=S k=K epoch=E ring=ID,ID,.. result=R hash=H err=X t0=T t1=T start=S stall=S commit=S
 //   (the last three: ferry_op_info's phases, in seconds)
-//   state step=S epoch=E result=R revision=V hash=H received=B t0=T t1=T  (every --state-every steps)
+//   state step=S epoch=E result=R revision=V hash=H received=B t0=T t1=T
+//   (after every topology change, so a newcomer receives the state at once, and every --state-every steps)
 //   fatal call=NAME result=R t=T
 // T is CLOCK_MONOTONIC seconds, comparable with the harness's clock.
 #include <CLI/CLI.hpp>
@@ -35,6 +36,9 @@ using ferry::chaos::op_seed;
 
 constexpr int kExitFatal = 4;     // master lost or kicked: expected under chaos
 constexpr int kExitMisuse = 5;    // ferry called us wrong, or a bug: a violation
+// This peer never held the shared state and no member offers it any more (every holder
+// left before it could receive: the revision rule refuses a group that restarts from 0).
+constexpr int kExitStateLost = 6;
 
 // steady_clock is CLOCK_MONOTONIC on Linux, as the harness reads it.
 double monotonic_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
@@ -67,8 +71,9 @@ struct ChaosState {
   std::vector<float> data;
 };
 
-// Every --state-every steps the world syncs its shared state before the
-// all-reduces, as DiLoCo syncs its outer model: a peer that never synced
+// After every topology change and every --state-every steps the world syncs
+// its shared state before the all-reduces, as DiLoCo syncs its outer model
+// (newcomers receive it at admission): a peer that never synced
 // offers revision 0 and receives what the others hold; every other peer
 // offers the next revision, which a successful sync makes the group's. The
 // bytes at each revision are chaos_data's state_content, so the harness knows
@@ -179,7 +184,7 @@ int main(int argc, char** argv) {
   std::vector<ferry_result> results(concurrent);
   uint64_t step = 0;
   ChaosState state;
-  bool need_topology = false, need_sync = true;
+  bool need_topology = false, need_sync = true, need_state = true;
   const double end = monotonic_s() + max_seconds;
   while (monotonic_s() < end) {
     if (need_topology) {
@@ -194,6 +199,7 @@ int main(int argc, char** argv) {
       }
       need_topology = false;
       need_sync = true;
+      need_state = true;
     }
     if (need_sync) {  // newcomers start at 0: the world's largest step wins
       uint64_t agreed = step;
@@ -222,13 +228,19 @@ int main(int argc, char** argv) {
       continue;
     }
 
-    if (state_every > 0 && step % state_every == 0) {
+    if (state_every > 0 && (need_state || step % state_every == 0)) {
       r = sync_state(comm, seed, step, state);
+      if (r == FERRY_ERR_INVALID_USAGE && !state.synced) {
+        std::fprintf(stderr, "sync_shared_state: %s: the state is lost to this peer\n", ferry_last_error());
+        ferry_comm_destroy(comm);
+        return kExitStateLost;
+      }
       exit_if_fatal(comm, "sync_shared_state", r);
       if (r != FERRY_OK) {
         need_topology = true;
         continue;
       }
+      need_state = false;
     }
 
     size_t ring_size = 0;

@@ -36,10 +36,12 @@ std::string summary_text(const ChaosArgs& args, const ChaosSummary& s) {
   out += format("  ops ok      %llu (unique ops cross-checked %llu, against the reference %llu; last step %llu)\n",
                 static_cast<unsigned long long>(s.ops_ok), static_cast<unsigned long long>(s.unique_ops_checked),
                 static_cast<unsigned long long>(s.references_checked), static_cast<unsigned long long>(s.max_step));
-  out += format("  syncs ok    %llu, failed %llu (reports checked %llu; %llu bytes fetched)\n",
+  out += format("  syncs ok    %llu, failed %llu (reports checked %llu; %llu bytes fetched; %llu newcomers left "
+                "with the state lost)\n",
                 static_cast<unsigned long long>(s.syncs_ok), static_cast<unsigned long long>(s.syncs_failed),
                 static_cast<unsigned long long>(s.syncs_checked),
-                static_cast<unsigned long long>(s.sync_bytes_received));
+                static_cast<unsigned long long>(s.sync_bytes_received),
+                static_cast<unsigned long long>(s.state_lost));
   out += format("  ops failed  %llu:", static_cast<unsigned long long>(s.ops_failed));
   for (const auto& [name, n] : s.failed_by_error) out += format(" %s %llu;", name.c_str(), static_cast<unsigned long long>(n));
   out += format("\n  kills %llu, joins %llu, removed by the master %llu\n  faults     ",
@@ -81,6 +83,7 @@ std::string summary_json(const ChaosArgs& args, const ChaosSummary& s) {
   w.newline(2).key("syncs_failed").value(s.syncs_failed);
   w.newline(2).key("syncs_checked").value(s.syncs_checked);
   w.newline(2).key("sync_bytes_received").value(s.sync_bytes_received);
+  w.newline(2).key("state_lost").value(s.state_lost);
   w.newline(2).key("kills").value(s.kills);
   w.newline(2).key("joins").value(s.joins);
   w.newline(2).key("removed").value(s.removed);

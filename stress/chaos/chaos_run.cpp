@@ -37,6 +37,7 @@ constexpr double kDetectWindow = 30;          // a failure this long after a fau
 constexpr double kFaultSpan = 5;              // how long slow/latency shaping lasts
 constexpr std::uint64_t kSlowBytesPerSecond = 2 << 20;
 constexpr int kExitRemoved = 4;               // ferry-chaos-peer: master lost or kicked
+constexpr int kExitStateLost = 6;             // ferry-chaos-peer: it never held the state and nobody offers it
 
 double now_s() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
 
@@ -289,6 +290,10 @@ void ChaosRun::on_ended(Peer& p) {
   if (p.killed) return;
   if (p.child->exit_code() == std::optional<int>(kExitRemoved)) {
     ++s_.removed;
+    return;
+  }
+  if (p.child->exit_code() == std::optional<int>(kExitStateLost)) {
+    ++s_.state_lost;
     return;
   }
   checker_.violation(p.child->name() + " (id " + std::to_string(p.id) + ") ended by itself: " +

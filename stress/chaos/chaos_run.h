@@ -29,6 +29,7 @@ struct ChaosSummary {
   std::uint64_t syncs_ok = 0, syncs_failed = 0;    // shared-state sync reports (one per peer per sync)
   std::uint64_t syncs_checked = 0;                 // sync reports checked against the reference and each other
   std::uint64_t sync_bytes_received = 0;           // what the successful syncs fetched, over all peers
+  std::uint64_t state_lost = 0;                    // newcomers that left: every holder of the state had left
   std::uint64_t kills = 0, joins = 0, removed = 0; // removed: peers that ended kicked or master-lost
   std::map<std::string, std::uint64_t> faults;     // by type
   Percentiles detect_latency_s;                    // kills: SIGKILL to the first survivor's failure
