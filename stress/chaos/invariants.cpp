@@ -123,6 +123,8 @@ void InvariantChecker::add_sync(const SyncReport& r) {
                            ")";
   ++syncs_checked_;
   SyncRound& round = syncs_[{r.epoch, r.step}];
+  if (r.t1 - round.last_t > config_.deadlines.hang_s) round = SyncRound{};  // an earlier sync of that name
+  round.last_t = std::max(round.last_t, r.t1);
   if (r.result != FERRY_OK) {
     if (removed_from_run(r.result)) return;
     if (round.first_ok)
@@ -151,6 +153,7 @@ void InvariantChecker::add_sync(const SyncReport& r) {
 }
 
 void InvariantChecker::settle(double t) {
+  std::erase_if(syncs_, [t](const auto& entry) { return entry.second.last_t < t; });
   for (auto it = open_.begin(); it != open_.end();) {
     if (it->second.last_t < t) {
       check(it->first, it->second);

@@ -13,7 +13,8 @@
 //   - each phase kept its deadline (the start, the longest stall, the commit,
 //     as the library measured them), and the whole op (t1 - t0) its hang bound.
 // A shared-state sync is named by (epoch, step): the ring's epoch and the step
-// it ran before. Every success leaves the bytes of the revision it reports
+// it ran before; reports more than the hang bound apart are of different syncs
+// (a master started again may form a new group whose epochs count from 1 again). Every success leaves the bytes of the revision it reports
 // (the reference), all of one sync's successes report the same revision, a
 // success next to a failure is a violation (as for ops), and no peer's
 // revision ever goes backwards.
@@ -55,6 +56,7 @@ struct SyncReport {
   std::uint64_t revision = 0;
   std::string hash;  // of the state's bytes after a success
   std::uint64_t received = 0;
+  double t1 = 0;     // when it returned
 };
 
 // Seconds each phase of an op may take, and the whole op (see ChaosArgs::op_deadlines).
@@ -113,6 +115,7 @@ class InvariantChecker {
   // What one sync's reports showed so far.
   struct SyncRound {
     std::optional<SyncReport> first_ok, first_failed;
+    double last_t = 0;
   };
 
   CheckerConfig config_;

@@ -76,6 +76,8 @@ std::optional<SyncReport> sync_report(const PeerLine& line) {
       !integer(line, "revision", &r.revision) || !integer(line, "received", &r.received))
     return std::nullopt;
   r.hash = line.text("hash");
+  r.t1 = line.number("t1", -1);
+  if (r.t1 < 0) return std::nullopt;
   return r;
 }
 

@@ -203,6 +203,14 @@ TEST_CASE("a sync's wrong bytes, split revisions, split outcome or a revision go
     REQUIRE(c.violation_count() == 1);
     CHECK_THAT(c.violations()[0], Catch::Contains("succeeded on a but failed on b"));
   }
+  SECTION("reports of one name far apart in time are of two syncs (a new master counts epochs from 1 again)") {
+    SyncReport early = synced("a", 1, 4), late = synced("b", 2, 9);
+    early.t1 = 100;
+    late.t1 = 100 + 81;  // past the hang bound (80 s)
+    c.add_sync(early);
+    c.add_sync(late);
+    CHECK(c.violation_count() == 0);
+  }
   SECTION("a peer's revision going back") {
     c.add_sync(synced("a", 1, 6));
     c.add_sync(synced("a", 1, 5, "", 4));
@@ -222,7 +230,9 @@ TEST_CASE("state lines parse into sync reports, malformed ones are refused", "[c
   CHECK(r->revision == 4);
   CHECK(r->hash == "abc");
   CHECK(r->received == 16384);
+  CHECK(r->t1 == 1.6);
   CHECK_FALSE(sync_report(*parse_peer_line("state step=10 epoch=3 result=0 hash=abc received=1")));
+  CHECK_FALSE(sync_report(*parse_peer_line("state step=10 epoch=3 result=0 revision=4 hash=abc received=1")));
   CHECK_FALSE(sync_report(*parse_peer_line("state step=x epoch=3 result=0 revision=4 received=1")));
   CHECK_FALSE(sync_report(*parse_peer_line("op step=10 epoch=3 result=0 revision=4 received=1")));
 }
