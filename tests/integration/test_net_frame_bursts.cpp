@@ -60,7 +60,9 @@ class FrameReceiver {
                         }});
   }
   ~FrameReceiver() {
+    // The close handler runs on the io thread and writes closed_: wait for it before the members go.
     connection_->close(Status::success());
+    wait_closed();
     ::close(fd_);
   }
 
