@@ -67,6 +67,9 @@ bool parse_chaos_args(int argc, char** argv, ChaosArgs* args, int* exit_code) {
   app.add_option("--state-every", args->state_every, "sync the peers' shared state every this many steps (0: never)")
       ->capture_default_str();
   app.add_option("--json", args->json_path, "write the summary here");
+  app.add_option("--log-dir", args->log_dir,
+                 "write each child's stdout and its last 64 KiB of stderr here at the end (peer-N.out, peer-N.err, "
+                 "master-N.out, ...)");
   app.add_option("--max-peers", args->max_peers, "no joins beyond this many live peers (default 2 x --peers)");
   app.add_option("--bin-dir", args->bin_dir, "directory holding ferry-master and ferry-chaos-peer");
   app.add_option("--connections", args->connections, "p2p connections per neighbour")->capture_default_str();

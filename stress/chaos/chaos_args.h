@@ -34,6 +34,7 @@ struct ChaosArgs {
   std::uint64_t state_every = 5;  // steps between shared-state syncs; 0: never
   std::vector<FaultKind> faults;
   std::string json_path;
+  std::string log_dir;       // when set: each child's stdout and stderr tail, written there at the end
   int max_peers = 0;         // 0: twice --peers
   std::string bin_dir;       // where ferry-master and ferry-chaos-peer are; default: next to ferry-chaos
   bool verbose = false;

@@ -142,6 +142,7 @@ class ChaosRun {
   void check_silence(double now);
   void check_memory();
   void stop_everything();
+  void write_logs() const;
 
   const ChaosArgs& args_;
   std::mt19937_64 rng_;
@@ -150,6 +151,7 @@ class ChaosRun {
   InvariantChecker checker_;
   std::string master_bin_, peer_bin_, master_address_;
   Child* master_ = nullptr;
+  int masters_started_ = 0;
   std::uint16_t master_port_ = 0;  // kept across restarts: peers dial it again
   double master_back_at_ = 0;      // while the master is down (a `master` fault): when it starts again
   std::vector<std::uint64_t> master_rss_;
@@ -163,7 +165,7 @@ class ChaosRun {
 
 void ChaosRun::start_master() {
   master_back_at_ = 0;
-  master_ = &children_.spawn("ferry-master", {master_bin_, "--listen", "127.0.0.1:" + std::to_string(master_port_),
+  master_ = &children_.spawn("master " + std::to_string(masters_started_++), {master_bin_, "--listen", "127.0.0.1:" + std::to_string(master_port_),
                                               "--log-level", "warn", "--peer-timeout-ms",
                                               std::to_string(args_.heartbeat_ms)});
   children_.pump_until([&] { return !master_->running() || master_->out().find('\n') != std::string::npos; },
@@ -432,6 +434,18 @@ void ChaosRun::stop_everything() {
   children_.kill_all();
 }
 
+void ChaosRun::write_logs() const {
+  if (args_.log_dir.empty()) return;
+  std::filesystem::create_directories(args_.log_dir);
+  for (const auto& child : children_.children()) {
+    std::string file = child->name();
+    std::replace(file.begin(), file.end(), ' ', '-');
+    const std::filesystem::path base = std::filesystem::path(args_.log_dir) / file;
+    std::ofstream(base.string() + ".out") << child->out();
+    std::ofstream(base.string() + ".err") << child->err_tail(SIZE_MAX);
+  }
+}
+
 ChaosSummary ChaosRun::run() {
   const double started = now_s();
   start_master();
@@ -503,6 +517,7 @@ ChaosSummary ChaosRun::run() {
   check_memory();
   stop_everything();
   checker_.settle_all();
+  write_logs();
 
   std::map<std::string, std::vector<double>> by_kind;
   for (const Injection& inj : injections_)

@@ -1,8 +1,11 @@
 // The checks ferry-chaos makes on what the peers report, kept free of
 // processes and sockets so they can be unit-tested.
 //
-// One all-reduce is named by (epoch, step, k): the ring's epoch, the training
-// step and the op's index within the step. Across the peers reporting it:
+// One all-reduce is named by (epoch, ring, step, k): the ring's epoch and
+// members, the training step and the op's index within the step. The ring is in
+// the name because a master started again may form a new group whose epochs
+// count from 1 again, never with the same members (peer ids are not reused).
+// Across the peers reporting it:
 //   - every success carries the same result hash and the same ring, and the
 //     reporter is in that ring;
 //   - unquantized: the hash equals the reference reduction over the ring
@@ -108,7 +111,7 @@ class InvariantChecker {
     std::vector<OpReport> reports;
     double last_t = 0;
   };
-  using Key = std::tuple<std::uint64_t, std::uint64_t, std::uint32_t>;  // epoch, step, k
+  using Key = std::tuple<std::uint64_t, std::vector<std::uint64_t>, std::uint64_t, std::uint32_t>;  // epoch, ring, step, k
 
   void check(const Key& key, const Op& op);
 

@@ -124,6 +124,18 @@ TEST_CASE("differing bits, a wrong reference, a foreign ring and a split outcome
   }
 }
 
+TEST_CASE("one (epoch, step, k) in two rings is two ops: a restarted master's new group counts epochs from 1 again",
+          "[chaos][invariants]") {
+  InvariantChecker c(config());
+  c.add(ok("a", 1, "good"));
+  OpReport other_group = ok("c", 5, "-", {5, 6});
+  other_group.result = FERRY_ERR_PEER_LOST;
+  c.add(other_group);
+  c.settle_all();
+  CHECK(c.violations().empty());
+  CHECK(c.ops_checked() == 2);
+}
+
 TEST_CASE("quantized ops are held to the error bound, not the reference hash", "[chaos][invariants]") {
   InvariantChecker c(config(FERRY_QUANT_U8));
   OpReport a = ok("a", 1, "q"), b = ok("b", 2, "q");
