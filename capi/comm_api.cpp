@@ -1,6 +1,7 @@
 // ferry_comm_* and ferry_allreduce: argument checks and translation only;
 // peer/ does the work.
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <set>
@@ -37,10 +38,14 @@ void check_range(uint64_t value, uint64_t lo, uint64_t hi, const char* name) {
 ferry::peer::CommConfig to_config(const ferry_comm_params& p) {
   using std::chrono::milliseconds;
   ferry::peer::CommConfig c;
-  require(p.master_address, "params->master_address");
+  const char* master_address = p.master_address ? p.master_address : std::getenv("FERRY_MASTER_ADDR");
+  if (!master_address)
+    throw Error(Errc::invalid_argument, "no master address: params->master_address is NULL and $FERRY_MASTER_ADDR is not set");
   std::string error;
-  auto master = ferry::net::parse_endpoint(p.master_address, false, &error);
-  if (!master) throw Error(Errc::invalid_argument, "master_address: " + error);
+  auto master = ferry::net::parse_endpoint(master_address, false, &error);
+  if (!master)
+    throw Error(Errc::invalid_argument,
+                std::string(p.master_address ? "master_address: " : "$FERRY_MASTER_ADDR: ") + error);
   c.master = *master;
   c.peer_group = p.peer_group;
   check_range(p.p2p_connections, 0, 64, "p2p_connections");
@@ -76,7 +81,13 @@ ferry::peer::CommConfig to_config(const ferry_comm_params& p) {
   c.shared_memory = p.shared_memory != 0;
   if (auto secret = ferry::load_run_secret(p.secret_file))
     c.secret = std::make_shared<const ferry::RunSecret>(std::move(*secret));
-  c.transport = ferry::capi::tls_transport_from(p.tls_cert_file, p.tls_key_file, p.tls_ca_file, /*ca_required=*/true);
+  const char *cert = p.tls_cert_file, *key = p.tls_key_file, *ca = p.tls_ca_file;
+  if (!cert && !key && !ca) {  // launchers set the environment once for every process (README, "Environment")
+    cert = std::getenv("FERRY_TLS_CERT_FILE");
+    key = std::getenv("FERRY_TLS_KEY_FILE");
+    ca = std::getenv("FERRY_TLS_CA_FILE");
+  }
+  c.transport = ferry::capi::tls_transport_from(cert, key, ca, /*ca_required=*/true);
   if (p.congestion_control) {
     c.p2p_tuning.congestion_control = p.congestion_control;
     if (auto st = ferry::net::check_congestion_control(c.p2p_tuning.congestion_control); !st.ok())

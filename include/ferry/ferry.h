@@ -34,7 +34,13 @@
  *     where they must be. Collective calls (ferry_connect,
  *     ferry_update_topology, ferry_peers_pending, the all-reduces) must be
  *     issued in the same order on every peer of a group, as with MPI; the
- *     master checks this and fails mismatches with FERRY_ERR_MISMATCH.
+ *     master checks this and fails mismatches with FERRY_ERR_MISMATCH: an
+ *     all-reduce whose parameters differ (the message names the fields,
+ *     e.g. "dtype f32 vs f64"), and calls out of order (a peer in
+ *     ferry_update_topology, ferry_wait_for_world or ferry_peers_pending
+ *     where another began a collective: both calls fail at once, naming
+ *     what each called). After a failed collective the check rests until
+ *     the next vote, as peers may then have issued different numbers.
  *     The communicator runs its network I/O and reductions on its own
  *     threads (ferry_comm_params.io_threads). ferry_connect,
  *     ferry_update_topology and ferry_peers_pending run one at a time on a
@@ -234,7 +240,9 @@ typedef struct ferry_comm ferry_comm;
 
 typedef struct ferry_comm_params {
   uint32_t struct_size;       /* sizeof(ferry_comm_params); set by _init */
-  /* "HOST:PORT" of the master. Required. */
+  /* "HOST:PORT" of the master ("[V6ADDR]:PORT" for IPv6). NULL (default):
+     $FERRY_MASTER_ADDR; FERRY_ERR_INVALID_ARGUMENT at ferry_comm_create when
+     that is unset too. */
   const char* master_address;
   /* Peers with different groups form separate rings under one master and
      never exchange data. Default 0. */
@@ -297,7 +305,9 @@ typedef struct ferry_comm_params {
      $FERRY_SECRET_FILE if set, else none. With a secret, this peer refuses
      a master or peer that cannot prove the same secret (FERRY_ERR_AUTH). */
   const char* secret_file;
-  /* TLS (added in 0.1): all three set, or all NULL (default: plain TCP).
+  /* TLS (added in 0.1): all three set, or all NULL (default). All NULL:
+     $FERRY_TLS_CERT_FILE, $FERRY_TLS_KEY_FILE and $FERRY_TLS_CA_FILE when
+     any of them is set (the same rules then apply to them), else plain TCP.
      With them, the master connection and every p2p connection of this peer is
      TLS 1.3: this peer presents tls_cert_file (PEM, leaf first; its key
      tls_key_file, unencrypted PEM) and accepts only a master and peers whose
@@ -392,7 +402,8 @@ FERRY_API ferry_result ferry_connect(ferry_comm* comm);
    called with operations in flight. Blocks at most timeout_ms per attempt.
    Errors: FERRY_ERR_INVALID_ARGUMENT (NULL), FERRY_ERR_INVALID_USAGE (not
    connected, operations in flight), FERRY_ERR_TIMEOUT, FERRY_ERR_PEER_LOST
-   (a member died during the vote; call again), FERRY_ERR_MASTER_LOST,
+   (a member died during the vote; call again), FERRY_ERR_MISMATCH (another
+   member began a collective instead: see "Threads"), FERRY_ERR_MASTER_LOST,
    FERRY_ERR_KICKED. */
 FERRY_API ferry_result ferry_update_topology(ferry_comm* comm);
 
@@ -413,7 +424,9 @@ FERRY_API ferry_result ferry_update_topology(ferry_comm* comm);
    Errors: FERRY_ERR_INVALID_ARGUMENT (NULL, min_peers 0, timeout_ms above
    86400000), FERRY_ERR_INVALID_USAGE (not connected, operations in flight),
    FERRY_ERR_TIMEOUT (the group is still smaller; the message says how
-   large), FERRY_ERR_PEER_LOST, FERRY_ERR_MASTER_LOST, FERRY_ERR_KICKED. */
+   large), FERRY_ERR_PEER_LOST, FERRY_ERR_MISMATCH (another member began a
+   collective instead, e.g. peers started with different min_peers),
+   FERRY_ERR_MASTER_LOST, FERRY_ERR_KICKED. */
 FERRY_API ferry_result ferry_wait_for_world(ferry_comm* comm, uint32_t min_peers, uint32_t timeout_ms);
 
 /* ferry_update_topology that also re-measures: the master forgets the
@@ -433,6 +446,7 @@ FERRY_API ferry_result ferry_optimize_topology(ferry_comm* comm);
    the master removes meanwhile is not waited for. Blocks at most timeout_ms.
    Errors: FERRY_ERR_INVALID_ARGUMENT (NULL), FERRY_ERR_INVALID_USAGE (not
    connected), FERRY_ERR_TIMEOUT (a member did not ask in time),
+   FERRY_ERR_MISMATCH (another member began a collective instead),
    FERRY_ERR_MASTER_LOST, FERRY_ERR_KICKED. */
 FERRY_API ferry_result ferry_peers_pending(ferry_comm* comm, uint32_t* pending);
 
@@ -594,7 +608,8 @@ typedef struct ferry_op_info {
    checks the peers agree. A world of one copies send to recv.
    Buffers are borrowed until the call returns. `info` may be NULL.
    Blocks until the master commits or aborts the operation: at most
-   timeout_ms to start, progress_timeout_ms without progress, and
+   timeout_ms to start (the FERRY_ERR_TIMEOUT then names the members that
+   had not begun it, on every peer), progress_timeout_ms without progress, and
    2 * timeout_ms to commit (a peer whose verdict is late asks the master to
    abort and takes the verdict that answers it, so every peer gets the same
    one; a master silent for that second timeout_ms too leaves the peer to
@@ -605,7 +620,8 @@ typedef struct ferry_op_info {
    `send` (if distinct) is intact, so the call can be retried.
    Errors: FERRY_ERR_INVALID_ARGUMENT (NULL buffer with count > 0, bad
    desc, a quantization the dtype cannot take), FERRY_ERR_INVALID_USAGE
-   (not connected), FERRY_ERR_MISMATCH,
+   (not connected), FERRY_ERR_MISMATCH (parameters differ between peers,
+   or another member called a vote here instead: see "Threads"),
    FERRY_ERR_PEER_LOST, FERRY_ERR_TIMEOUT, FERRY_ERR_MASTER_LOST,
    FERRY_ERR_KICKED, FERRY_ERR_PROTOCOL (a neighbour sent a malformed or
    corrupted chunk). */

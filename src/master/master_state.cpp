@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/auth_labels.h"
+#include "master/collective_names.h"
 #include "master/ring_verdict.h"
 #include "master/peer_ids.h"
 #include "master/shared_state_election.h"
@@ -192,6 +193,12 @@ void MasterState::handle(Peer& peer, const wire::TopologyVote& m) {
   Group& group = group_of(peer);
   if (peer.phase != Phase::accepted)
     return kick(peer.conn, Errc::protocol, "topology vote from a peer that is not accepted");
+  // Named as the C API calls them (the Python binding spells them its way).
+  const char* call = m.min_world > 0 ? "ferry_wait_for_world"
+                     : m.optimize    ? "ferry_optimize_topology"
+                                     : "ferry_update_topology";
+  if (vote_out_of_order(group, peer, call)) return;
+  peer.voted_in = call;
   group.topology_votes.insert(peer.id);
   group.links_broken_vote |= m.links_broken != 0;
   group.optimize_vote |= m.optimize != 0;
@@ -206,8 +213,59 @@ void MasterState::handle(Peer& peer, const wire::PendingQuery&) {
   Group& group = group_of(peer);
   if (peer.phase != Phase::accepted)
     return kick(peer.conn, Errc::protocol, "pending query from a peer that is not accepted");
+  if (vote_out_of_order(group, peer, "ferry_peers_pending")) return;
+  peer.voted_in = "ferry_peers_pending";
   group.pending_queries.insert(peer.id);
   maybe_complete_votes(group);
+}
+
+namespace {
+constexpr const char* kSameOrder = "; every peer must make the same calls in the same order";
+}
+
+bool MasterState::vote_out_of_order(Group& group, Peer& peer, const char* call) {
+  if (group.failed_in_epoch || group.broken || group.proposal || (group.resume && !group.resume->settled) ||
+      !contains(group.ring, peer.id))
+    return false;  // no order to compare (see failed_in_epoch), or collectives are refused there anyway
+  std::vector<uint32_t> skipped;
+  for (const auto& [seq, c] : group.collectives)
+    if (!c.verdict && !c.begins.empty() && !c.begins.count(peer.id)) skipped.push_back(seq);
+  if (skipped.empty()) return false;
+  const auto& [first, begin] = *group.collectives.at(skipped.front()).begins.begin();
+  const std::string reason = "calls out of order: " + who(peer.id) + " called " + call + " where " + who(first) +
+                             " called " + describe_collective(begin) + " (collective " +
+                             std::to_string(skipped.front()) + ")" + kSameOrder;
+  log().info("phase: group {} epoch {}: {}", group.id, group.epoch, reason);
+  send(peer.id, wire::CallRefused{static_cast<uint32_t>(Errc::mismatch), wire::bounded_reason(reason)});
+  for (uint32_t seq : skipped) abort_collective(group, seq, Errc::mismatch, reason);
+  return true;
+}
+
+bool MasterState::begin_out_of_order(Group& group, PeerId from, uint32_t seq) {
+  if (group.failed_in_epoch) return false;
+  const Collective& c = group.collectives.at(seq);
+  std::vector<PeerId> voters;
+  for (const std::set<PeerId>* votes : {&group.topology_votes, &group.pending_queries})
+    for (PeerId id : *votes)
+      if (id != from && !c.begins.count(id) && !contains(voters, id)) voters.push_back(id);
+  if (voters.empty()) return false;
+  std::string calls;
+  for (PeerId id : voters)
+    calls += (calls.empty() ? "" : " and ") + who(id) + " called " + peers_.at(id).voted_in;
+  const std::string reason = "calls out of order: " + who(from) + " called " + describe_collective(c.begins.at(from)) +
+                             " (collective " + std::to_string(seq) + ") where " + calls + kSameOrder;
+  log().info("phase: group {} epoch {}: {}", group.id, group.epoch, reason);
+  for (PeerId id : voters) {
+    group.topology_votes.erase(id);
+    group.pending_queries.erase(id);
+    send(id, wire::CallRefused{static_cast<uint32_t>(Errc::mismatch), wire::bounded_reason(reason)});
+  }
+  if (group.topology_votes.empty()) {
+    group.vote_min_world = 0;
+    group.vote_hold_until_ms = UINT64_MAX;
+  }
+  abort_collective(group, seq, Errc::mismatch, reason);
+  return true;
 }
 
 void MasterState::maybe_complete_votes(Group& group) {
@@ -354,7 +412,7 @@ void MasterState::handle(Peer& peer, const wire::TopologyReady& m) {
     return;  // from a proposal already superseded
   if (group.proposal->answers.count(peer.id)) return;  // its first answer stands
   if (m.code != 0) {
-    log().warn("phase: group {} epoch {} failed at {}: {}", group.id, m.epoch, peer_name(peer.id), m.reason);
+    log().warn("phase: group {} epoch {} failed at {}: {}", group.id, m.epoch, who(peer.id), m.reason);
     ++group.proposal->failed_answers;
   }
   group.proposal->answers[peer.id] = m;
@@ -634,17 +692,13 @@ void MasterState::begin_collective(Peer& peer, const wire::CollectiveBegin& m, c
     if (c.begins.size() == members.size()) erase_collective(group, it);
     return;
   }
+  if (begin_out_of_order(group, peer.id, m.seq)) return;
   if (earlier && !earlier->second.same_collective(m)) {
-    auto describe = [](const wire::CollectiveBegin& b) {
-      if (b.kind == static_cast<uint8_t>(wire::CollectiveKind::shared_state)) return std::string("a shared-state sync");
-      return "tag " + std::to_string(b.tag) + ", count " + std::to_string(b.count) + ", dtype " +
-             std::to_string(b.dtype) + ", op " + std::to_string(b.op) + ", quant " + std::to_string(b.quant) + "/" +
-             std::to_string(b.quant_block);
-    };
     return abort_collective(group, m.seq, Errc::mismatch,
-                            "collective " + std::to_string(m.seq) + " differs between peers: " +
-                                peer_name(earlier->first) + " has " + describe(earlier->second) + ", " +
-                                peer_name(peer.id) + " has " + describe(m));
+                            "collective " + std::to_string(m.seq) + " differs between peers (" +
+                                collective_differences(earlier->second, m) + "): " + who(earlier->first) + " called " +
+                                describe_collective(earlier->second) + ", " + who(peer.id) + " called " +
+                                describe_collective(m));
   }
   if (c.begins.size() == members.size()) start_collective(group, m.seq);
 }
@@ -698,7 +752,12 @@ void MasterState::handle(Peer& peer, const wire::CollectiveEnd& m) {
                  group.id, group.epoch, m.seq, peer_name(peer.id), pending.waiting_for.size(), group.ring.size());
       return send(peer.id, std::move(pending));
     }
-    return abort_collective(group, m.seq, code, peer_name(peer.id) + ": " + m.reason);
+    std::string reason = who(peer.id) + ": " + m.reason;
+    if (!c.go_sent) {  // the usual cause: members late to begin it (a slow step, a different call)
+      const std::string late = members_without(group, [&](PeerId id) { return c.begins.count(id) > 0; });
+      if (!late.empty()) reason += "; not begun by " + late;
+    }
+    return abort_collective(group, m.seq, code, reason);
   }
   if (!c.go_sent)
     return kick(peer.conn, Errc::protocol, "collective " + std::to_string(m.seq) + " ended before go");
@@ -719,6 +778,7 @@ void MasterState::abort_collective(Group& group, uint32_t seq, Errc code, const 
   if (it == group.collectives.end() || it->second.verdict) return;
   Collective& c = it->second;
   c.verdict = wire::CollectiveResult{group.epoch, seq, static_cast<uint32_t>(code), wire::bounded_reason(reason)};
+  group.failed_in_epoch = true;
   log().info("phase: group {} epoch {} collective {} aborted: {}", group.id, group.epoch, seq, reason);
   for (const auto& [id, begin] : c.begins) send(id, *c.verdict);
   // Members still to begin hear the verdict when they do; a broken ring answers them anyway.
@@ -784,6 +844,7 @@ void MasterState::erase_collective(Group& group, std::map<uint32_t, Collective>:
 
 void MasterState::clear_collectives(Group& group) {
   while (!group.collectives.empty()) erase_collective(group, group.collectives.begin());
+  group.failed_in_epoch = false;
 }
 
 // --- link measurements -----------------------------------------------------------
@@ -816,7 +877,7 @@ void MasterState::kick(ConnId conn, Errc code, const std::string& reason) {
   auto it = connections_.find(conn);
   if (it == connections_.end()) return;
   if (it->second.peer) {
-    log().warn("kick: {}: {}", peer_name(*it->second.peer), reason);
+    log().warn("kick: {}: {}", who(*it->second.peer), reason);
   } else if (uint64_t events = stranger_kicks_log_.admit(LogThrottle::Clock::time_point(std::chrono::milliseconds(now_ms_)))) {
     // Strangers come in storms: one line a second stands for all of them.
     log().warn("kick: {} connection(s) before their hello; last from {}: {}", events, it->second.remote_host, reason);
@@ -828,6 +889,7 @@ void MasterState::kick(ConnId conn, Errc code, const std::string& reason) {
 void MasterState::remove_peer(PeerId id, const std::string& reason) {
   auto pit = peers_.find(id);
   if (pit == peers_.end()) return;
+  const std::string name = who(id);
   Peer peer = pit->second;
   peers_.erase(pit);
   if (auto cit = connections_.find(peer.conn); cit != connections_.end()) {
@@ -840,7 +902,7 @@ void MasterState::remove_peer(PeerId id, const std::string& reason) {
   }
   Group& group = groups_[peer.group];
   maybe_idle_.insert(group.id);
-  log().info("leave: {} (group {}): {}", peer_name(id), group.id, reason);
+  log().info("leave: {} (group {}): {}", name, group.id, reason);
   erase_value(group.waiting, id);
   if (group.resume) group.resume->awaiting.erase(id);
   group.links.forget(id);
@@ -849,7 +911,7 @@ void MasterState::remove_peer(PeerId id, const std::string& reason) {
   if (contains(group.ring, id)) {
     erase_value(group.ring, id);
     group.broken = true;
-    collectives_lose(group, id, peer_name(id) + " was lost: " + reason);
+    collectives_lose(group, id, name + " was lost: " + reason);
   }
   if (group.settling) return;  // settle_proposal proposes once, when every culprit is gone
   if (group.proposal && contains(group.proposal->members, id)) {
@@ -861,6 +923,27 @@ void MasterState::remove_peer(PeerId id, const std::string& reason) {
   }
   if (group.ring.empty() && !group.proposal && !group.waiting.empty()) return start_proposal(group);
   maybe_complete_votes(group);
+}
+
+std::string MasterState::who(PeerId id) const {
+  auto it = peers_.find(id);
+  if (it == peers_.end()) return peer_name(id);
+  const Peer& peer = it->second;
+  const std::string& host = peer.endpoint.host.empty() ? peer.source : peer.endpoint.host;
+  const std::string where = peer_name(id) + (host.empty() ? "" : " at " + host);
+  if (auto g = groups_.find(peer.group); g != groups_.end()) {
+    const auto& ring = g->second.ring;
+    if (auto pos = std::find(ring.begin(), ring.end(), id); pos != ring.end())
+      return "rank " + std::to_string(pos - ring.begin()) + " (" + where + ")";
+  }
+  return where;
+}
+
+std::string MasterState::members_without(const Group& group, const std::function<bool(PeerId)>& has) const {
+  std::string out;
+  for (PeerId id : group.ring)
+    if (!has(id)) out += (out.empty() ? "" : ", ") + who(id);
+  return out;
 }
 
 // Erased only between events: a handler may still hold a reference to its group.

@@ -60,6 +60,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -228,6 +229,7 @@ class MasterState {
     uint32_t open_collectives = 0;   // records in its group that hold its begin
     uint32_t open_syncs = 0;         // ... of which shared-state syncs
     uint32_t silent_link_ms = 0;     // its hello's: when it answers a proposal at the latest
+    const char* voted_in = "";       // the call of its last vote or pending query, for messages
   };
 
   struct Proposal {
@@ -280,6 +282,10 @@ class MasterState {
     std::set<PeerId> pending_queries;
     std::optional<Proposal> proposal;
     std::map<uint32_t, Collective> collectives;  // open ones, by seq
+    // A collective of this epoch failed: members may since have issued different
+    // numbers of collectives (each stops at its own failure), which only the next
+    // vote realigns, so the calls' order cannot be compared until then.
+    bool failed_in_epoch = false;
     std::optional<uint64_t> shared_revision;      // of the last committed shared-state sync
     bool settling = false;  // evicting a proposal's culprits: one re-proposal afterwards, not one each
     uint32_t reroutes = 0;  // proposals re-ordered around failed links since the last commit
@@ -372,6 +378,16 @@ class MasterState {
   void commit_collective(Group& group, std::map<uint32_t, Collective>::iterator it);
 
   Group& group_of(const Peer& peer) { return groups_[peer.group]; }
+  // "rank 1 (peer 17..., at HOST)": programs print ranks, the id and host tell
+  // runs and machines apart; "peer N" once the master has forgotten it.
+  std::string who(PeerId id) const;
+  // Every peer must make the same calls in the same order: a vote or pending
+  // query where another member began a collective would leave both waiting
+  // until their deadlines. These fail both calls at once as a mismatch.
+  bool vote_out_of_order(Group& group, Peer& peer, const char* call);
+  bool begin_out_of_order(Group& group, PeerId from, uint32_t seq);
+  // The members of `group` that `has` lacks, named by who(); "" when none.
+  std::string members_without(const Group& group, const std::function<bool(PeerId)>& has) const;
   wire::TopologyDone done_message(const Group& group) const;
 
   MasterLimits limits_;

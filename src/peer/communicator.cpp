@@ -297,11 +297,13 @@ bool Communicator::cast_vote(std::unique_lock<std::mutex>& lock, wire::TopologyV
   if (size_t in_flight = ops_->size())
     throw Error(Errc::invalid_usage,
                 std::string(call) + " with " + std::to_string(in_flight) + " collectives in flight; wait for them first");
-  uint64_t before = topology_done_count_, losses = master_losses_;
+  uint64_t before = topology_done_count_, losses = master_losses_, refusals = refusals_;
   auto links = membership_.view().links;
   ballot.links_broken = links && !links->failure().ok();
   session_.send(ballot);
-  wait_for(lock, [&] { return topology_done_count_ > before || master_losses_ != losses; }, call, limit);
+  wait_for(lock, [&] { return topology_done_count_ > before || master_losses_ != losses || refusals_ != refusals; },
+           call, limit);
+  if (refusals_ != refusals) throw Error(last_refusal_.code, last_refusal_.message);
   return topology_done_count_ > before;
 }
 
@@ -342,9 +344,11 @@ uint32_t Communicator::peers_pending() {
   for (;;) {
     wait_for_master(lock);
     require_accepted("peers_pending");
-    uint64_t before = pending_answers_, losses = master_losses_;
+    uint64_t before = pending_answers_, losses = master_losses_, refusals = refusals_;
     session_.send(wire::PendingQuery{});
-    wait_for(lock, [&] { return pending_answers_ > before || master_losses_ != losses; }, "peers_pending");
+    wait_for(lock, [&] { return pending_answers_ > before || master_losses_ != losses || refusals_ != refusals; },
+             "peers_pending");
+    if (refusals_ != refusals) throw Error(last_refusal_.code, last_refusal_.message);
     if (pending_answers_ > before) return last_pending_;
   }
 }
@@ -495,6 +499,15 @@ void Communicator::on_pending_count(uint32_t pending) {
   std::lock_guard lock(mu_);
   last_pending_ = pending;
   ++pending_answers_;
+  cv_.notify_all();
+}
+
+void Communicator::on_call_refused(const wire::CallRefused& refused) {
+  std::lock_guard lock(mu_);
+  // Only a mismatch is a refusal a peer can act on; any other code is the master's bug.
+  const bool known = refused.code == static_cast<uint32_t>(Errc::mismatch);
+  last_refusal_ = Status::failure(known ? Errc::mismatch : Errc::protocol, refused.reason);
+  ++refusals_;
   cv_.notify_all();
 }
 

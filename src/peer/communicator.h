@@ -135,6 +135,7 @@ class Communicator final : private MasterSession::Events {
   void on_sync_plan(const wire::SyncPlan& plan) override;
   void on_collective_result(const wire::CollectiveResult& result) override;
   void on_collective_pending(const wire::CollectivePending& pending) override;
+  void on_call_refused(const wire::CallRefused& refused) override;
   void on_link_matrix(wire::LinkMatrix& matrix) override;
   void on_probe_round(const wire::ProbeRound& round) override;
   void on_session_failed(const Status& why) override;
@@ -202,6 +203,8 @@ class Communicator final : private MasterSession::Events {
   uint64_t topology_done_count_ = 0;
   uint64_t pending_answers_ = 0;
   uint32_t last_pending_ = 0;
+  uint64_t refusals_ = 0;    // votes and pending queries the master refused (calls out of order)
+  Status last_refusal_;
   uint64_t link_queries_ = 0;               // matrix queries sent (their request ids)
   uint64_t link_answered_ = 0;              // the request the last matrix answered
   std::vector<wire::LinkEntry> link_matrix_;  // that answer

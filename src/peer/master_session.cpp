@@ -90,6 +90,8 @@ void MasterSession::on_message(uint64_t generation, wire::Message message) {
           events_.on_collective_result(m);
         } else if constexpr (std::is_same_v<M, wire::CollectivePending>) {
           events_.on_collective_pending(m);
+        } else if constexpr (std::is_same_v<M, wire::CallRefused>) {
+          events_.on_call_refused(m);
         } else if constexpr (std::is_same_v<M, wire::LinkMatrix>) {
           events_.on_link_matrix(m);
         } else if constexpr (std::is_same_v<M, wire::ProbeRound>) {

@@ -42,6 +42,7 @@ class MasterSession {
     virtual void on_sync_plan(const wire::SyncPlan& plan) = 0;
     virtual void on_collective_result(const wire::CollectiveResult& result) = 0;
     virtual void on_collective_pending(const wire::CollectivePending& pending) = 0;
+    virtual void on_call_refused(const wire::CallRefused& refused) = 0;
     virtual void on_link_matrix(wire::LinkMatrix& matrix) = 0;
     virtual void on_probe_round(const wire::ProbeRound& round) = 0;
     virtual void on_session_failed(const Status& why) = 0;

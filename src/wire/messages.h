@@ -48,6 +48,7 @@ enum class MessageType : uint16_t {
   link_matrix = 73,
   probe_round = 74,
   collective_pending = 75,
+  call_refused = 76,
   // both directions on a master connection: liveness
   heartbeat = 96,
   // peer -> peer, before a link switches to raw chunk streaming
@@ -285,6 +286,16 @@ struct CollectivePending {
   template <class V> void fields(V& v) { v(epoch); v(seq); v(waiting_for, Limit{kMaxRingMembers}); }
 };
 
+// The answer to a vote or pending query the master will not count: the
+// member called it where the others began a collective (they must make the
+// same calls in the same order). Its call fails with `code` (Errc::mismatch).
+struct CallRefused {
+  static constexpr MessageType kType = MessageType::call_refused;
+  uint32_t code = 0;
+  std::string reason;
+  template <class V> void fields(V& v) { v(code); v(reason, Limit{kMaxReasonLength}); }
+};
+
 struct Kick {
   static constexpr MessageType kType = MessageType::kick;
   uint32_t code = 0;
@@ -514,7 +525,7 @@ using Message = std::variant<Hello, Welcome, TopologyVote, Topology, TopologyRea
                              PendingQuery, PendingCount, CollectiveBegin, CollectiveGo, CollectiveEnd,
                              CollectiveResult, Kick, Heartbeat, Leave, LinkHello, LinkWelcome, SyncBegin, SyncPlan,
                              FetchHello, AuthChallenge, LinkChallenge, LinkReport, LinkMatrixQuery, LinkMatrix,
-                             ProbeRound, ProbeDone, ProbeHello, CollectivePending>;
+                             ProbeRound, ProbeDone, ProbeHello, CollectivePending, CallRefused>;
 
 MessageType message_type(const Message& message);
 const char* message_type_name(uint16_t type);

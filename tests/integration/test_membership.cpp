@@ -517,3 +517,91 @@ TEST_CASE("membership: every peer sees the same ring of ids, itself at its rank"
     CHECK(epochs[i] == epochs[0]);
   }
 }
+
+TEST_CASE("membership: calls out of order fail on every peer at once as a mismatch naming each side's call",
+          "[membership][order]") {
+  EmbeddedMaster master;
+  PeerSettings settings;
+  settings.timeout_ms = 60'000;  // the old outcome: both waited this long
+  std::vector<ferry_comm*> comms(2);
+  REQUIRE(failures(run_peers(2, [&](size_t who) {
+            comms[who] = create_peer(master.address(), settings);
+            must(ferry_connect(comms[who]), "ferry_connect");
+            must(ferry_wait_for_world(comms[who], 2, 0), "ferry_wait_for_world");
+          })) == "");
+  std::vector<ferry_result> results(2);
+  std::vector<std::string> messages(2);
+  std::vector<double> took(2);
+  auto timed = [&](size_t who, const std::function<ferry_result()>& call) {
+    const auto started = std::chrono::steady_clock::now();
+    results[who] = call();
+    took[who] = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    messages[who] = ferry_last_error();
+  };
+  std::string second_call;
+  SECTION("update_topology where the other all-reduces") {
+    second_call = "called ferry_update_topology";
+    REQUIRE(failures(run_peers(2, [&](size_t who) {
+              if (who == 0) timed(0, [&] { return try_allreduce(comms[0], 16); });
+              else timed(1, [&] { return ferry_update_topology(comms[1]); });
+            })) == "");
+  }
+  SECTION("peers_pending where the other all-reduces") {
+    second_call = "called ferry_peers_pending";
+    REQUIRE(failures(run_peers(2, [&](size_t who) {
+              uint32_t pending = 0;
+              if (who == 0) timed(0, [&] { return try_allreduce(comms[0], 16); });
+              else timed(1, [&] { return ferry_peers_pending(comms[1], &pending); });
+            })) == "");
+  }
+  SECTION("peers started with different world sizes: one waits for 3 while the other reduces") {
+    second_call = "called ferry_wait_for_world";
+    REQUIRE(failures(run_peers(2, [&](size_t who) {
+              if (who == 0) timed(0, [&] { return try_allreduce(comms[0], 16); });
+              else timed(1, [&] { return ferry_wait_for_world(comms[1], 3, 0); });
+            })) == "");
+  }
+  INFO(messages[0] << "\n" << messages[1]);
+  CHECK(results == std::vector<ferry_result>{FERRY_ERR_MISMATCH, FERRY_ERR_MISMATCH});
+  for (size_t who = 0; who < 2; ++who) {
+    CHECK(took[who] < 5.0);  // at once, not at the 60 s deadline
+    CHECK_THAT(messages[who], Catch::Contains("calls out of order") && Catch::Contains(second_call) &&
+                                  Catch::Contains("called all_reduce(count 16, f32, sum") &&
+                                  Catch::Contains("rank 0 (peer ") && Catch::Contains("rank 1 (peer "));
+  }
+  // Both carry on with their next calls in the same order.
+  REQUIRE(failures(run_peers(2, [&](size_t who) {
+            must(ferry_update_topology(comms[who]), "ferry_update_topology");
+            if (allreduce_one(comms[who], 1.0) != 2.0) throw std::runtime_error("wrong sum");
+          })) == "");
+  for (ferry_comm* comm : comms) ferry_comm_destroy(comm);
+}
+
+TEST_CASE("membership: a collective one member never begins times out on every peer naming that member",
+          "[membership][order]") {
+  EmbeddedMaster master;
+  PeerSettings settings;
+  settings.timeout_ms = 1500;
+  std::vector<ferry_comm*> comms(3);
+  REQUIRE(failures(run_peers(3, [&](size_t who) {
+            comms[who] = create_peer(master.address(), settings);
+            // Admission (links and probes of every pair) may outlast the short timeout: waiting again is allowed.
+            ferry_result r = FERRY_ERR_TIMEOUT;
+            for (int tries = 0; tries < 10 && r == FERRY_ERR_TIMEOUT; ++tries) r = ferry_connect(comms[who]);
+            must(r, "ferry_connect");
+            r = FERRY_ERR_TIMEOUT;
+            for (int tries = 0; tries < 10 && r == FERRY_ERR_TIMEOUT; ++tries) r = ferry_wait_for_world(comms[who], 3, 20'000);
+            must(r, "ferry_wait_for_world");
+          })) == "");
+  std::vector<size_t> rank(3);
+  for (size_t who = 0; who < 3; ++who) rank[who] = static_cast<size_t>(attribute(comms[who], FERRY_ATTR_RANK));
+  std::vector<std::string> messages(2);
+  REQUIRE(failures(run_peers(2, [&](size_t who) {  // peer 2 stays away (busy with something else)
+            if (try_allreduce(comms[who], 8) != FERRY_ERR_TIMEOUT) throw std::runtime_error("not a timeout");
+            messages[who] = ferry_last_error();
+          })) == "");
+  for (const std::string& message : messages)
+    CHECK_THAT(message, Catch::Contains("did not start collective 0 within 1500 ms; not begun by rank " +
+                                        std::to_string(rank[2]) + " (peer "));
+  for (ferry_comm* comm : comms) ferry_comm_destroy(comm);
+}

@@ -249,9 +249,15 @@ TEST_CASE("master: a vote that changes nothing keeps the ring but restarts the c
   Fixture f;
   f.ring_of(2);
   uint64_t epoch = f.state.epoch(0);
-  // Before the vote, peer 1 issued one more collective than peer 2 (as after a failure).
-  f.state.on_message(1, begin(epoch, 0));
+  // A collective fails; before the vote, peer 1 issued one more collective than peer 2 (each
+  // stops issuing at its own sight of the failure).
+  f.all_begin(epoch, 0, 2);
+  f.state.on_message(2, CollectiveEnd{epoch, 0, static_cast<uint32_t>(Errc::timeout), "no progress"});
+  f.state.on_message(1, begin(epoch, 1));
   f.state.on_message(1, TopologyVote{});
+  f.step();
+  CHECK(f.sent<CallRefused>().empty());
+  CHECK(f.sent<TopologyDone>().empty());  // waits for every member
   CHECK(f.step().sends.empty());  // waits for every member
   f.state.on_message(2, TopologyVote{});
   f.step();
@@ -265,10 +271,69 @@ TEST_CASE("master: a vote that changes nothing keeps the ring but restarts the c
   f.state.on_message(2, begin(renewed, 0));
   f.step();
   CHECK(f.sent<CollectiveGo>().size() == 2);
-  f.state.on_message(2, begin(epoch, 1));
+  f.state.on_message(2, begin(epoch, 2));
   f.step();
   REQUIRE(f.sent<CollectiveResult>().size() == 1);
   CHECK(f.sent<CollectiveResult>()[0].second.code == static_cast<uint32_t>(Errc::peer_lost));
+}
+
+TEST_CASE("master: a vote or pending query where another member began a collective fails both as a mismatch",
+          "[master]") {
+  Fixture f;
+  f.ring_of(2);
+  uint64_t e = f.state.epoch(0);
+  auto expect_mismatch = [&](const char* call) {
+    auto refused = f.sent<CallRefused>();
+    REQUIRE(refused.size() == 1);
+    CHECK(refused[0].first == 2);
+    CHECK(refused[0].second.code == static_cast<uint32_t>(Errc::mismatch));
+    auto aborted = f.sent<CollectiveResult>();
+    REQUIRE(aborted.size() == 1);
+    CHECK(aborted[0].first == 1);
+    CHECK(aborted[0].second.code == static_cast<uint32_t>(Errc::mismatch));
+    for (const std::string& why : {refused[0].second.reason, aborted[0].second.reason})
+      CHECK_THAT(why, Catch::Contains(std::string("rank 1 (peer ")) && Catch::Contains(std::string("called ") + call) &&
+                          Catch::Contains("rank 0 (peer ") && Catch::Contains("called all_reduce(count 10, f32") &&
+                          Catch::Contains("same calls in the same order"));
+  };
+  SECTION("the collective first, then the vote") {
+    f.state.on_message(1, begin(e, 0));
+    f.state.on_message(2, TopologyVote{});
+    f.step();
+    expect_mismatch("ferry_update_topology");
+  }
+  SECTION("the held vote first (different expected world sizes), then the collective") {
+    f.state.on_message(2, TopologyVote{0, 0, 3, 60'000});
+    CHECK(f.step().sends.empty());
+    f.state.on_message(1, begin(e, 0));
+    f.step();
+    expect_mismatch("ferry_wait_for_world");
+  }
+  SECTION("a pending query, then the collective") {
+    f.state.on_message(2, PendingQuery{});
+    f.step();
+    f.state.on_message(1, begin(e, 0));
+    f.step();
+    expect_mismatch("ferry_peers_pending");
+  }
+  // Both carry on: the next vote of both is counted.
+  f.state.on_message(1, TopologyVote{});
+  f.state.on_message(2, TopologyVote{});
+  f.step();
+  CHECK(f.sent<TopologyDone>().size() == 2);
+  CHECK(f.sent<CallRefused>().empty());
+}
+
+TEST_CASE("master: a member that queries after beginning its collective is ahead, not out of order", "[master]") {
+  Fixture f;
+  f.ring_of(2);
+  uint64_t e = f.state.epoch(0);
+  f.state.on_message(2, begin(e, 0));
+  f.state.on_message(2, PendingQuery{});  // its next call, issued async before the wait
+  f.state.on_message(1, begin(e, 0));
+  f.step();
+  CHECK(f.sent<CallRefused>().empty());
+  CHECK(f.sent<CollectiveGo>().size() == 2);
 }
 
 TEST_CASE("master: a voter whose links failed gets the ring rebuilt", "[master]") {
@@ -364,6 +429,49 @@ TEST_CASE("master: a disagreement aborts the collective for every member, late o
   REQUIRE(f.sent<CollectiveResult>().size() == 1);
   CHECK(f.sent<CollectiveResult>()[0].second.code == static_cast<uint32_t>(Errc::mismatch));
   CHECK(f.sent<CollectiveGo>().empty());
+}
+
+TEST_CASE("master: a disagreement is told in names: the differing fields, each side's call, ranks and hosts",
+          "[master]") {
+  Fixture f;
+  f.ring_of(2);
+  uint64_t e = f.state.epoch(0);
+  CollectiveBegin f32_sum = begin(e, 0, 8);
+  CollectiveBegin f64_avg = f32_sum;
+  f64_avg.dtype = 11;  // f64
+  f64_avg.op = 1;      // avg
+  f.state.on_message(1, f32_sum);
+  f.state.on_message(2, f64_avg);
+  f.step();
+  auto aborted = f.sent<CollectiveResult>();
+  REQUIRE(aborted.size() == 2);
+  const std::string& why = aborted[0].second.reason;
+  CHECK_THAT(why, Catch::Contains("(dtype f32 vs f64, op sum vs avg)") &&
+                      Catch::Contains("called all_reduce(count 8, f32, sum, tag 0, quant none)") &&
+                      Catch::Contains("called all_reduce(count 8, f64, avg, tag 0, quant none)") &&
+                      Catch::Contains("rank 0 (peer ") && Catch::Contains("rank 1 (peer ") &&
+                      Catch::Contains(" at 10.0.0.2)"));
+  CHECK_THAT(why, !Catch::Contains("dtype 10"));
+}
+
+TEST_CASE("master: a start timeout names the members that never began the collective", "[master]") {
+  Fixture f;
+  f.ring_of(3);
+  uint64_t e = f.state.epoch(0);
+  f.state.on_message(1, begin(e, 0));
+  f.state.on_message(2, begin(e, 0));
+  f.state.on_message(1, CollectiveEnd{e, 0, static_cast<uint32_t>(Errc::timeout),
+                                      "the other peers did not start collective 0 within 60000 ms"});
+  f.step();
+  auto aborted = f.sent<CollectiveResult>();
+  REQUIRE(aborted.size() == 2);
+  const std::string& why = aborted[0].second.reason;
+  CHECK_THAT(why, Catch::StartsWith("rank 0 (peer ") && Catch::Contains("within 60000 ms; not begun by rank 2 (peer "));
+  CHECK_THAT(why, !Catch::Contains("rank 1 "));
+  f.state.on_message(3, begin(e, 0));  // the late one hears the same
+  f.step();
+  REQUIRE(f.sent<CollectiveResult>().size() == 1);
+  CHECK(f.sent<CollectiveResult>()[0].second.reason == why);
 }
 
 TEST_CASE("master: a failed end aborts the collective for everyone", "[master]") {

@@ -57,6 +57,7 @@ class FakePeer final : public peer::MasterSession::Events {
   void on_sync_plan(const wire::SyncPlan&) override {}
   void on_collective_result(const wire::CollectiveResult& result) override;
   void on_collective_pending(const wire::CollectivePending&) override {}
+  void on_call_refused(const wire::CallRefused&) override {}
   void on_link_matrix(wire::LinkMatrix&) override {}
   void on_probe_round(const wire::ProbeRound& round) override;
   void on_session_failed(const Status& why) override;

@@ -30,6 +30,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import re
 import threading
 from pathlib import Path
 from typing import List, Optional, Tuple, Type, TypeVar
@@ -371,6 +372,28 @@ def last_error() -> str:
     return lib().ferry_last_error().decode("utf-8", "replace")
 
 
+# The C calls library messages name, and what a Python user calls instead.
+_PYTHON_NAMES = {
+    "ferry_connect": "comm.connect()",
+    "ferry_update_topology": "comm.update_topology()",
+    "ferry_optimize_topology": "comm.optimize_topology()",
+    "ferry_peers_pending": "comm.peers_pending()",
+    "ferry_wait_for_world": "comm.wait_for_peers()",
+    "ferry_allreduce": "comm.all_reduce()",
+    "ferry_allreduce_async": "comm.all_reduce_async()",
+    "ferry_allreduce_multiple_with_retry": "comm.all_reduce_many()",
+    "ferry_sync_shared_state": "comm.sync_shared_state()",
+    "ferry_comm_destroy": "comm.close()",
+    "ferry_master_stop": "Master.stop()",
+}
+_C_NAME = re.compile(r"\bferry_[a-z_]+\b")
+
+
+def python_names(message: str) -> str:
+    """``message`` with the C calls it names replaced by their Python spelling."""
+    return _C_NAME.sub(lambda m: _PYTHON_NAMES.get(m.group(0), m.group(0)), message)
+
+
 def check(code: int, what: str) -> None:
     """Raises the exception for a failed ferry_result, with this thread's ferry_last_error().
 
@@ -378,7 +401,7 @@ def check(code: int, what: str) -> None:
     """
     if code == 0:
         return
-    message = last_error()
+    message = python_names(last_error())
     brief = lib().ferry_strerror(code).decode("utf-8", "replace")
     raise error_for_code(code, f"{what}: {brief}: {message}" if message else f"{what}: {brief}")
 

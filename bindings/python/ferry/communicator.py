@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import threading
 from typing import Any, Collection, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, TypeVar, Union
 
@@ -61,7 +62,10 @@ class Communicator:
     Args: ``master`` first; every other argument is keyword-only, and None (the default
     for each) leaves the library's default from ``ferry_comm_params_init``, shown in
     parentheses (ferry.h documents each field):
-        master: ``"HOST:PORT"`` of the master. Required.
+        master: ``"HOST:PORT"`` of the master (``"[V6ADDR]:PORT"`` for IPv6). None (default):
+            ``$FERRY_MASTER_ADDR``; InvalidArgumentError when that is unset too. The TLS files
+            likewise default to ``$FERRY_TLS_CERT_FILE``/``KEY_FILE``/``CA_FILE``, the secret to
+            ``$FERRY_SECRET_FILE`` (README, "Environment"), so a launched script needs no arguments.
         peer_group: ring id; groups never exchange data (0).
         connections: parallel TCP connections to each ring neighbour: None (default) adapts them
             to each link (4 on a LAN, up to 64 on a long lossy path); 1..64 pins the count.
@@ -100,7 +104,7 @@ class Communicator:
 
     def __init__(
         self,
-        master: str,
+        master: Optional[str] = None,
         *,
         peer_group: Optional[int] = None,
         connections: Optional[int] = None,
@@ -145,7 +149,7 @@ class Communicator:
         del strings  # copied by ferry_comm_create
         track_communicator(self)
         self._ptr = ptr
-        self.master = master
+        self.master = master if master is not None else os.environ.get("FERRY_MASTER_ADDR")
         self.timeout_ms: int = params.timeout_ms
         self._desc = _lib.defaults(_lib.AllreduceDesc, "ferry_allreduce_desc_init")
         self._job = _lib.defaults(_lib.AllreduceJob, "ferry_allreduce_job_init")

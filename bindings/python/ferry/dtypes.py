@@ -6,7 +6,7 @@ Pure Python; does not load libferry.
 from __future__ import annotations
 
 import enum
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 from .errors import InvalidArgumentError
 
@@ -61,8 +61,30 @@ _QUANT_CODES = {"u8": 1, "i8": 2, "f16": 3, "bf16": 4, "u4": 5}
 QUANT_NAMES = ("u8", "i8", "f16", "bf16", "u4")
 
 
-def parse_op(op: Union[str, ReduceOp, int]) -> ReduceOp:
-    """``"sum" | "avg" | "mean" | "prod" | "min" | "max"`` (any case) or a :class:`ReduceOp`."""
+def _torch_op_name(op: Any) -> Optional[str]:
+    """The name of a ``torch.distributed.ReduceOp`` member ("sum", ...), "" for one ferry lacks
+    (BAND, PREMUL_SUM, ...), None when ``op`` is not torch's. torch is only imported when the
+    caller already passed one of its objects."""
+    if not type(op).__module__.startswith("torch"):
+        return None
+    import torch.distributed as dist  # noqa: PLC0415 - only for torch users
+
+    for torch_name, name in (("SUM", "sum"), ("AVG", "avg"), ("PRODUCT", "prod"), ("MIN", "min"), ("MAX", "max")):
+        member = getattr(dist.ReduceOp, torch_name, None)
+        if member is not None and op == member:
+            return name
+    return ""
+
+
+def parse_op(op: Union[str, ReduceOp, int, Any]) -> ReduceOp:
+    """``"sum" | "avg" | "mean" | "prod" | "min" | "max"`` (any case), a :class:`ReduceOp`, or
+    ``torch.distributed.ReduceOp.SUM`` (``AVG``, ``PRODUCT``, ``MIN``, ``MAX``)."""
+    torch_name = _torch_op_name(op)
+    if torch_name == "":
+        raise InvalidArgumentError("this torch.distributed.ReduceOp has no ferry equivalent; "
+                                   "ferry reduces with sum, avg, prod, min or max")
+    if torch_name is not None:
+        op = torch_name
     if isinstance(op, str):
         found = _OP_NAMES.get(op.lower())
         if found is None:

@@ -36,8 +36,9 @@ __all__ = [
 ]
 
 
-class FerryError(Exception):
-    """Base of every error reported by ferry.
+class FerryError(RuntimeError):
+    """Base of every error reported by ferry. A ``RuntimeError``, so handlers written for
+    torch.distributed's errors catch it too.
 
     Attributes:
         code: the ``ferry_result`` number (stable, append-only in ferry.h).

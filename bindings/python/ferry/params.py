@@ -80,7 +80,8 @@ def comm_params(master: Any, *, peer_group: Optional[int] = None, connections: O
     default; keep the second value alive until ferry_comm_create returns (it copies the strings)."""
     strings = _Strings()
     params = _lib.defaults(_lib.CommParams, "ferry_comm_params_init")
-    params.master_address = strings.text("master", master)
+    if master is not None:  # None: the library reads $FERRY_MASTER_ADDR
+        params.master_address = strings.text("master", master)
     if listen_host is not None:
         params.p2p_listen_host = strings.text("listen_host", listen_host)
     if port_range is not None:

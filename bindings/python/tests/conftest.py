@@ -21,7 +21,9 @@ import ferry  # noqa: E402
 DEFAULT_DEADLINE_S = 60
 
 # Hermetic runs: a secret in the caller's environment would change every master and peer.
-os.environ.pop("FERRY_SECRET_FILE", None)
+for _variable in ("FERRY_SECRET_FILE", "FERRY_MASTER_ADDR", "FERRY_TLS_CERT_FILE", "FERRY_TLS_KEY_FILE",
+                  "FERRY_TLS_CA_FILE"):
+    os.environ.pop(_variable, None)
 
 
 def pytest_configure(config):

@@ -6,8 +6,12 @@ usage: peer_process.py MASTER_ADDRESS WORLD MODE
     allreduce  sum-all-reduces ones(1024) f32 once, prints "result VALUE", and exits;
     hold       syncs holder_weights() as shared state at revision 1 (after a retryable
                failure: update_topology and again), prints "synced", then sleeps like sleep.
+    silenced   stops itself (SIGSTOP) until the test resumes it, then calls update_topology
+               and prints "raised CLASS MESSAGE" (or "returned").
 """
 
+import os
+import signal
 import sys
 import time
 
@@ -46,6 +50,13 @@ def main() -> int:
         print("synced", flush=True)
     if mode in ("sleep", "hold"):
         time.sleep(60)
+    elif mode == "silenced":
+        os.kill(os.getpid(), signal.SIGSTOP)
+        try:
+            comm.update_topology()
+            print("returned", flush=True)
+        except ferry.FerryError as error:
+            print("raised", type(error).__name__, error, flush=True)
     elif mode == "allreduce":
         data = np.ones(1024, np.float32)
         comm.all_reduce(data, op="sum")
