@@ -53,7 +53,8 @@ struct ChaosArgs {
   }
 };
 
-// Parses argv; on --help or an error prints to stdout/stderr and returns false with *exit_code set.
+// Parses argv; on --help, --version or an error prints to stdout/stderr and returns false with *exit_code
+// set (0, or 2 for a bad argument).
 bool parse_chaos_args(int argc, char** argv, ChaosArgs* args, int* exit_code);
 
 }  // namespace ferry::chaos

@@ -161,7 +161,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ferry-bench: %s\nRun with --help for more information.\n", e.what());
     return kExitBadArgs;
   }
-  if (!args) return kExitOk;  // --help
+  if (!args) return kExitOk;  // --help, --version
   if (args->role == Role::peer) return args->workload == "sync" ? run_sync_peer(*args) : run_peer(*args);
   if (args->role == Role::tcp_source) return run_tcp_source(*args);
   if (args->role == Role::tcp_sink) return run_tcp_sink(*args);
