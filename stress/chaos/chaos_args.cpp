@@ -78,6 +78,10 @@ bool parse_chaos_args(int argc, char** argv, ChaosArgs* args, int* exit_code) {
   app.add_option("--progress-ms", args->progress_ms, "peers' progress_timeout_ms")->capture_default_str();
   app.add_option("--heartbeat-ms", args->heartbeat_ms, "peers' heartbeat_timeout_ms")->capture_default_str();
   app.add_flag("--verbose", args->verbose, "echo every child's stderr");
+  app.add_option("--progress-every", args->progress_every_s,
+                 "print a progress line on stderr this often, in seconds (0: never)")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
   tooling::add_version_flag(app, tooling::version_text("ferry-chaos", ferry_version()));
   try {
     app.parse(argc, argv);
