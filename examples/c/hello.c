@@ -33,7 +33,8 @@ int main(int argc, char** argv) {
   ferry_comm* comm = NULL;
   ferry_allreduce_desc desc;
   int64_t world = 0, rank = 0;
-  long peers = positive(argc, argv, 2, 1), rounds = positive(argc, argv, 3, 3), floats = positive(argc, argv, 4, 1 << 20);
+  long peers = positive(argc, argv, 2, 1), rounds = positive(argc, argv, 3, 3);
+  long floats = positive(argc, argv, 4, 1 << 20);
   size_t n = (size_t)floats, i;
   int r;
   float* data;

@@ -2,6 +2,9 @@
 //
 //   ferry-wan-forwarder --netns A,B,C --seed S --store-bytes B
 //                       --shared-fd F --ready-fd R [--parent-pid P] [--offload 0|1]
+//   ferry-wan-forwarder --version
+//
+// A bad argument exits 2, as on every ferry tool (tools/common/tool_cli.h); a failure after, 1.
 //
 // It opens one TUN (named wan0) in each namespace, in that order (host i = namespace i),
 // writes "ok\n" (or "error: <why>\n") to the ready fd and closes it, then forwards until
