@@ -3,11 +3,25 @@
    print a hash of the result (equal on every peer: results are bit-identical),
    and leave.
 
-   usage: ferry-hello MASTER_HOST:PORT [PEERS=1] [ROUNDS=3] [FLOATS=1048576] */
+   usage: ferry-hello MASTER_HOST:PORT [PEERS=1] [ROUNDS=3] [FLOATS=1048576]
+          ferry-hello --help | --version
+   Exit status: 0 done, 1 a ferry call failed or a result was wrong, 2 a bad argument. */
 #include <ferry/ferry.h>
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+static const char* const usage = "usage: %s MASTER_HOST:PORT [PEERS=1] [ROUNDS=3] [FLOATS=1048576]\n";
+
+/* argv[index] as a whole positive number, or `fallback` when absent; 0 when it is not one. */
+static long positive(int argc, char** argv, int index, long fallback) {
+  char* end;
+  long value;
+  if (index >= argc) return fallback;
+  value = strtol(argv[index], &end, 10);
+  return *argv[index] != '\0' && *end == '\0' && value > 0 ? value : 0;
+}
 
 static int check(ferry_result r, const char* what) {
   if (r != FERRY_OK) fprintf(stderr, "%s: %s: %s\n", what, ferry_strerror(r), ferry_last_error());
@@ -19,11 +33,22 @@ int main(int argc, char** argv) {
   ferry_comm* comm = NULL;
   ferry_allreduce_desc desc;
   int64_t world = 0, rank = 0;
-  int peers = argc > 2 ? atoi(argv[2]) : 1, rounds = argc > 3 ? atoi(argv[3]) : 3, r;
-  size_t n = argc > 4 ? (size_t)atol(argv[4]) : (size_t)1 << 20, i;
+  long peers = positive(argc, argv, 2, 1), rounds = positive(argc, argv, 3, 3);
+  long floats = positive(argc, argv, 4, 1 << 20);
+  size_t n = (size_t)floats, i;
+  int r;
   float* data;
-  if (argc < 2 || peers < 1 || rounds < 1 || n < 1) {
-    fprintf(stderr, "usage: %s MASTER_HOST:PORT [PEERS] [ROUNDS] [FLOATS]\n", argv[0]);
+  if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+    printf(usage, argv[0]);
+    return 0;
+  }
+  if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+    printf("ferry-hello %s\n", ferry_version());
+    return 0;
+  }
+  /* An option it does not know is a mistake, not a master's address. */
+  if (argc < 2 || argc > 5 || argv[1][0] == '-' || peers == 0 || rounds == 0 || floats == 0) {
+    fprintf(stderr, usage, argv[0]);
     return 2;
   }
   data = malloc(n * sizeof *data);

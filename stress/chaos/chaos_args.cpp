@@ -9,6 +9,7 @@
 #include "byte_size.h"  // tools/common
 #include "chaos_data.h"
 #include "quant_names.h"  // tools/common
+#include "tool_cli.h"     // tools/common
 
 namespace ferry::chaos {
 
@@ -77,6 +78,11 @@ bool parse_chaos_args(int argc, char** argv, ChaosArgs* args, int* exit_code) {
   app.add_option("--progress-ms", args->progress_ms, "peers' progress_timeout_ms")->capture_default_str();
   app.add_option("--heartbeat-ms", args->heartbeat_ms, "peers' heartbeat_timeout_ms")->capture_default_str();
   app.add_flag("--verbose", args->verbose, "echo every child's stderr");
+  app.add_option("--progress-every", args->progress_every_s,
+                 "print a progress line on stderr this often, in seconds (0: never)")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
+  tooling::add_version_flag(app, tooling::version_text("ferry-chaos", ferry_version()));
   try {
     app.parse(argc, argv);
     args->size_bytes = tooling::parse_byte_size(size);
@@ -87,11 +93,11 @@ bool parse_chaos_args(int argc, char** argv, ChaosArgs* args, int* exit_code) {
     args->faults = parse_faults(faults);
     if (args->max_peers == 0) args->max_peers = 2 * args->peers;
   } catch (const CLI::ParseError& e) {
-    *exit_code = app.exit(e);
+    *exit_code = tooling::exit_status(app, e);
     return false;
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "ferry-chaos: %s\n", e.what());
-    *exit_code = 2;
+    *exit_code = tooling::kExitBadArguments;
     return false;
   }
   return true;

@@ -38,6 +38,8 @@ struct ChaosArgs {
   int max_peers = 0;         // 0: twice --peers
   std::string bin_dir;       // where ferry-master and ferry-chaos-peer are; default: next to ferry-chaos
   bool verbose = false;
+  // An hour's soak says how it goes this often (stderr), not only at its end.
+  double progress_every_s = 10;  // 0: never
   // The peers' settings; the op deadline the checker enforces derives from them.
   std::uint32_t connections = 2;
   std::uint32_t timeout_ms = 10000;
@@ -53,7 +55,8 @@ struct ChaosArgs {
   }
 };
 
-// Parses argv; on --help or an error prints to stdout/stderr and returns false with *exit_code set.
+// Parses argv; on --help, --version or an error prints to stdout/stderr and returns false with *exit_code
+// set (0, or 2 for a bad argument).
 bool parse_chaos_args(int argc, char** argv, ChaosArgs* args, int* exit_code);
 
 }  // namespace ferry::chaos

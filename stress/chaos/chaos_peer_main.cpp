@@ -28,6 +28,7 @@
 #include "chaos_data.h"
 #include "one_tensor_state.h"  // tools/common
 #include "quant_names.h"       // tools/common
+#include "tool_cli.h"          // tools/common
 #include "ferry/ferry.h"
 
 namespace {
@@ -134,11 +135,12 @@ int main(int argc, char** argv) {
   app.add_option("--heartbeat-ms", heartbeat_ms);
   app.add_option("--state-every", state_every, "sync the shared state every this many steps (0: never)");
   app.add_option("--max-seconds", max_seconds, "leave cleanly after this long");
-  CLI11_PARSE(app, argc, argv);
+  ferry::tooling::add_version_flag(app, ferry::tooling::version_text("ferry-chaos-peer", ferry_version()));
+  if (const auto status = ferry::tooling::parse_command_line(app, argc, argv)) return *status;
   const std::optional<ferry_quant> parsed_quant = ferry::tooling::parse_quant(quant_text);
   if (!parsed_quant) {
     std::fprintf(stderr, "unknown --quant %s\n", quant_text.c_str());
-    return 2;
+    return ferry::tooling::kExitBadArguments;
   }
   const ferry_quant quant = *parsed_quant;
 

@@ -17,6 +17,7 @@
 #include <stdexcept>
 
 #include "chaos_data.h"
+#include "chaos_progress.h"
 #include "chaos_proxy.h"
 #include "child_process.h"  // tools/common
 #include "invariants.h"
@@ -143,6 +144,7 @@ class ChaosRun {
   void check_memory();
   void stop_everything();
   void write_logs() const;
+  void report_progress(double now);
 
   const ChaosArgs& args_;
   std::mt19937_64 rng_;
@@ -161,6 +163,8 @@ class ChaosRun {
   double last_ok_t_ = 0;
   bool quiescing_ = false;
   double quiesce_start_ = 0;
+  double started_ = 0;
+  double next_progress_ = INFINITY;
 };
 
 void ChaosRun::start_master() {
@@ -446,8 +450,25 @@ void ChaosRun::write_logs() const {
   }
 }
 
+void ChaosRun::report_progress(double now) {
+  if (now < next_progress_) return;
+  // One line per look, however long the last pump took: a stalled harness must not print a burst.
+  while (next_progress_ <= now) next_progress_ += args_.progress_every_s;
+  ChaosProgress progress;
+  progress.elapsed_s = now - started_;
+  progress.duration_s = args_.duration_s;
+  progress.quiescing_s = quiescing_ ? now - quiesce_start_ : -1;
+  progress.live_peers = live(false).size();
+  progress.master_restarts = masters_started_ - 1;
+  progress.violations = checker_.violation_count();
+  std::fputs(progress_line(progress, s_).c_str(), stderr);
+  std::fflush(stderr);
+}
+
 ChaosSummary ChaosRun::run() {
   const double started = now_s();
+  started_ = started;
+  if (args_.progress_every_s > 0) next_progress_ = started + args_.progress_every_s;
   start_master();
   for (int i = 0; i < args_.peers; ++i) spawn_peer();
   const double end = started + args_.duration_s;
@@ -483,6 +504,7 @@ ChaosSummary ChaosRun::run() {
         check_silence(t);
         checker_.settle(t - args_.op_deadlines().hang_s - 10);
       }
+      report_progress(t);
     }
     // Quiescence: no more faults; everyone stopped resumes (or dies as planned).
     quiescing_ = true;
@@ -497,6 +519,7 @@ ChaosSummary ChaosRun::run() {
         next_rss += kRssEvery;
         check_silence(now_s());
       }
+      report_progress(now_s());
     }
     s_.convergence_s = now_s() - quiesce_start_;
     if (!s_.converged) {

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "netns.h"
+#include "tool_cli.h"  // tools/common
 #include "wan_network.h"
 
 extern char** environ;
@@ -152,7 +153,9 @@ int main(int argc, char** argv) {
   run->allow_extras(false);
   app.add_subcommand("cleanup", "remove fw<pid>n<k>h<i> namespaces whose creating process is gone");
 
-  CLI11_PARSE(app, argc, argv);
+  ferry::tooling::add_version_flag(app,
+                                   ferry::tooling::version_text("ferry-wan", ferry::tooling::built_ferry_version()));
+  if (const auto status = ferry::tooling::parse_command_line(app, argc, argv)) return *status;
 
   if (app.got_subcommand("cleanup")) {
     if (::geteuid() != 0) {

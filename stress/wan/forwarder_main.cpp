@@ -2,6 +2,9 @@
 //
 //   ferry-wan-forwarder --netns A,B,C --seed S --store-bytes B
 //                       --shared-fd F --ready-fd R [--parent-pid P] [--offload 0|1]
+//   ferry-wan-forwarder --version
+//
+// A bad argument exits 2, as on every ferry tool (tools/common/tool_cli.h); a failure after, 1.
 //
 // It opens one TUN (named wan0) in each namespace, in that order (host i = namespace i),
 // writes "ok\n" (or "error: <why>\n") to the ready fd and closes it, then forwards until
@@ -36,12 +39,19 @@
 
 #include "forwarder.h"
 #include "netns.h"
+#include "tool_cli.h"  // tools/common
 #include "tun_device.h"
 #include "wan_shared.h"
 
 using namespace ferry::wan;
 
 namespace {
+
+// A command line it cannot use: exit status 2, as every ferry tool (tool_cli.h).
+class BadArgument : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 void report(int fd, const std::string& line) {
   if (fd < 0) return;
@@ -53,7 +63,7 @@ uint64_t to_u64(const char* flag, const char* text) {
   char* end = nullptr;
   errno = 0;
   const unsigned long long v = std::strtoull(text, &end, 10);
-  if (errno || end == text || *end) throw std::runtime_error(std::string("bad number for ") + flag + ": " + text);
+  if (errno || end == text || *end) throw BadArgument(std::string("bad number for ") + flag + ": " + text);
   return v;
 }
 
@@ -81,7 +91,11 @@ int main(int argc, char** argv) {
     long parent_pid = 0;
     for (int i = 1; i < argc; ++i) {
       const std::string flag = argv[i];
-      if (i + 1 >= argc) throw std::runtime_error("missing value for " + flag);
+      if (flag == "--version") {
+        std::puts(ferry::tooling::version_text("ferry-wan-forwarder", ferry::tooling::built_ferry_version()).c_str());
+        return 0;
+      }
+      if (i + 1 >= argc) throw BadArgument("missing value for " + flag);
       const char* value = argv[++i];
       if (flag == "--netns") netns = split(value, ',');
       else if (flag == "--seed") opts.seed = to_u64(argv[i - 1], value);
@@ -90,11 +104,11 @@ int main(int argc, char** argv) {
       else if (flag == "--ready-fd") ready_fd = static_cast<int>(to_u64(argv[i - 1], value));
       else if (flag == "--offload") opts.offload = to_u64(argv[i - 1], value) != 0;
       else if (flag == "--parent-pid") parent_pid = static_cast<long>(to_u64(argv[i - 1], value));
-      else throw std::runtime_error("unknown flag " + flag);
+      else throw BadArgument("unknown flag " + flag);
     }
     if (netns.empty() || netns.size() > static_cast<size_t>(kMaxHosts))
-      throw std::runtime_error("--netns needs 1..254 namespace names");
-    if (shared_fd < 0) throw std::runtime_error("--shared-fd is required");
+      throw BadArgument("--netns needs 1..254 namespace names");
+    if (shared_fd < 0) throw BadArgument("--shared-fd is required");
 
     // Watch the parent process (not thread: PR_SET_PDEATHSIG would fire when the *thread*
     // that spawned us exits, and callers may start a network from a short-lived thread).
@@ -125,6 +139,10 @@ int main(int argc, char** argv) {
     if (forwarder.run() == Forwarder::Exit::kParentGone)
       for (const std::string& name : netns) remove_netns(name, 500);
     return 0;
+  } catch (const BadArgument& e) {
+    if (ready_fd >= 0) report(ready_fd, std::string("error: ") + e.what());
+    std::fprintf(stderr, "ferry-wan-forwarder: %s\n", e.what());
+    return ferry::tooling::kExitBadArguments;
   } catch (const std::exception& e) {
     if (ready_fd >= 0) report(ready_fd, std::string("error: ") + e.what());
     std::fprintf(stderr, "ferry-wan-forwarder: %s\n", e.what());

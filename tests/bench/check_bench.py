@@ -19,11 +19,19 @@
   check_bench.py master-load FILE -- COMMAND... ferry-master-load: COMMAND must exit 0 and write FILE with
                                                 every key, every fake peer welcomed and admitted, and
                                                 every collective of every round committed (never timings).
+  check_bench.py rows-stream FILE -- COMMAND... As json, for a run of several sizes, the last one large: the
+                                                first table row reaches our end of the pipe while the run is
+                                                still on (at that moment ferry-bench still has child
+                                                processes: its master lives until every peer is done with
+                                                every size), and the table has one row per size.
   check_bench.py fails RC PATTERN -- COMMAND... COMMAND must exit RC, with PATTERN in its stderr.
 """
 import json
+import os
+import re
 import subprocess
 import sys
+import tempfile
 
 TIMEOUT_S = 240
 
@@ -52,6 +60,53 @@ def run(command):
     sys.stdout.write(done.stdout)
     sys.stdout.write(done.stderr)
     return done
+
+
+# A table row: " SIZE COUNT type redop ..."; the title and header lines start with '#'.
+TABLE_ROW = re.compile(r"^ +\d+ +\d+ ")
+
+
+def children_of(pid):
+    """Every process whose parent is pid (zombies included: not reaped yet)."""
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue  # it ended while we looked
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+        if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
+            found.append(int(entry))
+    return found
+
+
+def run_streaming(command):
+    """Runs command as run() does, and also returns how many child processes it had when its
+    first table row arrived (None: no row), and how many rows it printed."""
+    print("running:", " ".join(command), flush=True)
+    with tempfile.TemporaryFile(mode="w+") as err:
+        bench = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, text=True, stdin=subprocess.DEVNULL)
+        lines, first_row_children = [], None
+        for line in bench.stdout:
+            lines.append(line)
+            if TABLE_ROW.match(line) and first_row_children is None:
+                first_row_children = len(children_of(bench.pid))
+        bench.wait(timeout=TIMEOUT_S)
+        err.seek(0)
+        done = subprocess.CompletedProcess(command, bench.returncode, "".join(lines), err.read())
+    sys.stdout.write(done.stdout)
+    sys.stdout.write(done.stderr)
+    return done, first_row_children, sum(1 for line in lines if TABLE_ROW.match(line))
+
+
+def check_rows_stream(record, first_row_children, rows):
+    if first_row_children is None:
+        return ["no table row on stdout"]
+    problems = [] if first_row_children else ["the first row came after every child process had ended: held back"]
+    if rows != len(record["args"]["sizes"]):
+        problems.append(f"{rows} table rows for {len(record['args']['sizes'])} sizes")
+    return problems
 
 
 def is_a(value, kinds):
@@ -376,8 +431,11 @@ def main(argv):
         sys.exit(__doc__)
     split = argv.index("--")
     mode, params, command = argv[1], argv[2:split], argv[split + 1:]
-    done = run(command)
-    if mode in ("json", "sync", "slow-pair", "connections", "ring-avoids"):
+    if mode == "rows-stream":
+        done, first_row_children, rows = run_streaming(command)
+    else:
+        done = run(command)
+    if mode in ("json", "sync", "slow-pair", "connections", "ring-avoids", "rows-stream"):
         if done.returncode != 0:
             sys.exit(f"FAIL: ferry-bench exited {done.returncode}")
         with open(params[0]) as f:
@@ -390,6 +448,8 @@ def main(argv):
             problems = check_ring_avoids(record, list(zip(hosts[0::2], hosts[1::2])))
         if mode == "connections" and not problems:
             problems = check_connections(record, params[1], int(params[2]))
+        if mode == "rows-stream" and not problems:
+            problems = check_rows_stream(record, first_row_children, rows)
         if problems:
             sys.exit("FAIL:\n  " + "\n  ".join(problems))
         print(f"OK: {len(record['runs'])} runs, every key there, every result correct")

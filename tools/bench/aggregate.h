@@ -66,6 +66,11 @@ struct RunShape {
 std::vector<RunSummary> summarize(const BenchArgs& args, const RunShape& shape,
                                   const std::vector<std::vector<RankReport>>& per_rank);
 
+// The row of size args.sizes[s] alone, as summarize() makes it: every per_rank[r]
+// must hold at least s + 1 reports (the table prints a size as soon as it has them).
+RunSummary summarize_size(const BenchArgs& args, const RunShape& shape,
+                          const std::vector<std::vector<RankReport>>& per_rank, std::size_t s);
+
 double median(std::vector<double> values);
 
 }  // namespace ferry::bench

@@ -11,11 +11,13 @@
 #include <map>
 #include <set>
 
+#include "ferry/ferry.h"
 #include "quant_names.h"  // tools/common
 #include "sync_content.h"
 #include "topology.h"  // stress/wan
 #include "wan_config.h"
 #include "wan_link.h"
+#include "tool_cli.h"  // tools/common
 
 namespace ferry::bench {
 
@@ -221,10 +223,12 @@ std::optional<BenchArgs> parse_bench_args(int argc, char** argv) {
   app.add_option("--fault-peer", args.fault_peer)->group("");
   app.add_option("--tcp-source", args.tcp_source)->group("");
 
+  tooling::add_version_flag(app, tooling::version_text("ferry-bench", ferry_version()));
+
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::fputs(app.help().c_str(), stdout);
+  } catch (const CLI::Success& e) {  // --help, --version
+    tooling::exit_status(app, e);
     return std::nullopt;
   } catch (const CLI::ParseError& e) {
     throw ArgsError(e.what());

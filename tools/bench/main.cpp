@@ -59,13 +59,10 @@ void print_ring(std::FILE* out, const std::vector<RunSummary>& runs) {
   std::fprintf(out, "# ring: %s(%s)\n", text.c_str(), runs.front().ring.front().c_str());
 }
 
-// Says what carried ferry's bytes, as the peers found it (not as asked).
-std::string with_links(std::string text, const std::vector<RunSummary>& runs) {
-  std::string links;
-  for (const RunSummary& run : runs) links = links.empty() || links == run.links ? run.links : "mixed";
-  if (links == "shared_memory") return text + ", ring links in shared memory";
-  if (links == "mixed") return text + ", ring links partly in shared memory";
-  return text + ", ring links on TCP";
+// Says what carried ferry's bytes, as the peers found it (not as asked) in the first size.
+std::string with_links(std::string text, const RunSummary& first) {
+  const std::string links = links_name({first});
+  return text + ", ring links " + (links == "TCP" ? "on " : "in ") + links;
 }
 
 bool all_good(const std::vector<RunSummary>& runs) {
@@ -119,18 +116,23 @@ int run_orchestrator(const BenchArgs& given) {
 
   std::fprintf(stderr, "ferry-bench: ferry, %d peers, %zu sizes, deadline %.0f s per implementation\n", args.peers,
                args.sizes.size(), run_deadline_s(args));
-  const FerryRun ferry = run_ferry(args, *launcher, binaries);
+  TableStream ferry_table(stdout, [&](const RunSummary& first) { return with_links(title("ferry", args, *launcher), first); });
+  const FerryRun ferry = run_ferry(args, *launcher, binaries, [&](const RunSummary& row) { ferry_table.row(row); });
   std::vector<RunSummary> runs = ferry.runs;
   const std::vector<RunSummary>& ferry_runs = ferry.runs;
-  print_table(stdout, with_links(title("ferry", args, *launcher), ferry_runs), ferry_runs);
+  ferry_table.finish(ferry_runs);
   print_ring(stdout, ferry_runs);
 
   if (with_arrival) {
     std::fprintf(stderr, "ferry-bench: ferry again, its master keeping rings in join order\n");
     BenchArgs arrival_args = args;
     arrival_args.ring_order = "arrival";
-    const FerryRun arrival = run_ferry(arrival_args, *launcher, binaries);
-    print_table(stdout, with_links(title("ferry (arrival order)", args, *launcher), arrival.runs), arrival.runs);
+    TableStream arrival_table(stdout, [&](const RunSummary& first) {
+      return with_links(title("ferry (arrival order)", args, *launcher), first);
+    });
+    const FerryRun arrival =
+        run_ferry(arrival_args, *launcher, binaries, [&](const RunSummary& row) { arrival_table.row(row); });
+    arrival_table.finish(arrival.runs);
     print_ring(stdout, arrival.runs);
     print_ratios(stdout, ferry_runs, arrival.runs);
     runs.insert(runs.end(), arrival.runs.begin(), arrival.runs.end());
@@ -138,8 +140,10 @@ int run_orchestrator(const BenchArgs& given) {
 
   if (with_gloo) {
     std::fprintf(stderr, "ferry-bench: gloo baseline, %d ranks\n", args.peers);
-    const std::vector<RunSummary> gloo_runs = run_gloo(args, *launcher, binaries);
-    print_table(stdout, title("gloo", args, *launcher), gloo_runs);
+    TableStream gloo_table(stdout, [&](const RunSummary&) { return title("gloo", args, *launcher); });
+    const std::vector<RunSummary> gloo_runs =
+        run_gloo(args, *launcher, binaries, [&](const RunSummary& row) { gloo_table.row(row); });
+    gloo_table.finish(gloo_runs);
     print_ratios(stdout, ferry_runs, gloo_runs);
     runs.insert(runs.end(), gloo_runs.begin(), gloo_runs.end());
   }
@@ -161,7 +165,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ferry-bench: %s\nRun with --help for more information.\n", e.what());
     return kExitBadArgs;
   }
-  if (!args) return kExitOk;  // --help
+  if (!args) return kExitOk;  // --help, --version
   if (args->role == Role::peer) return args->workload == "sync" ? run_sync_peer(*args) : run_peer(*args);
   if (args->role == Role::tcp_source) return run_tcp_source(*args);
   if (args->role == Role::tcp_sink) return run_tcp_sink(*args);

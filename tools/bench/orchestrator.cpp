@@ -56,13 +56,17 @@ std::size_t lines_in(const std::string& text) { return static_cast<std::size_t>(
 }  // namespace
 
 void watch(ChildSet& children, const std::vector<Child*>& workers, Child* master, Clock::time_point deadline,
-           double deadline_s, const std::string& label, std::size_t sizes) {
+           double deadline_s, const std::string& label, std::size_t sizes, const std::function<void()>& after_read) {
   auto failed = [&](const Child* child) { return !child->running() && !ended_well(child); };
   auto all_done = [&] { return std::all_of(workers.begin(), workers.end(), ended_well); };
   auto any_failed = [&] {
     return std::any_of(workers.begin(), workers.end(), failed) || (master != nullptr && !master->running());
   };
-  if (!children.pump_until([&] { return all_done() || any_failed(); }, deadline)) {
+  auto read_and_check = [&] {
+    if (after_read) after_read();
+    return all_done() || any_failed();
+  };
+  if (!children.pump_until(read_and_check, deadline)) {
     std::string stuck;
     for (const Child* child : workers) {
       if (child->running()) {
@@ -178,7 +182,8 @@ Clock::time_point run_deadline(const BenchArgs& args) {
 }
 
 std::vector<std::string> run_ferry_peers(const BenchArgs& args, const Launcher& launcher, const Binaries& binaries,
-                                         const std::string& label, const std::function<std::string(int)>& name_of) {
+                                         const std::string& label, const std::function<std::string(int)>& name_of,
+                                         const std::function<void(const std::vector<Child*>&)>& on_output) {
   const auto deadline = run_deadline(args);
   ChildSet children(args.verbose);
   Child* master = nullptr;
@@ -200,16 +205,21 @@ std::vector<std::string> run_ferry_peers(const BenchArgs& args, const Launcher& 
     if (i > 0 && !args.hosts.empty()) std::this_thread::sleep_for(std::chrono::seconds(1));
     peers.push_back(&children.spawn(name_of(i), argv));
   }
-  watch(children, peers, master, deadline, run_deadline_s(args), label, args.sizes.size());
+  std::function<void()> after_read;
+  if (on_output) after_read = [&] { on_output(peers); };
+  watch(children, peers, master, deadline, run_deadline_s(args), label, args.sizes.size(), after_read);
   if (master != nullptr) children.stop(*master, kMasterStopGrace);
   std::vector<std::string> outs;
   for (const Child* peer : peers) outs.push_back(peer->out());
   return outs;
 }
 
-FerryRun run_ferry(const BenchArgs& args, const Launcher& launcher, const Binaries& binaries) {
+FerryRun run_ferry(const BenchArgs& args, const Launcher& launcher, const Binaries& binaries, const OnRow& on_row) {
   auto name_of = [](int i) { return "peer " + std::to_string(i); };
-  const std::vector<std::string> outs = run_ferry_peers(args, launcher, binaries, "ferry", name_of);
+  const RunShape shape{"ferry", "ring", args.connections, args.concurrent};
+  RowFeed rows(args, shape, parse_ferry_reports, on_row);
+  const std::vector<std::string> outs = run_ferry_peers(args, launcher, binaries, "ferry", name_of,
+                                                        [&](const std::vector<Child*>& peers) { rows.read(peers); });
   std::vector<std::vector<RankReport>> per_peer;
   std::optional<std::vector<LinkMeasurement>> link_matrix;
   LinkEndsById ends;
@@ -225,7 +235,7 @@ FerryRun run_ferry(const BenchArgs& args, const Launcher& launcher, const Binari
       ends[report.peer_id] = {report.peer_id, report.rank, index, host};
     }
   }
-  FerryRun run{summarize(args, {"ferry", "ring", args.connections, args.concurrent}, per_peer), {}};
+  FerryRun run{summarize(args, shape, per_peer), {}};
   std::vector<std::string> ring(outs.size());
   for (const auto& [id, end] : ends)
     if (end.rank >= 0 && static_cast<std::size_t>(end.rank) < ring.size())
@@ -240,7 +250,8 @@ FerryRun run_ferry(const BenchArgs& args, const Launcher& launcher, const Binari
   return run;
 }
 
-std::vector<RunSummary> run_gloo(const BenchArgs& args, const Launcher& launcher, const Binaries& binaries) {
+std::vector<RunSummary> run_gloo(const BenchArgs& args, const Launcher& launcher, const Binaries& binaries,
+                                 const OnRow& on_row) {
   const double deadline_s = run_deadline_s(args);
   const auto deadline = run_deadline(args);
   const StoreDir store;
@@ -257,11 +268,13 @@ std::vector<RunSummary> run_gloo(const BenchArgs& args, const Launcher& launcher
                              std::to_string(std::max(kGlooMinTimeoutS, static_cast<int>(deadline_s)))});
     ranks.push_back(&children.spawn("gloo rank " + std::to_string(r), argv));
   }
-  watch(children, ranks, nullptr, deadline, deadline_s, "gloo", args.sizes.size());
+  const RunShape shape{"gloo", args.gloo_algorithm, 1, 1};
+  RowFeed rows(args, shape, parse_gloo_reports, on_row);
+  watch(children, ranks, nullptr, deadline, deadline_s, "gloo", args.sizes.size(), [&] { rows.read(ranks); });
 
   std::vector<std::vector<RankReport>> per_rank;
   for (const Child* rank : ranks) per_rank.push_back(parse_gloo_reports(rank->out(), rank->name()));
-  std::vector<RunSummary> runs = summarize(args, {"gloo", args.gloo_algorithm, 1, 1}, per_rank);
+  std::vector<RunSummary> runs = summarize(args, shape, per_rank);
   std::vector<std::string> ring;
   for (int r = 0; r < args.peers; ++r) {
     const std::string host = launcher.place(ProcessRole::gloo_rank, r).host_name;

@@ -20,6 +20,7 @@
 #include "child_process.h"  // tools/common
 #include "link_matrix.h"
 #include "placement.h"
+#include "row_feed.h"
 
 namespace ferry::bench {
 
@@ -32,8 +33,10 @@ class RunFailed : public std::runtime_error {
 // until every worker ended well (exit 0, or 3: a whole report of a wrong
 // result). Throws RunFailed on a failure or at the deadline; `label` names the
 // run and `sizes` the report lines each worker owes, for the messages.
+// after_read, when given, runs after each round of reading their output.
 void watch(tooling::ChildSet& children, const std::vector<tooling::Child*>& workers, tooling::Child* master,
-           tooling::Clock::time_point deadline, double deadline_s, const std::string& label, std::size_t sizes);
+           tooling::Clock::time_point deadline, double deadline_s, const std::string& label, std::size_t sizes,
+           const std::function<void()>& after_read = {});
 
 // Spawns argv (placed at `where`), which must print "NAME listening on
 // HOST:PORT" first on stdout, and returns PORT. Throws RunFailed (with its
@@ -51,9 +54,11 @@ tooling::Clock::time_point run_deadline(const BenchArgs& args);
 
 // Starts ferry-master (unless --master) and args.peers peer processes (this
 // binary, --role peer; peer i on the launcher's host i, named name_of(i)),
-// watches them to the end, and returns each peer's stdout.
+// watches them to the end, and returns each peer's stdout. on_output, when
+// given, sees the peers (in index order) after each round of reading.
 std::vector<std::string> run_ferry_peers(const BenchArgs& args, const Launcher& launcher, const Binaries& binaries,
-                                         const std::string& label, const std::function<std::string(int)>& name_of);
+                                         const std::string& label, const std::function<std::string(int)>& name_of,
+                                         const std::function<void(const std::vector<tooling::Child*>&)>& on_output = {});
 
 struct FerryRun {
   std::vector<RunSummary> runs;             // one per size
@@ -61,10 +66,12 @@ struct FerryRun {
 };
 
 // ferry-master (unless --master) and N peers. Throws std::runtime_error when a
-// peer's report is missing or malformed, the link matrix included.
-FerryRun run_ferry(const BenchArgs& args, const Launcher& launcher, const Binaries& binaries);
+// peer's report is missing or malformed, the link matrix included. on_row gets
+// each size's row as soon as every peer has reported it (row_feed.h).
+FerryRun run_ferry(const BenchArgs& args, const Launcher& launcher, const Binaries& binaries, const OnRow& on_row);
 
-// N ferry-gloo-bench ranks meeting in a fresh FileStore directory.
-std::vector<RunSummary> run_gloo(const BenchArgs& args, const Launcher& launcher, const Binaries& binaries);
+// N ferry-gloo-bench ranks meeting in a fresh FileStore directory; on_row as run_ferry's.
+std::vector<RunSummary> run_gloo(const BenchArgs& args, const Launcher& launcher, const Binaries& binaries,
+                                 const OnRow& on_row);
 
 }  // namespace ferry::bench

@@ -1,4 +1,5 @@
 #include "bench_args.h"
+#include "tool_cli.h"  // tools/common
 
 #include <CLI/CLI.hpp>
 
@@ -106,10 +107,12 @@ std::optional<BenchArgs> parse_bench_args(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1L, 86400L));
 
+  tooling::add_version_flag(app, tooling::version_text("ferry-gloo-bench", tooling::built_ferry_version()));
+
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::fputs(app.help().c_str(), stdout);
+  } catch (const CLI::Success& e) {  // --help, --version
+    tooling::exit_status(app, e);
     return std::nullopt;
   } catch (const CLI::ParseError& e) {
     throw ArgsError(e.what());

@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
     return kExitBadArgs;
   }
   if (!parsed) {
-    return kExitOk;  // --help
+    return kExitOk;  // --help, --version
   }
   const BenchArgs& args = *parsed;
 

@@ -13,6 +13,8 @@
 #include "net/endpoint.h"
 #include "net/fd_limit.h"
 #include "net/stranger_gate.h"
+#include "tool_cli.h"  // tools/common
+#include "wire/frame.h"
 
 namespace {
 
@@ -76,7 +78,10 @@ int main(int argc, char** argv) {
       ->needs(cert_option);
   cert_option->needs(key_option);
   key_option->needs(cert_option);
-  CLI11_PARSE(app, argc, argv);
+  const std::string version =
+      ferry::tooling::version_text("ferry-master", ferry::tooling::built_ferry_version(), ferry::wire::kProtocolVersion);
+  ferry::tooling::add_version_flag(app, version);
+  if (const auto status = ferry::tooling::parse_command_line(app, argc, argv)) return *status;
 
   if (!ferry::set_log_level(log_level)) {
     std::fprintf(stderr, "ferry-master: unknown --log-level '%s'\n", log_level.c_str());
@@ -88,6 +93,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ferry-master: --listen: %s\n", error.c_str());
     return 2;
   }
+
+  // An operator matching a log to a build, or a peer that reports a protocol mismatch, needs these first.
+  ferry::log().info("{}", version);
 
   // Block the stop signals before any thread starts, then wait for them here.
   sigset_t stop_signals;
@@ -120,8 +128,10 @@ int main(int argc, char** argv) {
                         "read its tensors and feed it garbage; pass --secret-file", listen);
     ferry::master::MasterServer server(options);
     server.start();
-    // Scripts that ask for port 0 read the real one from this line.
-    std::printf("ferry-master listening on %s:%u\n", endpoint->host.c_str(), server.port());
+    // Scripts that ask for port 0 read the real one from this line; an IPv6 host is bracketed, so
+    // the address can be pasted into a peer's master_address as it stands.
+    const ferry::net::Endpoint bound{endpoint->host, server.port()};
+    std::printf("ferry-master listening on %s\n", bound.to_string().c_str());
     std::fflush(stdout);
     int signal = 0;
     sigwait(&stop_signals, &signal);

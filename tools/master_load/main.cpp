@@ -18,6 +18,8 @@
 #include "core/log.h"
 #include "json.h"  // tools/common
 #include "load_run.h"
+#include "tool_cli.h"  // tools/common
+#include "wire/frame.h"
 
 namespace {
 
@@ -106,10 +108,13 @@ int main(int argc, char** argv) {
   app.add_option("--master-log-level", o.master_log_level, "ferry-master's --log-level")->capture_default_str();
   app.add_option("--timeout-s", o.timeout_s, "deadline of each phase")->capture_default_str();
   app.add_option("--json", json_path, "also write the figures to this file");
-  CLI11_PARSE(app, argc, argv);
+  ferry::tooling::add_version_flag(app, ferry::tooling::version_text("ferry-master-load",
+                                                                     ferry::tooling::built_ferry_version(),
+                                                                     ferry::wire::kProtocolVersion));
+  if (const auto status = ferry::tooling::parse_command_line(app, argc, argv)) return *status;
   if (o.groups > o.peers) {
     std::fprintf(stderr, "ferry-master-load: --groups %u needs at least as many --peers\n", o.groups);
-    return 2;
+    return ferry::tooling::kExitBadArguments;
   }
   if (o.master_bin.empty()) o.master_bin = default_master_bin();
   ferry::set_log_level("warn");  // the fake peers' own sessions
