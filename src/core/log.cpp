@@ -15,7 +15,12 @@ std::shared_ptr<spdlog::logger> make_logger() {
   logger->set_level(spdlog::level::warn);
   if (const char* env = std::getenv("FERRY_LOG_LEVEL")) {
     auto level = spdlog::level::from_str(env);
-    if (level != spdlog::level::off || std::string_view(env) == "off") logger->set_level(level);
+    if (level != spdlog::level::off || std::string_view(env) == "off") {
+      logger->set_level(level);
+    } else {
+      logger->warn("FERRY_LOG_LEVEL={} is not a level (trace, debug, info, warn, error, critical, off); "
+                   "logging at warn", env);
+    }
   }
   logger->flush_on(spdlog::level::info);
   return logger;

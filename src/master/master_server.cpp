@@ -4,6 +4,7 @@
 
 #include <asio/post.hpp>
 #include "core/log.h"
+#include "net/endpoint.h"
 #include "net/fd_limit.h"
 
 namespace ferry::master {
@@ -15,6 +16,13 @@ uint64_t now_ms() {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
           .count());
+}
+
+bool is_loopback(const std::string& host) {
+  std::error_code ec;
+  auto address = asio::ip::make_address(host, ec);
+  if (ec) return host == "localhost";
+  return address.is_loopback();
 }
 
 }  // namespace
@@ -45,9 +53,15 @@ void MasterServer::start() {
   asio::post(io_, [this] { arm_tick(); });
   thread_ = std::thread([this] { serve(); });
   const net::StrangerLimits& caps = strangers_->limits();
-  log().info("master listening on {}:{} ({}); open-file limit {}; at most {} unwelcomed connections ({} per source)",
-             options_.listen_host, port(), options_.transport->name(), net::raise_fd_limit().soft, caps.total,
-             caps.per_source);
+  const std::string listening = net::Endpoint{options_.listen_host, port()}.to_string();
+  log().info("master listening on {} ({}); open-file limit {}; at most {} unwelcomed connections ({} per source)",
+             listening, options_.transport->name(), net::raise_fd_limit().soft, caps.total, caps.per_source);
+  // Here, not in ferry-master, so that a master made through the C API or Python warns alike.
+  if (!options_.secret && !is_loopback(options_.listen_host))
+    log().warn("listening on {} without a run secret: anyone who can reach this port can join the run, read its "
+               "tensors and feed it garbage; give it a secret file (ferry-master --secret-file, "
+               "ferry_master_params.secret_file, ferry.Master(secret_file=...), or $FERRY_SECRET_FILE)",
+               listening);
 }
 
 void MasterServer::serve() {

@@ -21,13 +21,6 @@ namespace {
 // Raised by the serving thread when it cannot go on (MasterServerOptions::on_failure).
 constexpr int kServerFailed = SIGUSR1;
 
-bool is_loopback(const std::string& host) {
-  std::error_code ec;
-  auto address = asio::ip::make_address(host, ec);
-  if (ec) return host == "localhost";
-  return address.is_loopback();
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -123,9 +116,6 @@ int main(int argc, char** argv) {
       tls.ca_file = tls_ca;
       options.transport = ferry::net::make_tls_transport(tls);
     }
-    if (!options.secret && !is_loopback(endpoint->host))
-      ferry::log().warn("listening on {} without a run secret: anyone who can reach this port can join the run, "
-                        "read its tensors and feed it garbage; pass --secret-file", listen);
     ferry::master::MasterServer server(options);
     server.start();
     // Scripts that ask for port 0 read the real one from this line; an IPv6 host is bracketed, so

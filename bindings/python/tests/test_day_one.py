@@ -112,3 +112,16 @@ def test_a_dtype_and_op_mismatch_is_told_in_names(address):
     for message in run_threads(2, body):
         assert "dtype f32 vs f64, op sum vs avg" in message, message
         assert "rank 0 (peer " in message and "rank 1 (peer " in message, message
+
+
+def test_a_master_open_to_the_network_without_a_secret_warns_as_ferry_master_does(capfd):
+    for listen, warns in (("127.0.0.1:0", False), ("0.0.0.0:0", True)):
+        master = ferry.Master(listen)
+        try:
+            master.start()
+        finally:
+            master.close()
+        err = capfd.readouterr().err
+        assert ("without a run secret" in err) == warns, err
+        if warns:
+            assert "ferry.Master(secret_file=...)" in err, err
