@@ -321,6 +321,30 @@ ferry_result ferry_allreduce_async(ferry_comm* comm, const void* send, void* rec
   });
 }
 
+ferry_result ferry_barrier(ferry_comm* comm) {
+  return guarded([&] {
+    require(comm, "comm");
+    ferry::peer::AllreduceSpec spec;
+    spec.dtype = ferry::DType::u8;
+    spec.kind = ferry::wire::CollectiveKind::barrier;
+    finish(comm->impl->allreduce_async(nullptr, nullptr, 0, spec), nullptr);
+  });
+}
+
+ferry_result ferry_broadcast(ferry_comm* comm, void* buffer, size_t bytes, uint32_t root, ferry_op_info* info) {
+  return guarded([&] {
+    require(comm, "comm");
+    check_info(info);
+    if (bytes > 0) require(buffer, "buffer");
+    ferry::peer::AllreduceSpec spec;
+    spec.dtype = ferry::DType::u8;
+    spec.op = ferry::ReduceOp::sum;
+    spec.kind = ferry::wire::CollectiveKind::broadcast;
+    spec.root = root;
+    finish(comm->impl->allreduce_async(buffer, buffer, bytes, spec), info);
+  });
+}
+
 ferry_result ferry_op_test(ferry_op* op, int* done) {
   return guarded([&] {
     require(op, "op");

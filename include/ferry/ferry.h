@@ -651,6 +651,33 @@ typedef struct ferry_op ferry_op;
 FERRY_API ferry_result ferry_allreduce_async(ferry_comm* comm, const void* send, void* recv, size_t count,
                                              const ferry_allreduce_desc* desc, ferry_op** op);
 
+/* Collective over the group's accepted peers (added in 0.3): returns once
+   every member has called it, agreed through the master like an all-reduce
+   (all-or-nothing, the same deadlines, a member that calls something else
+   here is FERRY_ERR_MISMATCH on every peer). Thread-safety and ordering as
+   ferry_allreduce. Errors: FERRY_ERR_INVALID_ARGUMENT (NULL),
+   FERRY_ERR_INVALID_USAGE (not connected), FERRY_ERR_MISMATCH,
+   FERRY_ERR_PEER_LOST, FERRY_ERR_TIMEOUT, FERRY_ERR_MASTER_LOST,
+   FERRY_ERR_KICKED. */
+FERRY_API ferry_result ferry_barrier(ferry_comm* comm);
+
+/* Collective over the group's accepted peers (added in 0.3): the `bytes`
+   bytes of `buffer` on the member of rank `root` (FERRY_ATTR_RANK) arrive
+   in `buffer` on every member, bit for bit. Every member passes the same
+   bytes and root (else FERRY_ERR_MISMATCH on every peer). It runs as an
+   all-reduce (the same guarantees, deadlines and `info`; on the wire, about
+   twice the bytes a tree broadcast would send): the others' buffers are
+   zeroed at the call and summed with the root's as 8-bit integers, which
+   is exact. On failure the root's buffer still holds its bytes; the
+   others' hold unspecified values. `buffer` is borrowed until the call
+   returns; `info` may be NULL. bytes 0 is a barrier.
+   Errors: FERRY_ERR_INVALID_ARGUMENT (NULL comm, NULL buffer with bytes >
+   0, root not a rank of the group), FERRY_ERR_INVALID_USAGE (not
+   connected), FERRY_ERR_MISMATCH, FERRY_ERR_PEER_LOST, FERRY_ERR_TIMEOUT,
+   FERRY_ERR_MASTER_LOST, FERRY_ERR_KICKED, FERRY_ERR_PROTOCOL. */
+FERRY_API ferry_result ferry_broadcast(ferry_comm* comm, void* buffer, size_t bytes, uint32_t root,
+                                       ferry_op_info* info);
+
 /* Non-blocking: *done = 1 when the op has finished (its buffers are free
    again and ferry_op_wait will return at once), else 0. Any thread, several
    at once, but never at the same time as or after ferry_op_wait on the same

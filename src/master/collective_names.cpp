@@ -29,6 +29,8 @@ std::string kind_text(uint8_t raw) {
   switch (static_cast<wire::CollectiveKind>(raw)) {
     case wire::CollectiveKind::allreduce: return "all_reduce";
     case wire::CollectiveKind::shared_state: return "sync_shared_state";
+    case wire::CollectiveKind::barrier: return "barrier";
+    case wire::CollectiveKind::broadcast: return "broadcast";
   }
   return "collective kind " + std::to_string(raw);
 }
@@ -36,6 +38,8 @@ std::string kind_text(uint8_t raw) {
 }  // namespace
 
 std::string describe_collective(const wire::CollectiveBegin& b) {
+  if (b.kind == static_cast<uint8_t>(wire::CollectiveKind::broadcast))
+    return "broadcast(" + std::to_string(b.count) + " bytes, root " + std::to_string(b.root) + ")";
   if (b.kind != static_cast<uint8_t>(wire::CollectiveKind::allreduce)) return kind_text(b.kind);
   return "all_reduce(count " + std::to_string(b.count) + ", " + dtype_text(b.dtype) + ", " + op_text(b.op) + ", tag " +
          std::to_string(b.tag) + ", " + quant_text(b.quant, b.quant_block) + ")";
@@ -47,6 +51,10 @@ std::string collective_differences(const wire::CollectiveBegin& a, const wire::C
     if (!same) parts.push_back(what);
   };
   differ(a.kind == b.kind, "kind " + kind_text(a.kind) + " vs " + kind_text(b.kind));
+  if (a.kind == b.kind && a.kind == static_cast<uint8_t>(wire::CollectiveKind::broadcast)) {
+    differ(a.count == b.count, "bytes " + std::to_string(a.count) + " vs " + std::to_string(b.count));
+    differ(a.root == b.root, "root " + std::to_string(a.root) + " vs " + std::to_string(b.root));
+  }
   if (a.kind == b.kind && a.kind == static_cast<uint8_t>(wire::CollectiveKind::allreduce)) {
     differ(a.count == b.count, "count " + std::to_string(a.count) + " vs " + std::to_string(b.count));
     differ(a.dtype == b.dtype, "dtype " + dtype_text(a.dtype) + " vs " + dtype_text(b.dtype));

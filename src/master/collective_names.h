@@ -8,7 +8,8 @@
 
 namespace ferry::master {
 
-// "all_reduce(count 8, f32, sum, tag 0, quant none)" or "sync_shared_state";
+// "all_reduce(count 8, f32, sum, tag 0, quant none)", "broadcast(64 bytes, root 0)",
+// "barrier" or "sync_shared_state";
 // a value no enum knows (a newer or broken peer) is shown as its number.
 std::string describe_collective(const wire::CollectiveBegin& begin);
 

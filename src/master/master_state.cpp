@@ -640,7 +640,9 @@ wire::TopologyDone MasterState::done_message(const Group& group) const {
 // --- collectives ---------------------------------------------------------------
 
 void MasterState::handle(Peer& peer, const wire::CollectiveBegin& m) {
-  if (m.kind != static_cast<uint8_t>(wire::CollectiveKind::allreduce))
+  using Kind = wire::CollectiveKind;
+  if (m.kind != static_cast<uint8_t>(Kind::allreduce) && m.kind != static_cast<uint8_t>(Kind::barrier) &&
+      m.kind != static_cast<uint8_t>(Kind::broadcast))
     return kick(peer.conn, Errc::protocol, "collective_begin of unknown kind " + std::to_string(m.kind));
   begin_collective(peer, m, nullptr);
 }

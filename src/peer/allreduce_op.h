@@ -14,6 +14,7 @@
 #include "peer/quantized_chunks.h"
 #include "peer/ring_links.h"
 #include "peer/ring_plan.h"
+#include "wire/messages.h"
 
 namespace ferry::peer {
 
@@ -22,6 +23,9 @@ struct AllreduceSpec {
   ReduceOp op = ReduceOp::sum;
   uint64_t tag = 0;
   QuantSpec quant;  // Quant::none: the data type itself crosses the wire
+  // barrier: count 0; broadcast: u8 sum in place, every rank but `root` contributing zeros.
+  wire::CollectiveKind kind = wire::CollectiveKind::allreduce;
+  uint32_t root = 0;
 };
 
 struct OpInfo {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cfenv>
+#include <cstring>
 
 #include <asio/dispatch.hpp>
 #include <asio/post.hpp>
@@ -383,6 +384,13 @@ std::shared_ptr<AllreduceOp> Communicator::allreduce_async(const void* send, voi
     no_master = master_away("allreduce");
     if (!no_master) require_accepted("allreduce");
     auto view = membership_.view();
+    if (spec.kind == wire::CollectiveKind::broadcast) {
+      if (spec.root >= view.ring.size())
+        throw Error(Errc::invalid_argument, "broadcast: root " + std::to_string(spec.root) +
+                                                " is not a rank of this group of " + std::to_string(view.ring.size()));
+      // The others' zeros sum with the root's bytes to the root's bytes, exactly (integers wrap, never round).
+      if (view.rank != spec.root && count > 0) std::memset(recv, 0, count);
+    }
     RingPlan plan(count, dtype_size(spec.dtype), static_cast<uint32_t>(view.ring.size()), view.rank, view.lanes,
                   config_.max_chunk_bytes);
     op = ops_->issue<AllreduceOp>(
@@ -398,13 +406,14 @@ std::shared_ptr<AllreduceOp> Communicator::allreduce_async(const void* send, voi
   }
   session_.send(wire::CollectiveBegin{op->epoch(),
                                       op->seq(),
-                                      static_cast<uint8_t>(wire::CollectiveKind::allreduce),
+                                      static_cast<uint8_t>(spec.kind),
                                       spec.tag,
                                       count,
                                       static_cast<uint8_t>(spec.dtype),
                                       static_cast<uint8_t>(spec.op),
                                       static_cast<uint8_t>(spec.quant.kind),
-                                      spec.quant.kind == Quant::none ? 0 : spec.quant.block});
+                                      spec.quant.kind == Quant::none ? 0 : spec.quant.block,
+                                      spec.root});
   return op;
 }
 

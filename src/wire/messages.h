@@ -87,7 +87,9 @@ inline constexpr size_t kMaxLinkMatrixEntries = 256 * 255;
 // both; the acceptor proves back in its welcome. Without a run secret the
 // nonces still flow and the proofs stay empty.
 
-enum class CollectiveKind : uint8_t { allreduce = 1, shared_state = 2 };
+// barrier and broadcast run as all-reduces (a broadcast sums the root's bytes
+// with the others' zeros, as integers: exact); their kind names them in messages.
+enum class CollectiveKind : uint8_t { allreduce = 1, shared_state = 2, barrier = 3, broadcast = 4 };
 enum class SyncStrategy : uint8_t { enforce_popular = 0, receive_only = 1, send_only = 2 };
 
 // The master's first frame on every connection.
@@ -237,13 +239,14 @@ struct CollectiveBegin {
   uint8_t op = 0;
   uint8_t quant = 0;         // core/quant.h Quant
   uint32_t quant_block = 0;
+  uint32_t root = 0;         // broadcast: the rank whose bytes every member receives
   template <class V> void fields(V& v) {
-    v(epoch); v(seq); v(kind); v(tag); v(count); v(dtype); v(op); v(quant); v(quant_block);
+    v(epoch); v(seq); v(kind); v(tag); v(count); v(dtype); v(op); v(quant); v(quant_block); v(root);
   }
   // Everything every member must agree on.
   bool same_collective(const CollectiveBegin& o) const {
     return kind == o.kind && tag == o.tag && count == o.count && dtype == o.dtype && op == o.op &&
-           quant == o.quant && quant_block == o.quant_block;
+           quant == o.quant && quant_block == o.quant_block && root == o.root;
   }
 };
 

@@ -12,7 +12,7 @@
 //   pending result=R n=N t=T                        (only when N > 0 or it failed)
 //   op step=S k=K epoch=E ring=ID,ID,.. result=R hash=H err=X t0=T t1=T start=S stall=S commit=S
 //   (the last three: ferry_op_info's phases, in seconds)
-//   state step=S epoch=E result=R revision=V hash=H received=B t0=T t1=T
+//   state step=S epoch=E ring=ID,ID,.. result=R revision=V hash=H received=B t0=T t1=T
 //   (after every topology change, so a newcomer receives the state at once, and every --state-every steps)
 //   fatal call=NAME result=R t=T
 // T is CLOCK_MONOTONIC seconds, comparable with the harness's clock.
@@ -79,6 +79,23 @@ struct ChaosState {
 // offers the next revision, which a successful sync makes the group's. The
 // bytes at each revision are chaos_data's state_content, so the harness knows
 // what every successful sync must leave.
+std::string ring_text(const std::vector<uint64_t>& ring) {
+  std::string out;
+  for (uint64_t id : ring) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(id);
+  }
+  return out.empty() ? "-" : out;
+}
+
+std::vector<uint64_t> ring_of(ferry_comm* comm) {
+  size_t ring_size = 0;
+  ferry_comm_ring(comm, nullptr, 0, &ring_size);
+  std::vector<uint64_t> ring(ring_size);
+  ferry_comm_ring(comm, ring.data(), ring.size(), &ring_size);
+  return ring;
+}
+
 ferry_result sync_state(ferry_comm* comm, uint64_t seed, uint64_t step, ChaosState& state) {
   const uint64_t offered = state.synced ? state.revision + 1 : 0;
   state.data = ferry::chaos::state_content(seed, offered);
@@ -86,6 +103,7 @@ ferry_result sync_state(ferry_comm* comm, uint64_t seed, uint64_t step, ChaosSta
   ferry_sync_info info{};
   info.struct_size = sizeof info;
   const long long epoch = attr(comm, FERRY_ATTR_EPOCH);
+  const std::vector<uint64_t> ring = ring_of(comm);
   const double t0 = monotonic_s();
   const ferry_result r = ferry::tooling::sync_one_tensor(comm, "state", state.data.data(), state.data.size(), FERRY_F32,
                                                          revision, FERRY_SYNC_ENFORCE_POPULAR, &info);
@@ -95,21 +113,13 @@ ferry_result sync_state(ferry_comm* comm, uint64_t seed, uint64_t step, ChaosSta
     state.revision = revision;
     hash = ferry::chaos::result_hash(state.data.data(), state.data.size() * sizeof(float));
   }
-  line("state step=%llu epoch=%lld result=%d revision=%llu hash=%s received=%llu t0=%.6f t1=%.6f\n",
-       static_cast<unsigned long long>(step), epoch, static_cast<int>(r),
+  line("state step=%llu epoch=%lld ring=%s result=%d revision=%llu hash=%s received=%llu t0=%.6f t1=%.6f\n",
+       static_cast<unsigned long long>(step), epoch, ring_text(ring).c_str(), static_cast<int>(r),
        static_cast<unsigned long long>(revision), hash.c_str(),
        static_cast<unsigned long long>(info.bytes_received), t0, monotonic_s());
   return r;
 }
 
-std::string ring_text(const std::vector<uint64_t>& ring) {
-  std::string out;
-  for (uint64_t id : ring) {
-    if (!out.empty()) out += ',';
-    out += std::to_string(id);
-  }
-  return out.empty() ? "-" : out;
-}
 
 }  // namespace
 
@@ -245,10 +255,7 @@ int main(int argc, char** argv) {
       need_state = false;
     }
 
-    size_t ring_size = 0;
-    ferry_comm_ring(comm, nullptr, 0, &ring_size);
-    std::vector<uint64_t> ring(ring_size);
-    ferry_comm_ring(comm, ring.data(), ring.size(), &ring_size);
+    const std::vector<uint64_t> ring = ring_of(comm);
     const long long epoch = attr(comm, FERRY_ATTR_EPOCH);
     std::vector<double> started(concurrent);
     for (uint32_t k = 0; k < concurrent; ++k) {

@@ -119,7 +119,7 @@ void InvariantChecker::add_sync(const SyncReport& r) {
   const std::string name = "shared-state sync (epoch " + std::to_string(r.epoch) + ", step " + std::to_string(r.step) +
                            ")";
   ++syncs_checked_;
-  SyncRound& round = syncs_[{r.epoch, r.step}];
+  SyncRound& round = syncs_[{r.epoch, r.ring, r.step}];
   if (r.t1 - round.last_t > config_.deadlines.hang_s) round = SyncRound{};  // an earlier sync of that name
   round.last_t = std::max(round.last_t, r.t1);
   if (r.result != FERRY_OK) {

@@ -15,9 +15,9 @@
 //     violation, unless the failing peer was removed (master lost, kicked);
 //   - each phase kept its deadline (the start, the longest stall, the commit,
 //     as the library measured them), and the whole op (t1 - t0) its hang bound.
-// A shared-state sync is named by (epoch, step): the ring's epoch and the step
-// it ran before; reports more than the hang bound apart are of different syncs
-// (a master started again may form a new group whose epochs count from 1 again). Every success leaves the bytes of the revision it reports
+// A shared-state sync is named by (epoch, ring, step): the ring's epoch and
+// members (see above) and the step it ran before; reports more than the hang
+// bound apart are of different syncs. Every success leaves the bytes of the revision it reports
 // (the reference), all of one sync's successes report the same revision, a
 // success next to a failure is a violation (as for ops), and no peer's
 // revision ever goes backwards.
@@ -55,6 +55,7 @@ struct SyncReport {
   std::uint64_t peer_id = 0;
   std::uint64_t step = 0;
   std::uint64_t epoch = 0;
+  std::vector<std::uint64_t> ring;
   int result = FERRY_OK;
   std::uint64_t revision = 0;
   std::string hash;  // of the state's bytes after a success
@@ -123,7 +124,8 @@ class InvariantChecker {
 
   CheckerConfig config_;
   std::map<Key, Op> open_;
-  std::map<std::pair<std::uint64_t, std::uint64_t>, SyncRound> syncs_;  // by (epoch, step)
+  using SyncKey = std::tuple<std::uint64_t, std::vector<std::uint64_t>, std::uint64_t>;  // epoch, ring, step
+  std::map<SyncKey, SyncRound> syncs_;
   std::map<std::uint64_t, std::uint64_t> synced_revision_;              // by peer id: its last success's
   std::size_t syncs_checked_ = 0;
   std::vector<std::string> violations_;  // the first kMaxKept

@@ -40,6 +40,20 @@ bool integer(const PeerLine& line, std::string_view key, T* out) {
   return ec == std::errc() && end == text.data() + text.size() && !text.empty();
 }
 
+// "ring=ID,ID,.." ("-": empty) into *out; false when an id is malformed.
+bool ring_ids(const PeerLine& line, std::vector<std::uint64_t>* out) {
+  const std::string ring = line.text("ring");
+  if (ring == "-") return true;
+  std::istringstream in(ring);
+  for (std::string id; std::getline(in, id, ',');) {
+    std::uint64_t value = 0;
+    const auto [end, ec] = std::from_chars(id.data(), id.data() + id.size(), value);
+    if (ec != std::errc() || end != id.data() + id.size()) return false;
+    out->push_back(value);
+  }
+  return true;
+}
+
 }  // namespace
 
 std::optional<OpReport> op_report(const PeerLine& line) {
@@ -48,16 +62,7 @@ std::optional<OpReport> op_report(const PeerLine& line) {
   if (!integer(line, "step", &r.step) || !integer(line, "k", &r.k) || !integer(line, "epoch", &r.epoch) ||
       !integer(line, "result", &r.result))
     return std::nullopt;
-  const std::string ring = line.text("ring");
-  if (ring != "-") {
-    std::istringstream in(ring);
-    for (std::string id; std::getline(in, id, ',');) {
-      std::uint64_t value = 0;
-      const auto [end, ec] = std::from_chars(id.data(), id.data() + id.size(), value);
-      if (ec != std::errc() || end != id.data() + id.size()) return std::nullopt;
-      r.ring.push_back(value);
-    }
-  }
+  if (!ring_ids(line, &r.ring)) return std::nullopt;
   r.hash = line.text("hash");
   r.error = line.number("err", 1e30);
   r.t0 = line.number("t0", -1);
@@ -73,7 +78,8 @@ std::optional<SyncReport> sync_report(const PeerLine& line) {
   if (line.kind != "state") return std::nullopt;
   SyncReport r;
   if (!integer(line, "step", &r.step) || !integer(line, "epoch", &r.epoch) || !integer(line, "result", &r.result) ||
-      !integer(line, "revision", &r.revision) || !integer(line, "received", &r.received))
+      !integer(line, "revision", &r.revision) || !integer(line, "received", &r.received) ||
+      !ring_ids(line, &r.ring))
     return std::nullopt;
   r.hash = line.text("hash");
   r.t1 = line.number("t1", -1);

@@ -189,6 +189,20 @@ TEST_CASE("shared-state syncs that leave the reference bytes at one revision pas
   CHECK(c.syncs_checked() == 5);
 }
 
+TEST_CASE("one (epoch, step) sync in two rings is two syncs: lone newcomers of restarted masters",
+          "[chaos][invariants]") {
+  InvariantChecker c(config());
+  SyncReport first = synced("a", 1, 0);
+  first.ring = {1};
+  first.t1 = 100;
+  SyncReport other = sync_failed("b", 2, FERRY_ERR_INVALID_USAGE);
+  other.ring = {2};
+  other.t1 = 160;  // within the hang bound of the first
+  c.add_sync(first);
+  c.add_sync(other);
+  CHECK(c.violations().empty());
+}
+
 TEST_CASE("a sync's wrong bytes, split revisions, split outcome or a revision going back are violations",
           "[chaos][invariants]") {
   InvariantChecker c(config());
@@ -232,7 +246,8 @@ TEST_CASE("a sync's wrong bytes, split revisions, split outcome or a revision go
 }
 
 TEST_CASE("state lines parse into sync reports, malformed ones are refused", "[chaos][lines]") {
-  auto line = parse_peer_line("state step=10 epoch=3 result=0 revision=4 hash=abc received=16384 t0=1.5 t1=1.6");
+  auto line =
+      parse_peer_line("state step=10 epoch=3 ring=3,5 result=0 revision=4 hash=abc received=16384 t0=1.5 t1=1.6");
   REQUIRE(line);
   auto r = sync_report(*line);
   REQUIRE(r);
@@ -243,6 +258,8 @@ TEST_CASE("state lines parse into sync reports, malformed ones are refused", "[c
   CHECK(r->hash == "abc");
   CHECK(r->received == 16384);
   CHECK(r->t1 == 1.6);
+  CHECK(r->ring == std::vector<std::uint64_t>{3, 5});
+  CHECK_FALSE(sync_report(*parse_peer_line("state step=10 epoch=3 ring=3,x result=0 revision=4 received=1 t1=2")));
   CHECK_FALSE(sync_report(*parse_peer_line("state step=10 epoch=3 result=0 hash=abc received=1")));
   CHECK_FALSE(sync_report(*parse_peer_line("state step=10 epoch=3 result=0 revision=4 hash=abc received=1")));
   CHECK_FALSE(sync_report(*parse_peer_line("state step=x epoch=3 result=0 revision=4 received=1")));

@@ -408,6 +408,40 @@ class Communicator:
         self._local.info = OpInfo.from_c(info)
         return plan.finish()
 
+    def barrier(self) -> None:
+        """Collective: returns once every peer of the group has called it.
+
+        Agreed through the master like an all-reduce (all-or-nothing, the same deadlines);
+        a peer calling something else here is a MismatchError on every peer. Raises
+        InvalidUsageError (not connected, closed), MismatchError, PeerLostError,
+        TimeoutError, MasterLostError, KickedError.
+        """
+        with self._call("barrier") as ptr:
+            code = _lib.lib().ferry_barrier(ptr)
+        _lib.check(code, "barrier")
+
+    def broadcast(self, tensor: T, root: int = 0) -> T:
+        """Collective: ``tensor``'s bytes on the peer of rank ``root`` arrive in ``tensor``
+        on every peer, bit for bit (in place), and ``tensor`` is returned.
+
+        Every peer passes a tensor of the same size in bytes and the same ``root`` (else
+        MismatchError on every peer). It runs as an all-reduce with the same guarantees
+        and deadlines (ferry.h, ferry_broadcast); on failure the root's tensor is intact
+        and the others' hold unspecified values. ``tensor``: a contiguous torch.Tensor
+        (CPU, or CUDA staged through host memory) or C-contiguous, writable numpy.ndarray.
+        Raises InvalidArgumentError (root not a rank, a bad tensor), InvalidUsageError,
+        MismatchError, PeerLostError, TimeoutError, MasterLostError, KickedError.
+        """
+        plan = plan_allreduce(tensor)
+        root = uint("root", root, 32)
+        info = _lib.OpInfoC.empty()
+        with self._call("broadcast") as ptr:
+            code = _lib.lib().ferry_broadcast(ptr, plan.recv_ptr, plan.count * plan.dtype.itemsize, root,
+                                              ctypes.byref(info))
+        _lib.check(code, "broadcast")
+        self._local.info = OpInfo.from_c(info)
+        return plan.finish()
+
     def all_reduce_async(self, tensor: T, op: Op = "sum", tag: int = 0, out: Optional[T] = None,
                          quant: Optional[str] = None) -> Handle[T]:
         """Issues the all-reduce described for :meth:`all_reduce` (``op`` defaults to "sum")
