@@ -26,6 +26,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "ferry/ferry.h"
@@ -190,10 +191,11 @@ int main(int argc, char** argv) {
   ferry_allreduce_desc desc;
   ferry_allreduce_desc_init(&desc);
   std::optional<FdHog> hog;
+  bool newcomer = true;
   for (int round = 0; round < rounds; ++round) {
-    // Not in round 0: a newcomer's ferry_connect was the others' update_topology
-    // of its admission, whose next call is the all-reduce.
-    if (admit && round > 0) {
+    // Not right after joining: a newcomer's ferry_connect was the others' update_topology
+    // of its admission, whose next call is the all-reduce (the master fails calls out of order).
+    if (admit && !std::exchange(newcomer, false)) {
       uint32_t pending = 0;
       if (ferry_peers_pending(comm, &pending) == FERRY_OK && pending > 0) {
         if (starve_fds_ms > 0 && !hog) hog.emplace(starve_fds_ms);
@@ -231,6 +233,7 @@ int main(int argc, char** argv) {
       if (!join()) std::exit(2);
       std::printf("rejoined result=%d t=%.6f\n", static_cast<int>(fatal), monotonic_s());
       std::fflush(stdout);
+      newcomer = true;
       return true;
     };
     if (rejoined(r)) continue;
