@@ -187,6 +187,13 @@ ferry_result ferry_comm_create(const ferry_comm_params* params, ferry_comm** out
   });
 }
 
+ferry_result ferry_comm_abort(ferry_comm* comm) {
+  return guarded([&] {
+    require(comm, "comm");
+    comm->impl->abort();
+  });
+}
+
 ferry_result ferry_connect(ferry_comm* comm) {
   return guarded([&] {
     require(comm, "comm");

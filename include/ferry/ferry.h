@@ -46,7 +46,9 @@
  *     ferry_update_topology and ferry_peers_pending run one at a time on a
  *     communicator: one called while another thread's is in progress waits
  *     for it first, and the bounds given for each do not count that wait.
- *   - No call may race with the destroy of the handle it uses.
+ *   - No call may race with the destroy of the handle it uses. To end calls
+ *     blocked on a communicator from another thread (Ctrl-C), use
+ *     ferry_comm_abort, then destroy it once they have returned.
  */
 #ifndef FERRY_FERRY_H
 #define FERRY_FERRY_H
@@ -532,6 +534,26 @@ typedef struct ferry_link_info {
    FERRY_ERR_MASTER_LOST, FERRY_ERR_KICKED. */
 FERRY_API ferry_result ferry_comm_link_matrix(ferry_comm* comm, ferry_link_info* links, size_t capacity,
                                               size_t* count);
+
+/* Ends this peer's membership now, from any thread, while other threads may
+   be blocked in calls on the same communicator (added in 0.3): what a Ctrl-C
+   handler or a watchdog calls to get a blocked ferry_connect, vote,
+   all-reduce, barrier, broadcast, ferry_op_wait or shared-state sync back at
+   once, without waiting for its deadline. Every call blocked on comm returns
+   FERRY_ERR_INVALID_USAGE ("the communicator was aborted ...") within
+   milliseconds, ops in flight fail with it (they must still be waited), and
+   so do later collectives and votes on comm. The master hears the goodbye
+   ferry_comm_destroy would send and drops this peer at once: the other
+   members' collective in progress, or their next one, fails with
+   FERRY_ERR_PEER_LOST (call ferry_update_topology). One exception: a dial of
+   a master that does not answer, in flight inside ferry_connect, ends by its
+   own deadline (a refused dial at once). Does not free anything: once the blocked calls have
+   returned, destroy the communicator as usual (ferry_comm_destroy must still
+   not race with any call). Calling it again, or on a communicator already
+   failed, does no harm. Does not block beyond stopping the ring's lane
+   threads (milliseconds). Not async-signal-safe: call it from a thread, not
+   from a signal handler. Errors: FERRY_ERR_INVALID_ARGUMENT (NULL). */
+FERRY_API ferry_result ferry_comm_abort(ferry_comm* comm);
 
 /* Leaves the run cleanly (the master drops this peer at once; the others'
    next collective reports FERRY_ERR_PEER_LOST until they call

@@ -137,6 +137,18 @@ Communicator::~Communicator() {
   for (auto& t : threads_) t.join();
 }
 
+void Communicator::abort() {
+  bool was_alive = false;
+  {
+    std::lock_guard lock(mu_);
+    was_alive = state_ != State::dead;
+  }
+  die(Status::failure(Errc::invalid_usage, "the communicator was aborted by ferry_comm_abort"));
+  // The goodbye the destructor would send (it sends none for a dead peer): the master drops
+  // this peer at once, so the others' collectives fail with peer_lost now, not at a deadline.
+  if (was_alive) session_.leave();
+}
+
 // --- the caller's API ------------------------------------------------------------------
 
 template <class Pred>

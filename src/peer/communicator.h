@@ -97,6 +97,12 @@ class Communicator final : private MasterSession::Events {
   // flight, up to 2 s for collectives in flight to finish and the master to
   // hear the goodbye, then up to 0.5 s for queued closes.
   ~Communicator() override;
+  // Leaves the run now, from any thread, while other threads may be blocked
+  // in calls on this communicator: the peer dies with invalid_usage (every
+  // waiter wakes and throws; ops in flight fail) and the master hears the
+  // goodbye. Blocks only while the ring's lane threads stop (milliseconds).
+  // The destructor still has to run, once the blocked calls have returned.
+  void abort();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 

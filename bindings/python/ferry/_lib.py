@@ -235,6 +235,7 @@ _SIGNATURES = {
                              ctypes.POINTER(ctypes.c_size_t)]),
     "ferry_comm_link_matrix": (_R, [CommPtr, ctypes.POINTER(LinkInfoC), ctypes.c_size_t,
                                     ctypes.POINTER(ctypes.c_size_t)]),
+    "ferry_comm_abort": (_R, [CommPtr]),
     "ferry_comm_destroy": (None, [CommPtr]),
     "ferry_allreduce_desc_init": (None, [ctypes.c_void_p]),
     "ferry_allreduce": (_R, [CommPtr, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
@@ -388,6 +389,7 @@ _PYTHON_NAMES = {
     "ferry_allreduce_multiple_with_retry": "comm.all_reduce_many()",
     "ferry_sync_shared_state": "comm.sync_shared_state()",
     "ferry_comm_destroy": "comm.close()",
+    "ferry_comm_abort": "an interrupted call on the main thread (Ctrl-C)",
     "ferry_master_stop": "Master.stop()",
 }
 _C_NAME = re.compile(r"\bferry_[a-z_]+\b")

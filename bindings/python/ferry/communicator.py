@@ -5,11 +5,13 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import sys
 import threading
-from typing import Any, Collection, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, TypeVar, Union
+from typing import Any, Callable, Collection, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, TypeVar, Union
 
 from . import _lib
 from ._exit import track_communicator
+from ._interruptible import run_interruptibly
 from .dtypes import DType, ReduceOp, parse_op, parse_quant
 from .errors import InvalidArgumentError, InvalidUsageError
 from .handle import Handle, OpInfo
@@ -24,6 +26,7 @@ Op = Union[str, ReduceOp]
 
 #: The caller's tensor type (torch.Tensor, numpy.ndarray): the all-reduces return what they were given.
 T = TypeVar("T")
+R = TypeVar("R")
 
 # ferry_attribute
 _ATTR_GLOBAL_WORLD_SIZE = 0
@@ -54,6 +57,25 @@ class Communicator:
 
     Deadlines: every blocking call is bounded (see the ``*_timeout_ms``
     arguments); nothing waits forever.
+
+    Ctrl-C: on the main thread every blocking call (connect, update_topology,
+    optimize_topology, wait_for_peers, peers_pending, links, the all-reduces,
+    barrier, broadcast, sync_shared_state, Handle.wait) raises KeyboardInterrupt
+    within about 0.05 s of SIGINT (likewise any exception a signal handler
+    raises, e.g. SystemExit from a SIGTERM handler), and the communicator is
+    then **closed**: the library aborts it (``ferry_comm_abort``), so the call
+    ends at once and the master drops this peer at once; the other members'
+    collective in progress, or their next one, fails with PeerLostError
+    (retryable: they call update_topology and go on without this peer), as for a
+    peer that left. Every later call here raises InvalidUsageError ("closed");
+    async ops still in flight fail (their wait() raises InvalidUsageError). The
+    library frees the communicator on a thread of its own once the interrupted
+    call has returned (close() waits for that). To run on, create a new
+    Communicator and connect() again: it joins as a newcomer. A second Ctrl-C is
+    never swallowed: it raises where the program then is, as Python's default.
+    Calls on other threads are not interrupted (Python runs signal handlers on
+    the main thread only); an interrupt on the main thread ends their calls too,
+    with InvalidUsageError.
 
     Ownership: the object owns the C ``ferry_comm``; close() (or garbage
     collection) frees it. Tensors are borrowed only during a blocking call;
@@ -128,7 +150,9 @@ class Communicator:
     ) -> None:
         self._ptr: Optional[_lib.CommPtr] = None
         self._closed = False
-        self._cond = threading.Condition()  # guards _closed and _active
+        self._cond = threading.Condition()  # guards _closed, _closing, _interrupted_in and _active
+        self._closing = False  # a close() is destroying the handle; other close() calls wait for it
+        self._interrupted_in: Optional[str] = None  # the call whose interrupt closed the communicator
         self._active = 0  # C calls running on self._ptr; close() waits for them to return
         self._pending: Set[Handle] = set()  # unwaited async ops (they hold the borrowed tensors)
         self._pending_lock = threading.Lock()
@@ -162,6 +186,8 @@ class Communicator:
         """Counts a C call on the handle (close() waits until none runs); InvalidUsageError if closed."""
         with self._cond:
             if self._closed:
+                if self._interrupted_in is not None:
+                    raise InvalidUsageError(f"{what}: the communicator is closed: {self._interrupted_in}")
                 raise InvalidUsageError(f"{what}: the communicator is closed")
             self._active += 1
             assert self._ptr is not None
@@ -181,6 +207,35 @@ class Communicator:
             yield ptr
         finally:
             self._end_call()
+
+    def _blocking(self, what: str, call: Callable[[_lib.CommPtr], R]) -> R:
+        """``call(ptr)``, a blocking C call on the handle and its check, counted as _call counts it.
+
+        On the main thread Ctrl-C interrupts it (see "Ctrl-C" in the class docstring).
+        ``call`` must hold what the C call borrows: when interrupted it returns after this.
+        """
+        ptr = self._begin_call(what)
+        return self._run_blocking(ptr, what, lambda: call(ptr))
+
+    def _run_blocking(self, ptr: _lib.CommPtr, what: str, call: Callable[[], R]) -> R:
+        """``call()`` inside a call already begun (_begin_call); ends it when call returns."""
+        return run_interruptibly(call, self._end_call, lambda running: self._interrupt(ptr, what, running))
+
+    def _interrupt(self, ptr: _lib.CommPtr, what: str, running: bool) -> None:
+        """A signal handler raised in the main thread's blocking call ``what``: closes the communicator.
+
+        The call still counts as begun, so the handle is alive. When the C call is still
+        running, the abort ends it (and every other call on the handle) in milliseconds; the
+        destroy waits for that on a thread of its own, so the exception reaches the caller at once.
+        """
+        if running:
+            _lib.lib().ferry_comm_abort(ptr)
+        cause = sys.exc_info()[0]
+        with self._cond:
+            self._closed = True
+            if self._interrupted_in is None:
+                self._interrupted_in = f"{what}() was interrupted ({cause.__name__ if cause else 'signal'})"
+        threading.Thread(target=self.close, name="ferry-close-after-interrupt", daemon=True).start()
 
     def _forget(self, handle: Handle) -> None:
         """A handle was settled: the communicator no longer needs to keep it."""
@@ -213,9 +268,7 @@ class Communicator:
         retries the wait), InvalidUsageError (already connected), MasterLostError,
         KickedError, ProtocolError.
         """
-        with self._call("connect") as ptr:
-            code = _lib.lib().ferry_connect(ptr)
-        _lib.check(code, "connect")
+        self._blocking("connect", lambda ptr: _lib.check(_lib.lib().ferry_connect(ptr), "connect"))
 
     def update_topology(self) -> None:
         """Collective over the group's accepted peers: admits pending peers, drops lost ones,
@@ -226,18 +279,16 @@ class Communicator:
         timeout_ms per attempt (GIL released). Raises TimeoutError, PeerLostError (a member
         died during the vote: call again), MasterLostError, KickedError.
         """
-        with self._call("update_topology") as ptr:
-            code = _lib.lib().ferry_update_topology(ptr)
-        _lib.check(code, "update_topology")
+        self._blocking("update_topology",
+                       lambda ptr: _lib.check(_lib.lib().ferry_update_topology(ptr), "update_topology"))
 
     def optimize_topology(self) -> None:
         """update_topology that re-measures every link and takes the best ring order
         (``ferry_optimize_topology``): collective, same errors and bounds. For a boundary of
         your choosing (say every few hundred outer steps); plain votes already reorder for a
         ring at least 25 % faster."""
-        with self._call("optimize_topology") as ptr:
-            code = _lib.lib().ferry_optimize_topology(ptr)
-        _lib.check(code, "optimize_topology")
+        self._blocking("optimize_topology",
+                       lambda ptr: _lib.check(_lib.lib().ferry_optimize_topology(ptr), "optimize_topology"))
 
     def peers_pending(self) -> int:
         """Collective over the group's accepted peers: how many peers wait to be admitted.
@@ -246,9 +297,8 @@ class Communicator:
         update_topology(). Blocks at most timeout_ms. Raises as update_topology().
         """
         pending = ctypes.c_uint32()
-        with self._call("peers_pending") as ptr:
-            code = _lib.lib().ferry_peers_pending(ptr, ctypes.byref(pending))
-        _lib.check(code, "peers_pending")
+        self._blocking("peers_pending", lambda ptr: _lib.check(
+            _lib.lib().ferry_peers_pending(ptr, ctypes.byref(pending)), "peers_pending"))
         return int(pending.value)
 
     def wait_for_peers(self, group_world_size: int, timeout_s: Optional[float] = None) -> None:
@@ -270,9 +320,8 @@ class Communicator:
             if not isinstance(timeout_s, (int, float)) or isinstance(timeout_s, bool) or not 0 < timeout_s <= 86400:
                 raise InvalidArgumentError(f"timeout_s must be in (0, 86400] seconds, got {timeout_s!r}")
             timeout_ms = max(1, round(timeout_s * 1000))
-        with self._call("wait_for_peers") as ptr:
-            code = _lib.lib().ferry_wait_for_world(ptr, size, timeout_ms)
-        _lib.check(code, "wait_for_peers")
+        self._blocking("wait_for_peers", lambda ptr: _lib.check(
+            _lib.lib().ferry_wait_for_world(ptr, size, timeout_ms), "wait_for_peers"))
 
     # Attributes are as of the last topology this peer joined; they never block.
     # Before connect() they raise InvalidUsageError.
@@ -342,9 +391,8 @@ class Communicator:
         while True:
             for entry in entries:
                 entry.struct_size = ctypes.sizeof(_lib.LinkInfoC)
-            with self._call("links") as ptr:
-                code = _lib.lib().ferry_comm_link_matrix(ptr, entries, len(entries), ctypes.byref(count))
-            _lib.check(code, "links")
+            self._blocking("links", lambda ptr: _lib.check(
+                _lib.lib().ferry_comm_link_matrix(ptr, entries, len(entries), ctypes.byref(count)), "links"))
             if count.value <= len(entries):
                 return LinkMatrix(Link.from_c(e) for e in entries[:count.value])
             entries = (_lib.LinkInfoC * count.value)()  # a report may add entries meanwhile: loop
@@ -401,10 +449,9 @@ class Communicator:
         desc = _lib.AllreduceDesc.from_buffer_copy(self._desc)
         self._fill_desc(desc, plan.dtype, op, tag, quant)
         info = _lib.OpInfoC.empty()
-        with self._call("all_reduce") as ptr:
-            code = _lib.lib().ferry_allreduce(ptr, plan.send_ptr, plan.recv_ptr, plan.count,
-                                              ctypes.byref(desc), ctypes.byref(info))
-        _lib.check(code, "all_reduce")
+        # The closure holds plan, desc and info: an interrupted call still borrows them.
+        self._blocking("all_reduce", lambda ptr: _lib.check(_lib.lib().ferry_allreduce(
+            ptr, plan.send_ptr, plan.recv_ptr, plan.count, ctypes.byref(desc), ctypes.byref(info)), "all_reduce"))
         self._local.info = OpInfo.from_c(info)
         return plan.finish()
 
@@ -416,9 +463,7 @@ class Communicator:
         InvalidUsageError (not connected, closed), MismatchError, PeerLostError,
         TimeoutError, MasterLostError, KickedError.
         """
-        with self._call("barrier") as ptr:
-            code = _lib.lib().ferry_barrier(ptr)
-        _lib.check(code, "barrier")
+        self._blocking("barrier", lambda ptr: _lib.check(_lib.lib().ferry_barrier(ptr), "barrier"))
 
     def broadcast(self, tensor: T, root: int = 0) -> T:
         """Collective: ``tensor``'s bytes on the peer of rank ``root`` arrive in ``tensor``
@@ -435,10 +480,9 @@ class Communicator:
         plan = plan_allreduce(tensor)
         root = uint("root", root, 32)
         info = _lib.OpInfoC.empty()
-        with self._call("broadcast") as ptr:
-            code = _lib.lib().ferry_broadcast(ptr, plan.recv_ptr, plan.count * plan.dtype.itemsize, root,
-                                              ctypes.byref(info))
-        _lib.check(code, "broadcast")
+        # The closure holds plan and info: an interrupted call still borrows them.
+        self._blocking("broadcast", lambda ptr: _lib.check(_lib.lib().ferry_broadcast(
+            ptr, plan.recv_ptr, plan.count * plan.dtype.itemsize, root, ctypes.byref(info)), "broadcast"))
         self._local.info = OpInfo.from_c(info)
         return plan.finish()
 
@@ -504,10 +548,9 @@ class Communicator:
             job.send, job.recv, job.count = plan.send_ptr, plan.recv_ptr, plan.count
             self._fill_desc(job.desc, plan.dtype, op, tag + i, quant)
         info = _lib.OpInfoC.empty()
-        with self._call("all_reduce_many") as ptr:
-            code = _lib.lib().ferry_allreduce_multiple_with_retry(ptr, jobs, len(plans), max_in_flight,
-                                                                 ctypes.byref(info))
-        _lib.check(code, "all_reduce_many")
+        # The closure holds jobs, plans and info: an interrupted call still borrows them.
+        self._blocking("all_reduce_many", lambda ptr: _lib.check(_lib.lib().ferry_allreduce_multiple_with_retry(
+            ptr, jobs, len(plans), max_in_flight, ctypes.byref(info)), "all_reduce_many"))
         self._local.info = OpInfo.from_c(info)
         return [plan.finish() for plan in plans]
 
@@ -548,8 +591,8 @@ class Communicator:
         declare different tensors), PeerLostError, TimeoutError, ProtocolError (fetched bytes
         did not verify), MasterLostError, KickedError.
         """
-        with self._call("sync_shared_state") as ptr:
-            return sync_shared_state(ptr, tensors, revision, strategy, allow_inequality, compression_level)
+        return self._blocking("sync_shared_state", lambda ptr: sync_shared_state(
+            ptr, tensors, revision, strategy, allow_inequality, compression_level))
 
     # ------------------------------------------------------------------ teardown
 
@@ -558,7 +601,7 @@ class Communicator:
 
         New calls raise InvalidUsageError at once; close() first waits for calls already
         running on other threads to return, Handle.wait() included (each bounded by its
-        deadlines), then
+        deadlines), and for a close() already destroying on another thread, then
         destroys, which fails the async ops still in flight (blocks at most ~2 s more).
         Unwaited handles are settled: an op that had finished is waited first (its
         wait() then returns its result or raises its error); an op still in flight
@@ -568,24 +611,30 @@ class Communicator:
         update_topology().
         """
         with self._cond:
-            if self._closed:
-                return
             self._closed = True
-            while self._active:
+            # After a Ctrl-C a thread of ours closes too: a close() at exit waits for its destroy.
+            while self._active or self._closing:
                 self._cond.wait()
-        with self._pending_lock:
-            pending = list(self._pending)
-        # Unwaited ops that already finished are reaped while the communicator still exists.
-        for handle in pending:
-            if handle.done():
-                handle._reap()
-        ptr, self._ptr = self._ptr, None
-        if ptr is not None:
+            if self._ptr is None:
+                return
+            self._closing = True
+        try:
+            with self._pending_lock:
+                pending = list(self._pending)
+            # Unwaited ops that already finished are reaped while the communicator still exists.
+            for handle in pending:
+                if handle.done():
+                    handle._reap()
+            ptr, self._ptr = self._ptr, None
             _lib.lib().ferry_comm_destroy(ptr)  # fails the ops in flight; their buffers are free after it
-        with self._pending_lock:
-            pending = list(self._pending)
-        for handle in pending:
-            handle._settle_closed()
+            with self._pending_lock:
+                pending = list(self._pending)
+            for handle in pending:
+                handle._settle_closed()
+        finally:
+            with self._cond:
+                self._closing = False
+                self._cond.notify_all()
 
     def __enter__(self) -> "Communicator":
         return self

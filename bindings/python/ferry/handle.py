@@ -102,7 +102,8 @@ class Handle(Generic[T]):
         ``out`` was given) is intact. Any thread; repeated calls return the
         cached result or raise the cached error. A wait in progress holds off
         Communicator.close() until it returns; an op still in flight when the
-        communicator is closed raises InvalidUsageError.
+        communicator is closed raises InvalidUsageError. On the main thread Ctrl-C raises
+        KeyboardInterrupt at once and closes the communicator (see Communicator, "Ctrl-C").
         """
         if not self._finished.is_set():
             owner = self._owner()
@@ -110,17 +111,12 @@ class Handle(Generic[T]):
                 try:
                     # Counted as a running call: close() lets this wait end before it destroys,
                     # so an op that fails on its own reports its own error, not "closed".
-                    owner._begin_call("wait")
+                    ptr = owner._begin_call("wait")
                 except InvalidUsageError:
                     pass  # closing: close() settles this handle
                 else:
-                    try:
-                        with self._lock:
-                            op, self._op = self._op, None
-                        if op is not None:
-                            self._complete(op)
-                    finally:
-                        owner._end_call()
+                    # On the main thread Ctrl-C interrupts it and closes the communicator.
+                    owner._run_blocking(ptr, "Handle.wait", self._reap)
             else:
                 self._settle_closed()  # unreachable by design: a collected communicator settled its handles
             self._finished.wait()
@@ -147,7 +143,7 @@ class Handle(Generic[T]):
             self._finished.set()
 
     def _reap(self) -> None:
-        """Communicator.close(), before the destroy: waits the op if nobody did."""
+        """wait(), and Communicator.close() before the destroy: waits the op if nobody did."""
         with self._lock:
             op, self._op = self._op, None
         if op is not None:
