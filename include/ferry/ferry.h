@@ -227,7 +227,9 @@ FERRY_API ferry_result ferry_master_run(ferry_master* master);
 FERRY_API ferry_result ferry_master_port(const ferry_master* master, uint16_t* port);
 
 /* Stops serving: closes every connection (peers see FERRY_ERR_MASTER_LOST)
-   and joins the serving thread. Blocks at most ~2 s. Idempotent.
+   and joins the serving thread; the first time after ferry_master_run, it logs
+   the run's summary at info (collectives by result, bytes, joins and leaves:
+   README, "Running a run by hand"). Blocks at most ~2 s. Idempotent.
    Errors: FERRY_ERR_INVALID_ARGUMENT (NULL). */
 FERRY_API ferry_result ferry_master_stop(ferry_master* master);
 

@@ -47,6 +47,7 @@ void MasterServer::start() {
   if (started_) throw Error(Errc::invalid_usage, "the master is already running");
   if (stopped_) throw Error(Errc::invalid_usage, "the master was stopped; create a new one");
   started_ = true;
+  started_at_ = std::chrono::steady_clock::now();
   listener_->start(strangers_, [this](asio::ip::tcp::socket socket, std::shared_ptr<net::StrangerGate::Pass> pass) {
     on_accept(std::move(socket), std::move(pass));
   });
@@ -113,6 +114,9 @@ void MasterServer::stop() {
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   io_.stop();
   if (thread_.joinable()) thread_.join();
+  // The serving thread has ended: the state is this thread's now.
+  log().info("{}", summary_line(state_.stats(), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                    std::chrono::steady_clock::now() - started_at_)));
   log().info("master stopped");
 }
 

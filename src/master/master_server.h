@@ -50,7 +50,8 @@ class MasterServer {
   uint16_t port() const { return listener_->port(); }
   // Starts the serving thread. Throws Error(Errc::invalid_usage) if called twice.
   void start();
-  // Closes every connection and joins the thread. Idempotent; bounded.
+  // Closes every connection, joins the thread and logs, at info, the run's
+  // summary (master_stats.h: summary_line), once. Idempotent; bounded.
   void stop();
 
  private:
@@ -76,8 +77,9 @@ class MasterServer {
   std::shared_ptr<net::StrangerGate> strangers_;
   std::thread thread_;
   bool started_ = false;                // only on the owner's thread (start/stop)
+  std::chrono::steady_clock::time_point started_at_;  // likewise: the summary's run time
   std::atomic<bool> stopped_{false};    // also read on the serving thread (on_stream)
-  // Only on the serving thread:
+  // Only on the serving thread (and on the owner's, in stop, once that thread has ended):
   MasterState state_;
   std::map<ConnId, Served> connections_;
   ConnId next_conn_ = 1;

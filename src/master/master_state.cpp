@@ -33,6 +33,7 @@ void MasterState::on_connected(ConnId conn, const std::string& remote_host, cons
 }
 
 void MasterState::on_disconnected(ConnId conn, const std::string& reason) {
+  if (auto it = connections_.find(conn); it != connections_.end() && it->second.peer) ++stats_.lost;
   drop_connection(conn, reason);
   forget_idle_groups();
 }
@@ -103,6 +104,7 @@ void MasterState::on_hello(ConnId conn, const wire::Hello& hello) {
   if (auto refused = refusal(from, hello.peer_group)) return kick(conn, Errc::kicked, *refused);
 
   Peer& peer = add_peer(conn, hello, next_peer_id_++, timeout);
+  ++stats_.joins;
   Group& group = groups_[hello.peer_group];
   group.id = hello.peer_group;
   group.waiting.push_back(peer.id);
@@ -185,7 +187,10 @@ void MasterState::handle(Peer& peer, const wire::Hello&) {
   kick(peer.conn, Errc::protocol, "second hello on one connection");
 }
 
-void MasterState::handle(Peer& peer, const wire::Leave&) { remove_peer(peer.id, "left"); }
+void MasterState::handle(Peer& peer, const wire::Leave&) {
+  ++stats_.left;
+  remove_peer(peer.id, "left");
+}
 
 // --- votes -------------------------------------------------------------------
 
@@ -235,7 +240,6 @@ bool MasterState::vote_out_of_order(Group& group, Peer& peer, const char* call) 
   const std::string reason = "calls out of order: " + who(peer.id) + " called " + call + " where " + who(first) +
                              " called " + describe_collective(begin) + " (collective " +
                              std::to_string(skipped.front()) + ")" + kSameOrder;
-  log().info("phase: group {} epoch {}: {}", group.id, group.epoch, reason);
   send(peer.id, wire::CallRefused{static_cast<uint32_t>(Errc::mismatch), wire::bounded_reason(reason)});
   for (uint32_t seq : skipped) abort_collective(group, seq, Errc::mismatch, reason);
   return true;
@@ -254,7 +258,6 @@ bool MasterState::begin_out_of_order(Group& group, PeerId from, uint32_t seq) {
     calls += (calls.empty() ? "" : " and ") + who(id) + " called " + peers_.at(id).voted_in;
   const std::string reason = "calls out of order: " + who(from) + " called " + describe_collective(c.begins.at(from)) +
                              " (collective " + std::to_string(seq) + ") where " + calls + kSameOrder;
-  log().info("phase: group {} epoch {}: {}", group.id, group.epoch, reason);
   for (PeerId id : voters) {
     group.topology_votes.erase(id);
     group.pending_queries.erase(id);
@@ -665,8 +668,10 @@ void MasterState::begin_collective(Peer& peer, const wire::CollectiveBegin& m, c
   auto refuse = [&](Errc code, const std::string& why) {
     send(peer.id, wire::CollectiveResult{m.epoch, m.seq, static_cast<uint32_t>(code), wire::bounded_reason(why)});
   };
-  if (m.epoch != group.epoch || group.broken || group.proposal)
+  if (m.epoch != group.epoch || group.broken || group.proposal) {
+    ++stats_.begins_refused;
     return refuse(Errc::peer_lost, "the ring changed (a peer was lost or is joining); call update_topology");
+  }
 
   if (auto it = group.collectives.find(m.seq); it != group.collectives.end() && it->second.begins.count(peer.id))
     return kick(peer.conn, Errc::protocol, "collective " + std::to_string(m.seq) + " begun twice");
@@ -677,8 +682,9 @@ void MasterState::begin_collective(Peer& peer, const wire::CollectiveBegin& m, c
   if (sync && peer.open_syncs >= limits_.max_open_syncs_per_peer)
     return kick(peer.conn, Errc::protocol,
                 "more than " + std::to_string(limits_.max_open_syncs_per_peer) + " shared-state syncs open at once");
-  auto it = group.collectives.try_emplace(m.seq).first;
+  auto [it, fresh] = group.collectives.try_emplace(m.seq);
   Collective& c = it->second;
+  if (fresh) c.first_begin_ms = now_ms_;
   const std::vector<PeerId>& members = group.ring;
   // Compare with an earlier begin (before this one joins them, or it would compare with itself).
   std::optional<std::pair<PeerId, wire::CollectiveBegin>> earlier;
@@ -708,6 +714,7 @@ void MasterState::begin_collective(Peer& peer, const wire::CollectiveBegin& m, c
 void MasterState::start_collective(Group& group, uint32_t seq) {
   Collective& c = group.collectives.at(seq);
   c.go_sent = true;
+  c.go_ms = now_ms_;
   if (c.sync_begins.empty()) return send_all(group.ring, wire::CollectiveGo{group.epoch, seq});
   std::vector<SyncCandidate> candidates;
   for (auto& [id, begin] : c.sync_begins) {
@@ -764,15 +771,43 @@ void MasterState::handle(Peer& peer, const wire::CollectiveEnd& m) {
   if (!c.go_sent)
     return kick(peer.conn, Errc::protocol, "collective " + std::to_string(m.seq) + " ended before go");
   c.ended_ok.insert(peer.id);
+  c.last_end_ms = now_ms_;
   log().debug("phase: group {} epoch {} collective {}: {} ended, {} of {} members", group.id, group.epoch, m.seq,
               peer_name(peer.id), c.ended_ok.size(), group.ring.size());
   if (c.ended_ok.size() == group.ring.size()) commit_collective(group, it);
 }
 
 void MasterState::commit_collective(Group& group, std::map<uint32_t, Collective>::iterator it) {
-  if (it->second.elected_revision) group.shared_revision = it->second.elected_revision;
+  const Collective& c = it->second;
+  if (c.elected_revision) group.shared_revision = c.elected_revision;
+  ++stats_.committed;
+  if (!c.sync_begins.empty()) {
+    ++stats_.syncs_committed;
+    stats_.sync_bytes_fetched += sync_fetch_bytes(c.sync_begins.begin()->second.tensors, c.plans);
+  } else if (!c.begins.empty()) {
+    stats_.bytes_reduced += collective_bytes(c.begins.begin()->second);
+  }
+  // Checked first: the text is built only when it is logged.
+  if (log().should_log(spdlog::level::debug))
+    log().debug("collective: group {} epoch {} collective {} ({}) committed; begin to go {} ms, go to last end {} ms, "
+                "last end to commit {} ms",
+                group.id, group.epoch, it->first, collective_text(c), c.go_ms - c.first_begin_ms,
+                c.last_end_ms - c.go_ms, now_ms_ - c.last_end_ms);
   send_all(group.ring, wire::CollectiveResult{group.epoch, it->first, 0, ""});
   erase_collective(group, it);
+}
+
+std::string MasterState::collective_text(const Collective& c) {
+  if (c.begins.empty()) return "not begun";
+  if (!c.sync_begins.empty()) {
+    const auto& tensors = c.sync_begins.begin()->second.tensors;
+    uint64_t bytes = 0;
+    for (const wire::TensorDigest& t : tensors) bytes += tensor_bytes(t);
+    return "sync_shared_state, " + std::to_string(tensors.size()) + " tensors, " + bytes_text(bytes);
+  }
+  const wire::CollectiveBegin& begin = c.begins.begin()->second;
+  const uint64_t bytes = collective_bytes(begin);
+  return describe_collective(begin) + (bytes ? ", " + bytes_text(bytes) : "");
 }
 
 void MasterState::abort_collective(Group& group, uint32_t seq, Errc code, const std::string& reason) {
@@ -781,7 +816,11 @@ void MasterState::abort_collective(Group& group, uint32_t seq, Errc code, const 
   Collective& c = it->second;
   c.verdict = wire::CollectiveResult{group.epoch, seq, static_cast<uint32_t>(code), wire::bounded_reason(reason)};
   group.failed_in_epoch = true;
-  log().info("phase: group {} epoch {} collective {} aborted: {}", group.id, group.epoch, seq, reason);
+  ++stats_.aborted_by_result[static_cast<size_t>(code)];
+  // The one line per outcome that is not a success (a verdict is given once: see above).
+  if (log().should_log(spdlog::level::info))
+    log().info("collective: group {} epoch {} collective {} ({}) aborted, {}: {}", group.id, group.epoch, seq,
+               collective_text(c), errc_name(code), reason);
   for (const auto& [id, begin] : c.begins) send(id, *c.verdict);
   // Members still to begin hear the verdict when they do; a broken ring answers them anyway.
   if (c.begins.size() == group.ring.size() || group.broken) erase_collective(group, it);
@@ -879,6 +918,7 @@ void MasterState::kick(ConnId conn, Errc code, const std::string& reason) {
   auto it = connections_.find(conn);
   if (it == connections_.end()) return;
   if (it->second.peer) {
+    ++stats_.kicked;
     log().warn("kick: {}: {}", who(*it->second.peer), reason);
   } else if (uint64_t events = stranger_kicks_log_.admit(LogThrottle::Clock::time_point(std::chrono::milliseconds(now_ms_)))) {
     // Strangers come in storms: one line a second stands for all of them.

@@ -70,6 +70,7 @@
 #include "core/log_throttle.h"
 #include "core/run_secret.h"
 #include "master/link_matrix.h"
+#include "master/master_stats.h"
 #include "master/probe_plan.h"
 #include "master/ring_choice.h"
 #include "master/ring_verdict.h"
@@ -214,6 +215,8 @@ class MasterState {
   size_t group_count() const { return groups_.size(); }
   // When hellos from `host` are accepted again (0: they are now).
   uint64_t backoff_until(const std::string& host) const;
+  // What it counted since it started (master_stats.h): verdicts, bytes, joins and leaves.
+  const MasterStats& stats() const { return stats_; }
 
  private:
   enum class Phase { pending, accepted };
@@ -261,6 +264,10 @@ class MasterState {
     std::map<PeerId, wire::SyncPlan> plans;                // a sync's plans, kept to judge a member's loss
     std::set<PeerId> ended_ok;
     bool go_sent = false;
+    // On the state's clock, for the commit's debug line: the first begin, the go, the last ok end.
+    uint64_t first_begin_ms = 0;
+    uint64_t go_ms = 0;
+    uint64_t last_end_ms = 0;
     // Set once aborted; members that begin later get the same verdict. The
     // record goes when every member has heard it.
     std::optional<wire::CollectiveResult> verdict;
@@ -376,6 +383,8 @@ class MasterState {
   void collectives_lose(Group& group, PeerId lost, const std::string& reason);
   bool sync_outlives(const Group& group, const Collective& c) const;
   void commit_collective(Group& group, std::map<uint32_t, Collective>::iterator it);
+  // "all_reduce(count 8, f32, sum, tag 0, quant none), 32 B": what the record's members began, for its outcome line.
+  static std::string collective_text(const Collective& c);
 
   Group& group_of(const Peer& peer) { return groups_[peer.group]; }
   // "rank 1 (peer 17..., at HOST)": programs print ranks, the id and host tell
@@ -400,6 +409,7 @@ class MasterState {
   std::set<uint32_t> maybe_idle_;                      // groups that lost a peer during this event
   uint64_t now_ms_ = 0;
   LogThrottle stranger_kicks_log_;  // on the state's clock, like everything else here
+  MasterStats stats_;
   PeerId next_peer_id_ = 1;
   uint64_t next_epoch_ = 1;
   Effects effects_;
