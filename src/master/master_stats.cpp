@@ -13,7 +13,10 @@ uint64_t MasterStats::aborted() const {
 }
 
 uint64_t collective_bytes(const wire::CollectiveBegin& begin) {
-  if (begin.kind != static_cast<uint8_t>(wire::CollectiveKind::allreduce) || !dtype_valid(begin.dtype)) return 0;
+  // A broadcast runs as an all-reduce of its bytes (u8): it moves them as one does.
+  const bool reduces = begin.kind == static_cast<uint8_t>(wire::CollectiveKind::allreduce) ||
+                       begin.kind == static_cast<uint8_t>(wire::CollectiveKind::broadcast);
+  if (!reduces || !dtype_valid(begin.dtype)) return 0;
   return begin.count * dtype_size(static_cast<DType>(begin.dtype));
 }
 
