@@ -117,8 +117,8 @@ class ImpostorMaster {
     wire::DecodedMessage decoded = wire::decode_message(header.type, payload);
     if (!decoded.message || !std::holds_alternative<wire::Hello>(*decoded.message)) return;
     hello = std::get<wire::Hello>(*decoded.message);
+    welcomed = true;  // before the welcome: the peer may act on it before this thread runs again
     send_message(wire::Welcome{peer_id, "127.0.0.1", ""});
-    welcomed = true;
     while (!stop_) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 
