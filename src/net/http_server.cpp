@@ -117,22 +117,23 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
 
   void start() {
     in_.resize(state_->limits.max_head_bytes);
-    arm(state_->limits.head_timeout, "send its request head");
+    arm(state_->limits.head_timeout, "send their request head", true);
     read_head();
   }
 
  private:
   // One deadline per phase; the generation tells a timer that fired from one
-  // re-armed for a later phase whose handler was already queued.
-  void arm(std::chrono::milliseconds after, const char* what) {
+  // re-armed for a later phase whose handler was already queued. abortive:
+  // see close().
+  void arm(std::chrono::milliseconds after, const char* what, bool abortive) {
     uint64_t generation = ++deadline_generation_;
     deadline_.expires_after(after);
-    deadline_.async_wait([self = shared_from_this(), generation, what, after](std::error_code ec) {
+    deadline_.async_wait([self = shared_from_this(), generation, what, after, abortive](std::error_code ec) {
       if (ec || generation != self->deadline_generation_ || !self->socket_.is_open()) return;
       if (uint64_t events = self->state_->timeout_log.admit())
         log().info("http: closed {} connection(s) that did not {} within {} ms (last from {})", events, what,
                    after.count(), self->source_);
-      self->close(true);
+      self->close(abortive);
     });
   }
 
@@ -182,7 +183,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void respond(HttpResponse response, bool head_only) {
     out_head_ = response_head(response);
     if (!head_only) out_body_ = std::move(response.body);
-    arm(state_->limits.write_timeout, "read their response");
+    arm(state_->limits.write_timeout, "read their response", true);
     std::array<asio::const_buffer, 2> buffers{asio::buffer(out_head_), asio::buffer(out_body_)};
     asio::async_write(socket_, buffers, [self = shared_from_this()](std::error_code ec, size_t) {
       if (ec) return self->close(false);
@@ -195,7 +196,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void linger() {
     std::error_code ignored;
     socket_.shutdown(asio::socket_base::shutdown_send, ignored);
-    arm(kLingerTimeout, "close after their response");
+    // Not abortive: the response was taken, and a reset could still destroy
+    // the part of it that is on its way.
+    arm(kLingerTimeout, "close after their response", false);
     used_ = 0;
     drain();
   }
@@ -208,8 +211,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     });
   }
 
-  // reset: a deadline passed; an abortive close frees what the kernel still
-  // holds for a client that stopped reading, instead of keeping it for minutes.
+  // reset: a client missed its deadline; an abortive close frees what the
+  // kernel still holds for one that stopped reading, instead of keeping it
+  // for minutes.
   void close(bool reset) {
     if (!socket_.is_open()) return;
     std::error_code ignored;
