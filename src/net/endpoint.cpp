@@ -41,4 +41,14 @@ std::optional<Endpoint> parse_endpoint(std::string_view text, bool allow_port_ze
   return Endpoint{std::string(host), static_cast<uint16_t>(value)};
 }
 
+std::optional<Endpoint> parse_listen_endpoint(std::string_view text, std::string* error) {
+  std::string_view port = !text.empty() && text.front() == ':' ? text.substr(1) : text;
+  if (!port.empty() && port.find_first_not_of("0123456789") == std::string_view::npos) {
+    auto endpoint = parse_endpoint("127.0.0.1:" + std::string(port), true, error);
+    if (!endpoint && error) *error = "address '" + std::string(text) + "': port above 65535";
+    return endpoint;
+  }
+  return parse_endpoint(text, true, error);
+}
+
 }  // namespace ferry::net

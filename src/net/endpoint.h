@@ -22,4 +22,9 @@ struct Endpoint {
 std::optional<Endpoint> parse_endpoint(std::string_view text, bool allow_port_zero,
                                        std::string* error);
 
+// A listen address: as parse_endpoint (port 0 allowed: any free port), and a
+// bare port ("9100" or ":9100") means loopback only, 127.0.0.1, so that
+// serving something "on port 9100" never exposes it by accident.
+std::optional<Endpoint> parse_listen_endpoint(std::string_view text, std::string* error);
+
 }  // namespace ferry::net

@@ -27,8 +27,8 @@ void StrangerGate::Pass::release() {
   if (gate) gate->leave(source_);
 }
 
-std::shared_ptr<StrangerGate> StrangerGate::create(std::string what, StrangerLimits limits) {
-  return std::shared_ptr<StrangerGate>(new StrangerGate(std::move(what), limits));
+std::shared_ptr<StrangerGate> StrangerGate::create(std::string what, StrangerLimits limits, std::string held) {
+  return std::shared_ptr<StrangerGate>(new StrangerGate(std::move(what), limits, std::move(held)));
 }
 
 std::shared_ptr<StrangerGate::Pass> StrangerGate::admit(const asio::ip::address& source) {
@@ -45,9 +45,8 @@ std::shared_ptr<StrangerGate::Pass> StrangerGate::admit(const asio::ip::address&
     ++refused_;
   }
   if (uint64_t events = refusal_log_.admit())
-    log().warn("{}: refused {} connection(s) before authentication (last from {}): at most {} per source and {} in "
-               "total may be unproven at once",
-               what_, events, key, limits_.per_source, limits_.total);
+    log().warn("{}: refused {} connection(s) (last from {}): at most {} per source and {} in total may be {} at once",
+               what_, events, key, limits_.per_source, limits_.total, held_);
   return nullptr;
 }
 

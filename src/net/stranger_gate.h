@@ -58,8 +58,11 @@ class StrangerGate : public std::enable_shared_from_this<StrangerGate> {
     std::string source_;
   };
 
-  // `what` names the listener in log lines ("master", "p2p").
-  static std::shared_ptr<StrangerGate> create(std::string what, StrangerLimits limits = {});
+  // `what` names the listener in log lines ("master", "p2p"); `held` says in
+  // them which connections the caps count ("open" for a server whose clients
+  // never prove themselves, such as HTTP).
+  static std::shared_ptr<StrangerGate> create(std::string what, StrangerLimits limits = {},
+                                              std::string held = "unproven (not yet authenticated)");
 
   // A pass for a new connection from `source`, or null when a cap is reached
   // (the refusal is logged, at most once a second).
@@ -70,10 +73,12 @@ class StrangerGate : public std::enable_shared_from_this<StrangerGate> {
   const StrangerLimits& limits() const { return limits_; }
 
  private:
-  StrangerGate(std::string what, StrangerLimits limits) : what_(std::move(what)), limits_(limits) {}
+  StrangerGate(std::string what, StrangerLimits limits, std::string held)
+      : what_(std::move(what)), held_(std::move(held)), limits_(limits) {}
   void leave(const std::string& source);
 
   const std::string what_;
+  const std::string held_;
   const StrangerLimits limits_;
   mutable std::mutex mu_;
   std::map<std::string, uint32_t> by_source_;

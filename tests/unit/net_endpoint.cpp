@@ -44,3 +44,22 @@ TEST_CASE("endpoint: malformed addresses are refused saying what is wrong", "[ne
     CHECK_THAT(error, Catch::Contains(c.says));
   }
 }
+
+TEST_CASE("endpoint: a listen address may be a bare port, which means loopback only", "[net][address]") {
+  for (const char* bare : {"9100", ":9100"}) {
+    INFO(bare);
+    auto e = parse_listen_endpoint(bare, nullptr);
+    REQUIRE(e);
+    CHECK(e->host == "127.0.0.1");
+    CHECK(e->port == 9100);
+  }
+  CHECK(parse_listen_endpoint("0", nullptr)->port == 0);
+  CHECK(parse_listen_endpoint("[::]:9100", nullptr)->host == "::");
+  CHECK(parse_listen_endpoint("0.0.0.0:0", nullptr)->host == "0.0.0.0");
+  for (const char* bad : {"", ":", "70000", ":99999999999", "9100:", "host", "::1:9100"}) {
+    INFO(bad);
+    std::string error;
+    CHECK_FALSE(parse_listen_endpoint(bad, &error));
+    CHECK_THAT(error, Catch::Contains(bad));
+  }
+}
