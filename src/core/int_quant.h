@@ -186,6 +186,10 @@ namespace int_quant_detail {
 // bytes (the last byte's unused high bits 0).
 void pack(const int32_t* values, size_t count, uint32_t width, uint8_t* out);
 void unpack(const uint8_t* in, size_t count, uint32_t width, int32_t* values);
+// The same with the scalar groups only: the definition any vector path
+// (AVX-512 VBMI, where the build has it) must match byte for byte.
+void pack_scalar(const int32_t* values, size_t count, uint32_t width, uint8_t* out);
+void unpack_scalar(const uint8_t* in, size_t count, uint32_t width, int32_t* values);
 // The counter-based generator of stochastic rounding (see Design).
 uint64_t random_bits(uint64_t key, uint64_t index);
 }  // namespace int_quant_detail

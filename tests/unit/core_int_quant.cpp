@@ -94,8 +94,8 @@ TEST_CASE("int quant packing round-trips every width and count", "[core][int_qua
   for (uint32_t w = 2; w <= 32; ++w) {
     const int64_t hi = (int64_t{1} << (w - 1)) - 1;
     std::uniform_int_distribution<int64_t> value(-hi - 1, hi);
-    for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{17}, size_t{1023}, size_t{1024},
-                         size_t{3001}}) {
+    for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{16}, size_t{17}, size_t{31},
+                         size_t{33}, size_t{1023}, size_t{1024}, size_t{3001}}) {
       INFO("width " << w << ", count " << count);
       std::vector<int32_t> v(count);
       for (auto& x : v) x = static_cast<int32_t>(value(rng));
@@ -113,6 +113,13 @@ TEST_CASE("int quant packing round-trips every width and count", "[core][int_qua
       REQUIRE(back[count] == 12345);
       back.pop_back();
       REQUIRE(back == v);
+      // The vector path (where built) gives the scalar definition's bytes and values.
+      Bytes scalar(bytes + 1, 0xa5);
+      int_quant_detail::pack_scalar(v.data(), count, w, scalar.data());
+      REQUIRE(scalar == packed);
+      std::vector<int32_t> scalar_back(count);
+      int_quant_detail::unpack_scalar(packed.data(), count, w, scalar_back.data());
+      REQUIRE(scalar_back == v);
     }
   }
 }
