@@ -260,6 +260,16 @@ BlockScale<T> block_scale(T absmax, int32_t levels) {
   return {BlockScale<T>::subnormal, s, T(0)};
 }
 
+// splitmix64's finalizer over a Weyl sequence: a counter-based generator, so
+// element i's number needs nothing but (key, i). Inline here so that the
+// stochastic loop vectorizes (64-bit multiplies: AVX-512DQ).
+inline uint64_t splitmix(uint64_t key, uint64_t index) {
+  uint64_t z = key + 0x9e3779b97f4a7c15u * (index + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+  return z ^ (z >> 31);
+}
+
 // The random fraction's bits: 24 for float, 53 for double (exact in T).
 template <class T>
 constexpr int kRandomBits = std::numeric_limits<T>::digits;
@@ -275,8 +285,10 @@ void encode_run(const BlockScale<T>& bs, int32_t levels, IntRounding rounding, u
   }
   const T L = static_cast<T>(levels);
   const bool multiply = bs.kind == BlockScale<T>::normal;
-  const auto scaled = [&](T v) {
-    T t = multiply ? v * bs.inverse : v / bs.scale;
+  const T inverse = bs.inverse;
+  const T scale = bs.scale;
+  const auto scaled = [=](T v) {
+    T t = multiply ? v * inverse : v / scale;
     t = t >= -L ? t : -L;
     return t <= L ? t : L;
   };
@@ -284,13 +296,27 @@ void encode_run(const BlockScale<T>& bs, int32_t levels, IntRounding rounding, u
     for (size_t i = 0; i < n; ++i) q[i] = static_cast<int32_t>(std::nearbyint(scaled(x[i])));
     return;
   }
+  // Two passes over L1-sized pieces, so that each loop has one element width
+  // and vectorizes: the random numbers (64-bit integer work), then the floats.
+  using Random = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;  // u < 2^24 / 2^53: exact in T
   constexpr T kUnit = static_cast<T>(uint64_t{1} << kRandomBits<T>);
-  for (size_t i = 0; i < n; ++i) {
-    const T t = scaled(x[i]);
-    const T floor = std::floor(t);
-    const T fraction = (t - floor) * kUnit;  // exact: t - floor(t) is, and so is a power-of-two multiply
-    const uint64_t u = int_quant_detail::random_bits(stream, index + i) >> (64 - kRandomBits<T>);
-    q[i] = static_cast<int32_t>(floor) + (static_cast<T>(u) < fraction ? 1 : 0);
+  constexpr size_t kPiece = 256;
+  Random u[kPiece];
+  for (size_t begin = 0; begin < n; begin += kPiece) {
+    const size_t m = std::min(kPiece, n - begin);
+    for (size_t i = 0; i < m; ++i) {
+      u[i] = static_cast<Random>(splitmix(stream, index + begin + i) >> (64 - kRandomBits<T>));
+    }
+    for (size_t i = 0; i < m; ++i) {
+      // r = t - round(t) in [-1/2, 1/2] is exact; go one step toward t with probability |r|.
+      const T t = scaled(x[begin + i]);
+      const T nearest = std::nearbyint(t);
+      const T r = (t - nearest) * kUnit;  // times a power of two: exact
+      const T random = static_cast<T>(u[i]);
+      const T up = random < r ? T(1) : T(0);
+      const T down = random < -r ? T(1) : T(0);
+      q[begin + i] = static_cast<int32_t>(nearest + up - down);  // exact: small integers
+    }
   }
 }
 
@@ -310,7 +336,7 @@ void encode_tile(IntQuantSpec spec, uint64_t stream, int32_t levels, const T* ab
 
 // The key of a contributor's random stream (int_quant.h, Design).
 uint64_t stream_key(IntQuantSpec spec, uint64_t contributor) {
-  return int_quant_detail::random_bits(spec.seed, contributor);
+  return splitmix(spec.seed, contributor);
 }
 
 Status check_range(const int32_t* v, size_t n, int32_t limit, const char* what, size_t first) {
@@ -534,14 +560,7 @@ void unpack_scalar(const uint8_t* in, size_t count, uint32_t width, int32_t* val
   kUnpackScalar[width - 2](in, count, values);
 }
 
-// splitmix64's finalizer over a Weyl sequence: a counter-based generator, so
-// element i's number needs nothing but (key, i).
-uint64_t random_bits(uint64_t key, uint64_t index) {
-  uint64_t z = key + 0x9e3779b97f4a7c15u * (index + 1);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-  return z ^ (z >> 31);
-}
+uint64_t random_bits(uint64_t key, uint64_t index) { return splitmix(key, index); }
 
 }  // namespace int_quant_detail
 

@@ -29,9 +29,11 @@
 //
 // Encoding (one contribution): s = A / L (IEEE, in T), and for finite x in
 // a block with finite A > 0:
-//     nearest:    q = clamp(roundTiesToEven(x * (L / A)), -L, L)
-//     stochastic: t = x * (L / A), f = floor(t),
-//                 q = clamp(f + (u < t - f ? 1 : 0), -L, L)
+//     nearest:    q = roundTiesToEven(clamp(x * (L / A), -L, L))
+//     stochastic: t = clamp(x * (L / A), -L, L), f = roundTiesToEven(t),
+//                 r = t - f (exact, in [-1/2, 1/2]),
+//                 q = f + (u < r ? 1 : 0) - (u < -r ? 1 : 0)
+// (one step toward t with probability |r|: P(q = ceil t) = t - floor t)
 // where u in [0, 1) is a counter-based random number: the top 24 (float) /
 // 53 (double) bits of R(R(seed, contributor), global element index), as a
 // fraction, with R(key, i) = splitmix64's finalizer of key +
