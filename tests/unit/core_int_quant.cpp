@@ -19,6 +19,7 @@
 
 #include "core/int_quant.h"
 #include "core/quant.h"
+#include "hex_text.h"
 
 using namespace ferry;
 
@@ -138,6 +139,39 @@ TEST_CASE("int quant golden bytes of the packed format", "[core][int_quant]") {
   REQUIRE(int_quant_width(IntQuantSpec{IntQuantKind::i4h}, 16) == 8);
   REQUIRE(int_quant_width(IntQuantSpec{IntQuantKind::i8h}, kMaxIntQuantGroup) == 24);
   REQUIRE(int_quant_detail::random_bits(0, 0) == 0xe220a8397b1dcdafu);  // splitmix64's first output for seed 0
+}
+
+TEST_CASE("int quant golden bytes of encodings and a sum", "[core][int_quant]") {
+  // A change to the scale rule, the rounding, the random stream or the
+  // packing changes these bytes: every peer must run the same definition.
+  // (Checked by hand for i8h nearest: block 0 has A = 1, so 0.5 -> 63.5 ->
+  // 64 = 0x40 (ties to even), -1 -> -127 = 0x81; i4h: 0.5 -> 3.5 -> 4 and
+  // -1 -> -7 = 0x9 share byte 0x94, low nibble first.)
+  const std::vector<float> x = {0.5f, -1.0f, 0.25f, 0.125f, -0.3f, 0.7f, 0.0f, 1.0f, 3.0f, -2.9f, 0.01f, 1.5f};
+  const std::vector<float> y = {0.1f, 0.2f, -0.3f, 0.4f, 0.5f, -0.6f, 0.7f, 0.8f, -0.9f, 1.0f, 1.1f, 1.2f};
+  std::string hex[5];
+  int n = 0;
+  for (IntQuantKind kind : kKinds) {
+    for (IntRounding rounding : kRoundings) {
+      const IntQuantSpec spec{kind, 8, rounding, 5};
+      const std::vector<float> absmax = agreed_absmax<float>(spec, {x, y});
+      Bytes wire(int_quant_packed_bytes(spec, x.size(), 1));
+      int_quant_encode(spec, 3, absmax.data(), 0, x.data(), x.size(), wire.data());
+      if (kind == IntQuantKind::i8h && rounding == IntRounding::nearest) {
+        Bytes sum(int_quant_packed_bytes(spec, x.size(), 2));
+        REQUIRE(
+            int_quant_encode_add(spec, 4, absmax.data(), 0, y.data(), y.size(), wire.data(), wire.size(), 1, sum.data())
+                .ok());
+        hex[4] = test::to_hex(sum);
+      }
+      hex[n++] = test::to_hex(wire);
+    }
+  }
+  CHECK(hex[0] == "40812010da59007f7f850040");
+  CHECK(hex[1] == "40811f10da59007f7f86013f");
+  CHECK(hex[2] == "94125e709740");
+  CHECK(hex[3] == "94115e70a730");
+  CHECK(hex[4] == "4d34eb1fa2a1419672595ebf9803");
 }
 
 TEMPLATE_TEST_CASE("int quant sum is bit-identical across contributor orders and chunkings", "[core][int_quant]", float,
