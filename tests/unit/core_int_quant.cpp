@@ -461,6 +461,33 @@ TEST_CASE("int quant refuses a partial with a wrong length or an out-of-range va
   REQUIRE_THROWS_AS(int_quant_block_count(IntQuantSpec{IntQuantKind::i8h, 0}, 1), std::invalid_argument);
 }
 
+TEST_CASE("int quant readers survive random bytes", "[core][int_quant]") {
+  // Any bytes of the right length are either accepted (every value within
+  // its range) or refused with Errc::protocol; nothing is read or written
+  // outside the buffers (the sanitizer builds check that part).
+  std::mt19937_64 rng(11);
+  for (IntQuantKind kind : kKinds) {
+    const IntQuantSpec spec{kind, 16};
+    for (uint32_t k : {1u, 2u, 3u, 5u, 8u, 100u}) {
+      for (size_t count : {size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{200}}) {
+        Bytes in(int_quant_packed_bytes(spec, count, k));
+        for (auto& b : in) b = static_cast<uint8_t>(rng());
+        std::vector<float> absmax(int_quant_block_count(spec, count));
+        for (auto& a : absmax) a = std::bit_cast<float>(static_cast<uint32_t>(rng()));
+        std::vector<float> out(count);
+        const Status decoded =
+            int_quant_decode(spec, absmax.data(), 0, in.data(), in.size(), k, ReduceOp::avg, count, out.data());
+        REQUIRE((decoded.ok() || decoded.code == Errc::protocol));
+        Bytes sum(int_quant_packed_bytes(spec, count, k + 1));
+        Bytes one(int_quant_packed_bytes(spec, count, 1));
+        for (auto& b : one) b = static_cast<uint8_t>(rng());
+        const Status added = int_quant_add(spec, in.data(), in.size(), k, one.data(), one.size(), 1, count, sum.data());
+        REQUIRE((added.ok() || added.code == Errc::protocol));
+      }
+    }
+  }
+}
+
 // The table of the closing note: max and RMS error of the sum of N
 // normal(0, 1) inputs, against quant.h's per-hop codecs run as the ring runs
 // them (each hop decode-add-encode, the owner encodes once more).
