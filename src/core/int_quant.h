@@ -24,8 +24,10 @@
 // guarantees: a scale from the previous step (no extra round) can be
 // exceeded and must clip, which breaks the error bound; a per-peer scale
 // breaks the integer sum. Its cost is 1/block of the data (4 bytes a block
-// of 256 f32: 1.6 % of i8h's payload) and 2(N-1) small ring steps of
-// latency, which the peer pipeline can overlap with earlier chunks' data.
+// of 256 f32: 1.6 % of i8h's payload) and some small ring steps of latency:
+// 2(N-1) as a ring all-reduce, N-1 as a ring all-gather of every peer's
+// maxima followed by int_quant_merge_absmax() (the same result, as max is
+// exact and order-free; the better choice where latency dominates).
 //
 // Encoding (one contribution): s = A / L (IEEE, in T), and for finite x in
 // a block with finite A > 0:
@@ -71,7 +73,8 @@
 // function of (the inputs, the scales, the seed): bit-identical everywhere and
 // independent of ring order, owner and chunking, with no second lossy step.
 // A re-encoding would save w(N) - 8 bits an element on the all-gather (3 at
-// 8 peers: 1.11x u8's wire bytes instead of 1.27x) but adds a second error,
+// 8 peers: about 1.11x u8's wire bytes instead of 1.29x, scale agreement
+// included) but adds a second error,
 // of the sum's own range (up to N * s / 2 more), which is the error this
 // mode exists to remove.
 //
@@ -89,9 +92,9 @@
 // (2^-52 |y| for double; for a subnormal s add N * L * 2^-149 / 2^-1074),
 // and avg divides both sides by N (plus one more rounding of y). The 2^-14
 // covers the roundings of L / A, x * (L / A) and A / L (3 units of T's last
-// place, times L <= 127, in steps of s). With
-// stochastic rounding every element's error has mean 0 up to 2^-16 s over
-// the random numbers (the bias of 24-bit u and of rounding t).
+// place, times L <= 127, in steps of s). With stochastic rounding every
+// element's error has mean 0 up to 2^-16 s over the random numbers (the
+// bias of 24-bit u and of rounding t).
 // Against quant.h's u8, whose per-hop re-encoding gives N(N+1)/2 * range /
 // (2 * 255), this grows as N, not N^2.
 // ---------------------------------------------------------------------------
