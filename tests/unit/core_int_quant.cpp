@@ -493,7 +493,7 @@ TEST_CASE("int quant readers survive random bytes", "[core][int_quant]") {
 // them (each hop decode-add-encode, the owner encodes once more).
 TEST_CASE("int quant error report against u8 and u4", "[.][int_quant_report]") {
   constexpr size_t kCount = size_t{1} << 18;
-  std::printf("%-14s %4s %10s %10s %8s\n", "mode", "N", "max", "rms", "bits/el");
+  std::printf("%-16s %4s %10s %10s %8s\n", "mode", "N", "max", "rms", "bits/el");
   for (uint32_t peers : {2u, 4u, 8u, 16u}) {
     std::vector<std::vector<float>> inputs;
     for (uint32_t p = 0; p < peers; ++p) inputs.push_back(normal_input<float>(kCount, 77 * peers + p));
@@ -508,7 +508,7 @@ TEST_CASE("int quant error report against u8 and u4", "[.][int_quant_report]") {
         max = std::max(max, e);
         sq += e * e;
       }
-      std::printf("%-14s %4u %10.5f %10.5f %8.3f\n", name, peers, max, std::sqrt(sq / kCount), bits);
+      std::printf("%-16s %4u %10.5f %10.5f %8.3f\n", name, peers, max, std::sqrt(sq / kCount), bits);
     };
     for (Quant kind : {Quant::u8, Quant::u4}) {
       const QuantSpec spec{kind};
@@ -540,7 +540,21 @@ TEST_CASE("int quant error report against u8 and u4", "[.][int_quant_report]") {
         char name[32];
         std::snprintf(name, sizeof name, "%s %s", kind == IntQuantKind::i8h ? "i8h" : "i4h",
                       rounding == IntRounding::nearest ? "rtn" : "sr");
-        report(name, decode_sum(spec, absmax, sum, peers, ReduceOp::sum, 0, kCount), bits);
+        const std::vector<float> exact_sum = decode_sum(spec, absmax, sum, peers, ReduceOp::sum, 0, kCount);
+        report(name, exact_sum, bits);
+        if (kind == IntQuantKind::i8h && rounding == IntRounding::nearest) {
+          // The alternative the design rejected: the owner re-encodes the sum
+          // once (u8) for the all-gather: fewer bytes, a second error.
+          const QuantSpec u8{Quant::u8};
+          Bytes wire(quant_encoded_bytes<float>(u8, kCount));
+          quant_encode(u8, exact_sum.data(), kCount, wire.data());
+          std::vector<float> again(kCount);
+          REQUIRE(quant_decode(u8, wire.data(), wire.size(), kCount, again.data()).ok());
+          double rs_bits = 0;
+          for (uint32_t k = 1; k < peers; ++k) rs_bits += int_quant_width(spec, k);
+          const double ag_bits = 8.0 * double(wire.size()) / kCount;
+          report("i8h+u8 regather", again, (rs_bits + (peers - 1) * ag_bits) / (2.0 * (peers - 1)) + 32.0 / spec.block);
+        }
       }
     }
   }
