@@ -62,7 +62,7 @@ double LinkMatrix::capacity(uint64_t from, uint64_t to) const {
   if (unreachable_.count({from, to})) return -1;
   auto it = cells_.find({from, to});
   if (it == cells_.end()) return 0;
-  if (it->second.entry.shared_memory) return 1e12;
+  if (it->second.entry.shared_memory) return kSharedMemoryCapacity;
   const Cell& cell = it->second;
   double probed = static_cast<double>(cell.probed_bps) * (1 - cell.probed_retrans_ppm / 1e6);
   return std::max(probed, static_cast<double>(cell.carried_bps));

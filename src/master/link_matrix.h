@@ -41,7 +41,7 @@ class LinkMatrix {
   // `from` could not open a connection to `to`. Returns how long it stays unreachable.
   uint64_t mark_unreachable(uint64_t from, uint64_t to, uint64_t now_ms, Backoff backoff);
   // What the pair can carry, bytes/s, as far as known: the larger of its
-  // probed capacity and its latest goodput; 1e12 over shared memory; -1 when
+  // probed capacity and its latest goodput; kSharedMemoryCapacity over shared memory; -1 when
   // unreachable; 0 when unknown. The probed capacity is the probe's rate less
   // the share of segments it sent twice. Why: a faster sender overruns a
   // slower receiver's downlink queue, which a probe's rate hides (its acked
@@ -50,6 +50,7 @@ class LinkMatrix {
   // 200 Mbit/s hosts into 100 Mbit/s ones resent 2-9 % where every other
   // pair resent ~0.1 %, and a ring with two such edges ran at 0.74x one with one.
   double capacity(uint64_t from, uint64_t to) const;
+  static constexpr double kSharedMemoryCapacity = 1e12;  // what capacity() says of a shared-memory pair
   double rtt_ms(uint64_t from, uint64_t to) const;
   // A member left: its row and its column go.
   void forget(uint64_t peer);

@@ -119,6 +119,9 @@ std::string metrics_text(const RunView& view, const MasterStats& stats) {
   auto bandwidth = family("ferry_master_link_bandwidth_bytes_per_second",
                           "What each measured ordered pair of peers can carry.", MetricType::Gauge);
   auto rtt = family("ferry_master_link_rtt_seconds", "Each measured ordered pair's round-trip time.", MetricType::Gauge);
+  auto shared = family("ferry_master_link_shared_memory",
+                       "1 for each ordered pair on one host whose bytes go through shared memory (no TCP figures).",
+                       MetricType::Gauge);
   auto unreachable = family("ferry_master_link_unreachable",
                             "1 for each ordered pair that could not connect (avoided until its back-off ends).",
                             MetricType::Gauge);
@@ -135,15 +138,15 @@ std::string metrics_text(const RunView& view, const MasterStats& stats) {
     if (g.shared_revision) add(revision, {{"group", group}}, static_cast<double>(*g.shared_revision));
     for (const LinkView& l : g.links) {
       Labels labels{{"from", id_text(l.from)}, {"group", group}, {"to", id_text(l.to)}};
-      if (l.unreachable) {
-        add(unreachable, labels, 1);
+      if (l.unreachable || l.shared_memory) {
+        add(l.unreachable ? unreachable : shared, labels, 1);
         continue;
       }
       if (l.bandwidth_Bps > 0) add(bandwidth, labels, l.bandwidth_Bps);
       if (l.rtt_s > 0) add(rtt, labels, l.rtt_s);
     }
   }
-  for (auto* f : {&peers, &epoch, &ring_size, &in_flight, &bottleneck, &revision, &bandwidth, &rtt, &unreachable})
+  for (auto* f : {&peers, &epoch, &ring_size, &in_flight, &bottleneck, &revision, &bandwidth, &rtt, &shared, &unreachable})
     out.push_back(std::move(*f));
 
   auto connections = family("ferry_master_connections", "Open connections to the master (peers and strangers).",

@@ -21,8 +21,10 @@ std::optional<double> MasterState::bottleneck_of(Group& group, const std::vector
   for (size_t i = 0; i < order.size(); ++i) {
     const double capacity = group.links.capacity(order[i], order[(i + 1) % order.size()]);
     if (capacity <= 0) return std::nullopt;  // a hop not measured (or unreachable): no figure to give
-    smallest = std::min(smallest, capacity);
+    // A shared-memory hop is never the bottleneck, and its capacity is a stand-in, not a figure to show.
+    if (capacity < LinkMatrix::kSharedMemoryCapacity) smallest = std::min(smallest, capacity);
   }
+  if (smallest == std::numeric_limits<double>::infinity()) return std::nullopt;  // all on one host
   return smallest;
 }
 
@@ -62,13 +64,14 @@ RunView MasterState::view() {
       LinkView l;
       l.from = e.from_peer;
       l.to = e.to_peer;
+      l.shared_memory = e.shared_memory != 0;
       l.bandwidth_Bps = std::max(0.0, group.links.capacity(e.from_peer, e.to_peer));
       l.rtt_s = group.links.rtt_ms(e.from_peer, e.to_peer) / 1000;
       l.age_ms = e.age_ms;
       g.links.push_back(l);
     }
     for (const auto& [from, to] : group.links.unreachable_pairs(kMaxViewLinks - g.links.size()))
-      g.links.push_back({from, to, /*unreachable=*/true, 0, 0, 0});
+      g.links.push_back({from, to, /*unreachable=*/true, false, 0, 0, 0});
     view.groups.push_back(std::move(g));
   }
   for (const auto& [id, peer] : peers_) {

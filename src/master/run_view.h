@@ -26,6 +26,7 @@ struct LinkView {
   uint64_t from = 0;
   uint64_t to = 0;
   bool unreachable = false;
+  bool shared_memory = false;  // same host: bandwidth_Bps is the matrix's stand-in (1e12), not a measurement
   double bandwidth_Bps = 0;  // what the pair can carry (link_matrix.h: capacity); 0 when unreachable
   double rtt_s = 0;
   uint64_t age_ms = 0;
@@ -40,7 +41,8 @@ struct GroupView {
   std::vector<uint64_t> waiting;  // joiners
   std::vector<uint64_t> voting;   // members whose topology vote is not decided yet
   // The smallest bandwidth along the ring, and along the ring in arrival
-  // order (ids grow with arrival): what ordering bought. Unset while no link of it is measured.
+  // order (ids grow with arrival): what ordering bought. Unset until every hop is measured, and
+  // when every hop is through shared memory (which is never the bottleneck).
   std::optional<double> ring_bottleneck_Bps;
   std::optional<double> arrival_bottleneck_Bps;
   std::vector<InFlightView> in_flight;

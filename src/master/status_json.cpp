@@ -62,7 +62,8 @@ std::string status_json(const RunView& view, const MasterStats& stats, const Run
                        {"bandwidth_Bps", l.unreachable ? json(nullptr) : json(l.bandwidth_Bps)},
                        {"rtt_s", l.unreachable ? json(nullptr) : json(l.rtt_s)},
                        {"age_s", static_cast<double>(l.age_ms) / 1000},
-                       {"unreachable", l.unreachable}});
+                       {"unreachable", l.unreachable},
+                       {"shared_memory", l.shared_memory}});
     groups.push_back({{"id", g.id},
                       {"epoch", g.epoch},
                       {"broken", g.broken},

@@ -170,3 +170,37 @@ TEST_CASE("master status: the journal keeps the last events and collectives only
   REQUIRE(journal.collectives().size() == RunJournal::kMaxCollectives);
   CHECK(journal.collectives().back().at_ms == 999);
 }
+
+TEST_CASE("master status: the ring's bottleneck is its slowest measured hop; shared memory never is one",
+          "[master][status]") {
+  Fixture f;
+  f.ring_of(3);
+  const std::vector<PeerId> ring = f.state.ring(0);
+  auto report = [&](ConnId conn, PeerId from, PeerId to, uint64_t goodput, uint8_t shared_memory = 0) {
+    LinkEntry e;
+    e.from_peer = from;
+    e.to_peer = to;
+    e.goodput_bps = goodput;
+    e.shared_memory = shared_memory;
+    e.rtt_us = 2000;
+    f.state.on_message(conn, LinkReport{{e}});
+  };
+  auto conn_of = [&](PeerId id) { return static_cast<ConnId>(std::find(ring.begin(), ring.end(), id) - ring.begin() + 1); };
+  report(conn_of(ring[0]), ring[0], ring[1], 100'000'000);
+  report(conn_of(ring[1]), ring[1], ring[2], 50'000'000);
+  CHECK_FALSE(f.state.view().groups[0].ring_bottleneck_Bps);  // a hop not measured yet
+  report(conn_of(ring[2]), ring[2], ring[0], 80'000'000);
+  RunView view = f.state.view();
+  REQUIRE(view.groups[0].ring_bottleneck_Bps);
+  CHECK(*view.groups[0].ring_bottleneck_Bps == 50'000'000);
+  REQUIRE(view.groups[0].links.size() == 3);
+  CHECK(view.groups[0].links[0].rtt_s == Approx(0.002));
+
+  report(conn_of(ring[1]), ring[1], ring[2], 0, /*shared_memory=*/1);
+  view = f.state.view();
+  REQUIRE(view.groups[0].ring_bottleneck_Bps);
+  CHECK(*view.groups[0].ring_bottleneck_Bps == 80'000'000);
+  const std::string text = metrics_text(view, f.state.stats());
+  CHECK(has_line(text, "ferry_master_ring_bottleneck_bytes_per_second{group=\"0\",order=\"chosen\"} 80000000"));
+  CHECK(text.find("ferry_master_link_shared_memory{from=\"" + std::to_string(ring[1])) != std::string::npos);
+}

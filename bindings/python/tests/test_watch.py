@@ -90,7 +90,11 @@ def test_status_and_metrics_follow_a_run(watched):
         assert any(h["kind"] == "all_reduce" and h["result"] == "ok" and h["bytes"] == 4096 * 4
                    for h in doc["history"])
         assert sum(e["kind"] == "join" for e in doc["events"]) == 3
+        # Peers report their links after collectives (at most once a second): on one host, shared memory.
+        links = wait_for("the ring's links in /status", lambda: status(base)["groups"][0]["links"])
+        assert all(link["shared_memory"] and not link["unreachable"] for link in links), links
         text = get(base + "metrics")
+        assert 'ferry_master_link_shared_memory{' in text
         assert '# TYPE ferry_master_collectives_total counter' in text
         assert 'ferry_master_collectives_total{group="0",kind="all_reduce",result="ok"}' in text
         assert 'ferry_master_peers{group="0",state="member"} 3' in text
