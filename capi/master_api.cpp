@@ -50,6 +50,10 @@ ferry_result ferry_master_create_with(const ferry_master_params* params, ferry_m
     options.secret = ferry::load_run_secret(p.secret_file);
     options.transport = ferry::capi::tls_transport_from(p.tls_cert_file, p.tls_key_file, p.tls_ca_file,
                                                         /*ca_required=*/false);
+    if (p.http_address) {
+      if (!*p.http_address) throw Error(Errc::invalid_argument, "http_address is empty (NULL: no HTTP endpoint)");
+      options.http_address = p.http_address;
+    }
     auto master = std::make_unique<ferry_master>();
     master->server = std::make_unique<ferry::master::MasterServer>(options);
     *out = master.release();
@@ -77,6 +81,15 @@ ferry_result ferry_master_port(const ferry_master* master, uint16_t* port) {
     require(master, "master");
     require(port, "port");
     *port = master->server->port();
+  });
+}
+
+ferry_result ferry_master_http_port(const ferry_master* master, uint16_t* port) {
+  return guarded([&] {
+    require(master, "master");
+    require(port, "port");
+    *port = master->server->http_port();
+    if (*port == 0) throw Error(Errc::invalid_usage, "this master has no HTTP endpoint (ferry_master_params.http_address)");
   });
 }
 

@@ -27,3 +27,7 @@ endif()
 if(FERRY_BUILD_TESTS)
   find_package(Catch2 2 REQUIRED)
 endif()
+# The master's /status is JSON (nlohmann/json: nlohmann-json3-dev, also the WAN
+# emulator's topology files) and its /metrics Prometheus' text format (prometheus-cpp-dev).
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(prometheus-cpp REQUIRED COMPONENTS core)

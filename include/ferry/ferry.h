@@ -204,6 +204,14 @@ typedef struct ferry_master_params {
      links they use after their collectives, at most once a second each.
      1000..86400000, default 600000 (10 min). */
   uint32_t link_max_age_ms;
+  /* "HOST:PORT" of a read-only HTTP endpoint for the people watching the
+     run (added in 0.3; README, "Watching a run"): /metrics (Prometheus),
+     /status (JSON) and / (a live dashboard page). A port alone ("9100")
+     binds to loopback; PORT 0 picks a free port (ferry_master_http_port).
+     It never shows the run secret, keys or tensor contents; a slow or
+     hostile HTTP client cannot delay the run's coordination. NULL (default):
+     none. Borrowed during ferry_master_create_with only. */
+  const char* http_address;
 } ferry_master_params;
 
 FERRY_API void ferry_master_params_init(ferry_master_params* params);
@@ -225,6 +233,11 @@ FERRY_API ferry_result ferry_master_run(ferry_master* master);
 /* The port the master listens on (useful after asking for port 0).
    Errors: FERRY_ERR_INVALID_ARGUMENT (NULL). */
 FERRY_API ferry_result ferry_master_port(const ferry_master* master, uint16_t* port);
+
+/* The port of the HTTP endpoint (ferry_master_params.http_address).
+   Errors: FERRY_ERR_INVALID_ARGUMENT (NULL), FERRY_ERR_INVALID_USAGE (the
+   master has no HTTP endpoint). */
+FERRY_API ferry_result ferry_master_http_port(const ferry_master* master, uint16_t* port);
 
 /* Stops serving: closes every connection (peers see FERRY_ERR_MASTER_LOST)
    and joins the serving thread; the first time after ferry_master_run, it logs

@@ -21,12 +21,10 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/float_bits.h"
+#include "core/float_environment.h"
 #include "core/half.h"
 #include "core/quant_kernels.h"
-
-#if defined(__SSE__)
-#include <xmmintrin.h>
-#endif
 
 static_assert(std::endian::native == std::endian::little,
               "the quantized wire format is little-endian; add byte swaps for this target");
@@ -35,33 +33,6 @@ namespace ferry {
 namespace {
 
 constexpr std::array<std::string_view, kQuantCount> kQuantNames = {"none", "u8", "i8", "f16", "bf16", "u4"};
-
-// Sets the SSE control register to its default for the lifetime of a codec
-// call: round to nearest even, no flush-to-zero / denormals-are-zero, all
-// exceptions masked (quant.h says why). The work itself runs in functions the
-// compiler cannot move across _mm_setcsr (calls through the kernel table, or
-// [[gnu::noinline]] drivers).
-class DefaultFloatEnvironment {
- public:
-#if defined(__SSE__)
-  DefaultFloatEnvironment() : saved_(_mm_getcsr()) {
-    constexpr unsigned kControlBits = 0xffc0;  // everything but the sticky status flags
-    constexpr unsigned kDefault = 0x1f80;      // exceptions masked, nearest, FTZ and DAZ off
-    changed_ = (saved_ & kControlBits) != kDefault;
-    if (changed_) _mm_setcsr(kDefault | (saved_ & ~kControlBits));
-  }
-  ~DefaultFloatEnvironment() {
-    if (changed_) _mm_setcsr(saved_);
-  }
-
- private:
-  unsigned saved_;
-  bool changed_;
-#endif
- public:
-  DefaultFloatEnvironment(const DefaultFloatEnvironment&) = delete;
-  DefaultFloatEnvironment& operator=(const DefaultFloatEnvironment&) = delete;
-};
 
 void check_spec(QuantSpec spec) {
   if (quant_spec_valid(spec)) return;
@@ -76,15 +47,6 @@ bool is_affine(Quant kind) { return kind == Quant::u8 || kind == Quant::i8 || ki
 
 template <class T>
 constexpr size_t kMetaBytes = 2 * sizeof(T);
-
-template <class T>
-T quiet_nan() {
-  if constexpr (sizeof(T) == 4) {
-    return std::bit_cast<T>(uint32_t{0x7fc00000});
-  } else {
-    return std::bit_cast<T>(uint64_t{0x7ff8000000000000});
-  }
-}
 
 template <class T>
 std::string describe(T v) {

@@ -25,7 +25,9 @@ std::string quant_text(uint8_t raw, uint32_t block) {
   return text;
 }
 
-std::string kind_text(uint8_t raw) {
+}  // namespace
+
+std::string collective_kind_name(uint8_t raw) {
   switch (static_cast<wire::CollectiveKind>(raw)) {
     case wire::CollectiveKind::allreduce: return "all_reduce";
     case wire::CollectiveKind::shared_state: return "sync_shared_state";
@@ -35,12 +37,10 @@ std::string kind_text(uint8_t raw) {
   return "collective kind " + std::to_string(raw);
 }
 
-}  // namespace
-
 std::string describe_collective(const wire::CollectiveBegin& b) {
   if (b.kind == static_cast<uint8_t>(wire::CollectiveKind::broadcast))
     return "broadcast(" + std::to_string(b.count) + " bytes, root " + std::to_string(b.root) + ")";
-  if (b.kind != static_cast<uint8_t>(wire::CollectiveKind::allreduce)) return kind_text(b.kind);
+  if (b.kind != static_cast<uint8_t>(wire::CollectiveKind::allreduce)) return collective_kind_name(b.kind);
   return "all_reduce(count " + std::to_string(b.count) + ", " + dtype_text(b.dtype) + ", " + op_text(b.op) + ", tag " +
          std::to_string(b.tag) + ", " + quant_text(b.quant, b.quant_block) + ")";
 }
@@ -50,7 +50,7 @@ std::string collective_differences(const wire::CollectiveBegin& a, const wire::C
   auto differ = [&](bool same, const std::string& what) {
     if (!same) parts.push_back(what);
   };
-  differ(a.kind == b.kind, "kind " + kind_text(a.kind) + " vs " + kind_text(b.kind));
+  differ(a.kind == b.kind, "kind " + collective_kind_name(a.kind) + " vs " + collective_kind_name(b.kind));
   if (a.kind == b.kind && a.kind == static_cast<uint8_t>(wire::CollectiveKind::broadcast)) {
     differ(a.count == b.count, "bytes " + std::to_string(a.count) + " vs " + std::to_string(b.count));
     differ(a.root == b.root, "root " + std::to_string(a.root) + " vs " + std::to_string(b.root));

@@ -8,6 +8,9 @@
 
 namespace ferry::master {
 
+// "all_reduce", "sync_shared_state", "barrier", "broadcast"; else "collective kind N".
+std::string collective_kind_name(uint8_t kind);
+
 // "all_reduce(count 8, f32, sum, tag 0, quant none)", "broadcast(64 bytes, root 0)",
 // "barrier" or "sync_shared_state";
 // a value no enum knows (a newer or broken peer) is shown as its number.

@@ -42,6 +42,15 @@ bool LinkMatrix::any_unreachable(const std::vector<uint64_t>& members) const {
                      [&](const auto& kv) { return member(kv.first.first) && member(kv.first.second); });
 }
 
+std::vector<std::pair<uint64_t, uint64_t>> LinkMatrix::unreachable_pairs(size_t limit) const {
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  for (const auto& [pair, until] : unreachable_) {
+    if (out.size() >= limit) break;
+    out.push_back(pair);
+  }
+  return out;
+}
+
 bool LinkMatrix::retry_due(const std::vector<uint64_t>& members) const {
   auto member = [&](uint64_t id) { return std::find(members.begin(), members.end(), id) != members.end(); };
   return std::any_of(failures_.begin(), failures_.end(), [&](const auto& kv) {

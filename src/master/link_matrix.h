@@ -69,6 +69,8 @@ class LinkMatrix {
   // At most `limit` entries, in (from, to) order, each with its age at now_ms.
   std::vector<wire::LinkEntry> entries(uint64_t now_ms, size_t limit) const;
   size_t size() const { return cells_.size(); }
+  // The ordered pairs unreachable now (call expire first), at most `limit`.
+  std::vector<std::pair<uint64_t, uint64_t>> unreachable_pairs(size_t limit) const;
   // Whether the matrix holds a measurement of from -> to, or knows it
   // unreachable (call expire first for a current answer).
   bool has(uint64_t from, uint64_t to) const { return cells_.count({from, to}) > 0 || unreachable_.count({from, to}) > 0; }

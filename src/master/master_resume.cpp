@@ -74,6 +74,7 @@ void MasterState::on_resume(ConnId conn, const wire::Hello& hello, uint32_t hear
 
   Peer& peer = add_peer(conn, hello, id, heartbeat_timeout_ms);
   ++stats_.resumes;
+  journal_.event(now_ms_, "resume", hello.peer_group, id, who(id) + " resumed after a master restart");
   peer.phase = Phase::accepted;
   next_peer_id_ = std::max(next_peer_id_, id + 1);
   next_epoch_ = std::max(next_epoch_, epoch + 1);

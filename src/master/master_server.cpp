@@ -39,6 +39,7 @@ MasterServer::MasterServer(MasterServerOptions options)
       "master", options_.strangers.value_or(net::StrangerLimits::within(fds.soft)));
   listener_ = net::Listener::bind(io_.get_executor(), options_.listen_host, options_.listen_port,
                                   options_.listen_port);
+  if (!options_.http_address.empty()) http_ = std::make_unique<MasterHttp>(options_.http_address);
 }
 
 MasterServer::~MasterServer() { stop(); }
@@ -51,12 +52,18 @@ void MasterServer::start() {
   listener_->start(strangers_, [this](asio::ip::tcp::socket socket, std::shared_ptr<net::StrangerGate::Pass> pass) {
     on_accept(std::move(socket), std::move(pass));
   });
-  asio::post(io_, [this] { arm_tick(); });
+  started_ms_ = now_ms();
+  asio::post(io_, [this] {
+    publish();
+    arm_tick();
+  });
+  if (http_) http_->start();
   thread_ = std::thread([this] { serve(); });
   const net::StrangerLimits& caps = strangers_->limits();
   const std::string listening = net::Endpoint{options_.listen_host, port()}.to_string();
   log().info("master listening on {} ({}); open-file limit {}; at most {} unwelcomed connections ({} per source)",
              listening, options_.transport->name(), net::raise_fd_limit().soft, caps.total, caps.per_source);
+  if (http_) log().info("dashboard at {} (metrics at {}metrics, status at {}status)", http_url(), http_url(), http_url());
   // Here, not in ferry-master, so that a master made through the C API or Python warns alike.
   if (!options_.secret && !is_loopback(options_.listen_host))
     log().warn("listening on {} without a run secret: anyone who can reach this port can join the run, read its "
@@ -97,8 +104,23 @@ void MasterServer::arm_tick() {
     if (ec || stopped_) return;
     state_.on_tick(now_ms());
     apply_effects();
+    publish();
     arm_tick();
   });
+}
+
+void MasterServer::publish() {
+  if (!http_) return;
+  state_.advance_clock(now_ms());
+  auto snapshot = std::make_shared<RunSnapshot>();
+  snapshot->view = state_.view();
+  snapshot->stats = state_.stats();
+  snapshot->journal = state_.journal();
+  snapshot->context.listen = net::Endpoint{options_.listen_host, port()}.to_string();
+  snapshot->context.now_unix =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  snapshot->context.started_ms = started_ms_;
+  http_->publish(std::move(snapshot));
 }
 
 void MasterServer::stop() {
@@ -114,6 +136,7 @@ void MasterServer::stop() {
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   io_.stop();
   if (thread_.joinable()) thread_.join();
+  if (http_) http_->stop();
   // The serving thread has ended: the state is this thread's now.
   log().info("{}", summary_line(state_.stats(), std::chrono::duration_cast<std::chrono::milliseconds>(
                                                     std::chrono::steady_clock::now() - started_at_)));

@@ -14,6 +14,7 @@
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
 
+#include "master/master_http.h"
 #include "master/master_state.h"
 #include "net/frame_connection.h"
 #include "net/listener.h"
@@ -37,6 +38,10 @@ struct MasterServerOptions {
   // exception escaped a handler). By then every connection and the listener
   // are closed: peers see the master lost at once rather than a deaf master.
   std::function<void(const std::string& reason)> on_failure;
+  // "HOST:PORT" of the read-only HTTP endpoint for people watching the run
+  // (master_http.h: /metrics, /status, the dashboard); a port alone binds to
+  // loopback. Empty (default): none.
+  std::string http_address;
 };
 
 class MasterServer {
@@ -48,6 +53,9 @@ class MasterServer {
   MasterServer& operator=(const MasterServer&) = delete;
 
   uint16_t port() const { return listener_->port(); }
+  // The HTTP endpoint's port and the dashboard's URL; 0 and "" without one.
+  uint16_t http_port() const { return http_ ? http_->port() : 0; }
+  std::string http_url() const { return http_ ? http_->url() : std::string(); }
   // Starts the serving thread. Throws Error(Errc::invalid_usage) if called twice.
   void start();
   // Closes every connection, joins the thread and logs, at info, the run's
@@ -69,12 +77,16 @@ class MasterServer {
   void apply_effects();
   // Twice a second: the state's deadlines that no message brings up.
   void arm_tick();
+  // Hands the HTTP endpoint a fresh snapshot of the run (serving thread only).
+  void publish();
 
   MasterServerOptions options_;
   asio::io_context io_;
   asio::steady_timer tick_{io_};  // only on the serving thread
   std::shared_ptr<net::Listener> listener_;
   std::shared_ptr<net::StrangerGate> strangers_;
+  std::unique_ptr<MasterHttp> http_;    // null without options_.http_address
+  uint64_t started_ms_ = 0;             // the state's clock at start, for the uptime it shows
   std::thread thread_;
   bool started_ = false;                // only on the owner's thread (start/stop)
   std::chrono::steady_clock::time_point started_at_;  // likewise: the summary's run time

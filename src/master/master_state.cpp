@@ -33,7 +33,11 @@ void MasterState::on_connected(ConnId conn, const std::string& remote_host, cons
 }
 
 void MasterState::on_disconnected(ConnId conn, const std::string& reason) {
-  if (auto it = connections_.find(conn); it != connections_.end() && it->second.peer) ++stats_.lost;
+  if (auto it = connections_.find(conn); it != connections_.end() && it->second.peer) {
+    ++stats_.lost;
+    const PeerId id = *it->second.peer;
+    journal_.event(now_ms_, "lost", peers_.at(id).group, id, who(id) + " lost: " + reason);
+  }
   drop_connection(conn, reason);
   forget_idle_groups();
 }
@@ -63,6 +67,7 @@ void MasterState::dispatch(ConnId conn, const wire::Message& message) {
                     wire::message_type_name(static_cast<uint16_t>(wire::message_type(message))));
   }
   Peer& peer = peers_.at(*cit->second.peer);
+  peer.heard_ms = now_ms_;
   std::visit(
       [&](const auto& m) {
         using M = std::decay_t<decltype(m)>;
@@ -111,6 +116,7 @@ void MasterState::on_hello(ConnId conn, const wire::Hello& hello) {
   ++pending_by_source_[peer.source];
   log().info("join: {} (group {}, p2p {}:{}, {} connections) is pending", peer_name(peer.id),
                group.id, peer.endpoint.host, peer.endpoint.port, peer.connections);
+  journal_.event(now_ms_, "join", group.id, peer.id, who(peer.id) + " joined group " + std::to_string(group.id));
   // Nobody to ask: an empty group admits its first peers at once.
   if (group.ring.empty() && !group.proposal) return start_proposal(group);
   maybe_complete_votes(group);  // a vote held until enough newcomers wait may be decided now
@@ -125,6 +131,7 @@ MasterState::Peer& MasterState::add_peer(ConnId conn, const wire::Hello& hello, 
   peer.connections = hello.p2p_connections;
   peer.source = c.remote_host;
   peer.silent_link_ms = hello.silent_link_ms;
+  peer.joined_ms = peer.heard_ms = now_ms_;
   peer.endpoint.peer_id = peer.id;
   peer.endpoint.host = hello.advertised_host.empty() ? c.remote_host : hello.advertised_host;
   peer.endpoint.port = hello.advertised_port;
@@ -189,6 +196,7 @@ void MasterState::handle(Peer& peer, const wire::Hello&) {
 
 void MasterState::handle(Peer& peer, const wire::Leave&) {
   ++stats_.left;
+  journal_.event(now_ms_, "leave", peer.group, peer.id, who(peer.id) + " left");
   remove_peer(peer.id, "left");
 }
 
@@ -617,6 +625,9 @@ void MasterState::maybe_commit_proposal(Group& group) {
   group.reroutes = 0;
   group.resume.reset();
   log().info("phase: group {} committed epoch {}: ring of {}", group.id, group.epoch, group.ring.size());
+  journal_.event(now_ms_, "epoch", group.id, std::nullopt,
+                 "group " + std::to_string(group.id) + " committed epoch " + std::to_string(group.epoch) + ": ring of " +
+                     std::to_string(group.ring.size()));
   send_all(group.ring, done_message(group));
 }
 
@@ -779,7 +790,12 @@ void MasterState::handle(Peer& peer, const wire::CollectiveEnd& m) {
 
 void MasterState::commit_collective(Group& group, std::map<uint32_t, Collective>::iterator it) {
   const Collective& c = it->second;
+  if (c.elected_revision && c.elected_revision != group.shared_revision)
+    journal_.event(now_ms_, "revision", group.id, std::nullopt,
+                   "group " + std::to_string(group.id) + " shared state at revision " +
+                       std::to_string(*c.elected_revision));
   if (c.elected_revision) group.shared_revision = c.elected_revision;
+  record_verdict(group, c, Errc::ok);
   ++stats_.committed;
   if (!c.sync_begins.empty()) {
     ++stats_.syncs_committed;
@@ -795,6 +811,31 @@ void MasterState::commit_collective(Group& group, std::map<uint32_t, Collective>
                 c.last_end_ms - c.go_ms, now_ms_ - c.last_end_ms);
   send_all(group.ring, wire::CollectiveResult{group.epoch, it->first, 0, ""});
   erase_collective(group, it);
+}
+
+void MasterState::record_verdict(const Group& group, const Collective& c, Errc result) {
+  CollectiveRecord r;
+  r.at_ms = now_ms_;
+  r.group = group.id;
+  r.result = result;
+  if (!c.begins.empty()) {
+    r.kind = c.begins.begin()->second.kind;
+    r.bytes = c.sync_begins.empty() ? collective_bytes(c.begins.begin()->second)
+                                    : sync_fetch_bytes(c.sync_begins.begin()->second.tensors, c.plans);
+  }
+  // An abort has the phases it reached; the one it was in runs until now.
+  const uint64_t go = c.go_sent ? c.go_ms : now_ms_;
+  r.start_ms = go - std::min(go, c.first_begin_ms);
+  if (c.go_sent) {
+    const uint64_t last_end = c.ended_ok.size() == group.ring.size() ? c.last_end_ms : now_ms_;
+    r.transfer_ms = last_end - std::min(last_end, c.go_ms);
+    r.commit_ms = now_ms_ - std::min(now_ms_, last_end);
+  }
+  stats_.record(r);
+  journal_.collective(r);
+  for (const auto& [id, begin] : c.begins)
+    if (auto it = peers_.find(id); it != peers_.end())
+      ++(result == Errc::ok ? it->second.collectives_ok : it->second.collectives_failed);
 }
 
 std::string MasterState::collective_text(const Collective& c) {
@@ -817,6 +858,10 @@ void MasterState::abort_collective(Group& group, uint32_t seq, Errc code, const 
   c.verdict = wire::CollectiveResult{group.epoch, seq, static_cast<uint32_t>(code), wire::bounded_reason(reason)};
   group.failed_in_epoch = true;
   ++stats_.aborted_by_result[static_cast<size_t>(code)];
+  record_verdict(group, c, code);
+  journal_.event(now_ms_, "abort", group.id, std::nullopt,
+                 "group " + std::to_string(group.id) + " collective " + std::to_string(seq) + " aborted, " +
+                     std::string(errc_name(code)) + ": " + reason);
   // The one line per outcome that is not a success (a verdict is given once: see above).
   if (log().should_log(spdlog::level::info))
     log().info("collective: group {} epoch {} collective {} ({}) aborted, {}: {}", group.id, group.epoch, seq,
@@ -920,6 +965,8 @@ void MasterState::kick(ConnId conn, Errc code, const std::string& reason) {
   if (it->second.peer) {
     ++stats_.kicked;
     log().warn("kick: {}: {}", who(*it->second.peer), reason);
+    const PeerId id = *it->second.peer;
+    journal_.event(now_ms_, "kick", peers_.at(id).group, id, who(id) + " kicked: " + reason);
   } else if (uint64_t events = stranger_kicks_log_.admit(LogThrottle::Clock::time_point(std::chrono::milliseconds(now_ms_)))) {
     // Strangers come in storms: one line a second stands for all of them.
     log().warn("kick: {} connection(s) before their hello; last from {}: {}", events, it->second.remote_host, reason);

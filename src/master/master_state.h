@@ -74,6 +74,8 @@
 #include "master/probe_plan.h"
 #include "master/ring_choice.h"
 #include "master/ring_verdict.h"
+#include "master/run_journal.h"
+#include "master/run_view.h"
 #include "wire/messages.h"
 
 namespace ferry::master {
@@ -217,6 +219,11 @@ class MasterState {
   uint64_t backoff_until(const std::string& host) const;
   // What it counted since it started (master_stats.h): verdicts, bytes, joins and leaves.
   const MasterStats& stats() const { return stats_; }
+  // The run for the people watching it (run_view.h; master_view.cpp): O(peers
+  // + links + open collectives). Non-const: stale link measurements expire first.
+  RunView view();
+  // The last events and collectives (run_journal.h).
+  const RunJournal& journal() const { return journal_; }
 
  private:
   enum class Phase { pending, accepted };
@@ -233,6 +240,10 @@ class MasterState {
     uint32_t open_syncs = 0;         // ... of which shared-state syncs
     uint32_t silent_link_ms = 0;     // its hello's: when it answers a proposal at the latest
     const char* voted_in = "";       // the call of its last vote or pending query, for messages
+    uint64_t joined_ms = 0;          // on the state's clock: its hello, and its last message
+    uint64_t heard_ms = 0;
+    uint64_t collectives_ok = 0;     // verdicts of collectives it began
+    uint64_t collectives_failed = 0;
   };
 
   struct Proposal {
@@ -398,6 +409,10 @@ class MasterState {
   // The members of `group` that `has` lacks, named by who(); "" when none.
   std::string members_without(const Group& group, const std::function<bool(PeerId)>& has) const;
   wire::TopologyDone done_message(const Group& group) const;
+  // A verdict for the journal and the stats (and each member's counts).
+  void record_verdict(const Group& group, const Collective& c, Errc result);
+  // The smallest bandwidth along `order` as a ring; unset unless every hop is measured (master_view.cpp).
+  std::optional<double> bottleneck_of(Group& group, const std::vector<PeerId>& order);
 
   MasterLimits limits_;
   std::optional<RunSecret> secret_;
@@ -410,6 +425,7 @@ class MasterState {
   uint64_t now_ms_ = 0;
   LogThrottle stranger_kicks_log_;  // on the state's clock, like everything else here
   MasterStats stats_;
+  RunJournal journal_;
   PeerId next_peer_id_ = 1;
   uint64_t next_epoch_ = 1;
   Effects effects_;

@@ -8,6 +8,32 @@
 
 namespace ferry::master {
 
+void Histogram::observe(double value) {
+  const size_t bucket = static_cast<size_t>(std::lower_bound(bounds.begin(), bounds.end(), value) - bounds.begin());
+  ++counts[bucket];
+  sum += value;
+  ++count;
+}
+
+std::vector<double> MasterStats::phase_bounds() {
+  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
+}
+
+std::vector<double> MasterStats::byte_bounds() {
+  std::vector<double> bounds;
+  for (double b = 1024; b <= 4.0 * 1024 * 1024 * 1024; b *= 4) bounds.push_back(b);
+  return bounds;
+}
+
+void MasterStats::record(const CollectiveRecord& r) {
+  ++collectives[{r.group, r.kind, static_cast<uint8_t>(r.result)}];
+  if (r.result != Errc::ok) return;
+  start_seconds.observe(static_cast<double>(r.start_ms) / 1000);
+  transfer_seconds.observe(static_cast<double>(r.transfer_ms) / 1000);
+  commit_seconds.observe(static_cast<double>(r.commit_ms) / 1000);
+  if (r.bytes) bytes_per_collective.observe(static_cast<double>(r.bytes));
+}
+
 uint64_t MasterStats::aborted() const {
   return std::accumulate(aborted_by_result.begin(), aborted_by_result.end(), uint64_t{0});
 }

@@ -10,12 +10,36 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
+#include "master/run_journal.h"
 #include "wire/messages.h"
 
 namespace ferry::master {
+
+// Counts of observations at or below each upper bound (the last bucket:
+// above every bound), their sum and number: what a Prometheus histogram
+// exports. The buckets are allocated once; observe() allocates nothing.
+struct Histogram {
+  explicit Histogram(std::vector<double> upper_bounds)
+      : bounds(std::move(upper_bounds)), counts(bounds.size() + 1, 0) {}
+  void observe(double value);
+
+  std::vector<double> bounds;   // ascending
+  std::vector<uint64_t> counts; // per bucket, not cumulative
+  double sum = 0;
+  uint64_t count = 0;
+};
+
+// Collectives with a verdict, by group, kind (wire::CollectiveKind) and result (Errc).
+struct CollectiveKey {
+  uint32_t group = 0;
+  uint8_t kind = 0;
+  uint8_t result = 0;
+  auto operator<=>(const CollectiveKey&) const = default;
+};
 
 struct MasterStats {
   // Collectives with a verdict (all-reduces and shared-state syncs alike).
@@ -41,7 +65,22 @@ struct MasterStats {
   uint64_t lost = 0;
   uint64_t kicked = 0;
 
+  // Of the committed collectives: each phase's duration (run_journal.h:
+  // CollectiveRecord), in seconds, and one member's bytes (all-reduces and
+  // broadcasts; a sync's fetched bytes).
+  Histogram start_seconds{phase_bounds()};
+  Histogram transfer_seconds{phase_bounds()};
+  Histogram commit_seconds{phase_bounds()};
+  Histogram bytes_per_collective{byte_bounds()};
+  // Every verdict. A new entry per group, kind and result seen, so bounded by the groups a run has.
+  std::map<CollectiveKey, uint64_t> collectives;
+
   uint64_t aborted() const;
+  // Counts a verdict: the map above always, the histograms when it committed.
+  void record(const CollectiveRecord& record);
+
+  static std::vector<double> phase_bounds();  // 1 ms .. 2 min
+  static std::vector<double> byte_bounds();   // 1 KiB .. 4 GiB
 };
 
 // Bytes one member contributes to a collective: an all-reduce's count x dtype

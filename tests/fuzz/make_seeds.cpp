@@ -2,14 +2,16 @@
 // that fuzzing starts from frames, runs and chunks the real code produces.
 // Built and run at build time: the seeds follow the wire format as it changes.
 //
-//   ferry_fuzz_seeds OUT_DIR   ->   OUT_DIR/{wire,master,quant,http}/seed-NNN
+//   ferry_fuzz_seeds OUT_DIR   ->   OUT_DIR/{wire,master,quant,int_quant,http}/seed-NNN
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "core/int_quant.h"
 #include "core/quant.h"
 #include "master_program.h"
 #include "wire/chunk_header.h"
@@ -169,6 +171,49 @@ void quant_seeds(SeedDir out) {
       }
 }
 
+// Valid partials of 1, 3 and 8 contributions for fuzz_int_quant, with the
+// scales they were made with (one non-finite block).
+template <class T>
+void int_quant_seed(SeedDir& out, IntQuantKind kind, uint32_t block, size_t count, uint32_t contributors) {
+  const IntQuantSpec spec{kind, block};
+  std::vector<T> values(count);
+  for (size_t i = 0; i < count; ++i) values[i] = static_cast<T>(std::sin(0.1 * static_cast<double>(i)) * 10.0);
+  if (count > 5) values[5] = static_cast<T>(NAN);
+  std::vector<T> absmax(int_quant_block_count(spec, count), T(0));
+  int_quant_absmax(spec, values.data(), count, 0, absmax.data());
+  std::vector<uint8_t> partial(int_quant_packed_bytes(spec, count, 1));
+  int_quant_encode(spec, 0, absmax.data(), 0, values.data(), count, partial.data());
+  for (uint32_t k = 1; k < contributors; ++k) {
+    std::vector<uint8_t> next(int_quant_packed_bytes(spec, count, k + 1));
+    (void)int_quant_encode_add(spec, k, absmax.data(), 0, values.data(), count, partial.data(), partial.size(), k,
+                               next.data());
+    partial = std::move(next);
+  }
+  const auto flags = static_cast<uint8_t>((kind == IntQuantKind::i4h ? 1 : 0) | (sizeof(T) == 8 ? 2 : 0) | 4);
+  const auto b = static_cast<uint16_t>(block - 1);
+  const auto k = static_cast<uint16_t>(contributors - 1);
+  std::vector<uint8_t> seed{flags,
+                            static_cast<uint8_t>(b),
+                            static_cast<uint8_t>(b >> 8),
+                            static_cast<uint8_t>(count),
+                            static_cast<uint8_t>(count >> 8),
+                            static_cast<uint8_t>(k),
+                            static_cast<uint8_t>(k >> 8)};
+  std::vector<uint8_t> scales(absmax.size() * sizeof(T));
+  std::memcpy(scales.data(), absmax.data(), scales.size());
+  out.write(cat(cat(seed, scales), partial));
+}
+
+void int_quant_seeds(SeedDir out) {
+  for (IntQuantKind kind : {IntQuantKind::i8h, IntQuantKind::i4h})
+    for (uint32_t block : {1u, 7u, 256u})
+      for (size_t count : {size_t{0}, size_t{1}, size_t{300}})
+        for (uint32_t contributors : {1u, 3u, 8u}) {
+          int_quant_seed<float>(out, kind, block, count, contributors);
+          if (block == 7) int_quant_seed<double>(out, kind, block, count, contributors);
+        }
+}
+
 }  // namespace
 
 // fuzz_http_request's format: u16 where the first read ends, then a request head.
@@ -192,6 +237,7 @@ int main(int argc, char** argv) {
   wire_seeds(SeedDir(root / "wire"));
   master_seeds(SeedDir(root / "master"));
   quant_seeds(SeedDir(root / "quant"));
+  int_quant_seeds(SeedDir(root / "int_quant"));
   http_seeds(SeedDir(root / "http"));
   return 0;
 }

@@ -23,6 +23,11 @@ inline constexpr bool kProbesMemoryThroughPipes = true;  // ASan, and UBSan besi
 inline constexpr bool kProbesMemoryThroughPipes = false;
 #endif
 
+// Sanitized builds run several times slower. Tests that sweep world sizes or
+// element counts run a subset there (the sizes where the code paths differ);
+// the Release build runs every one.
+inline constexpr bool kSanitized = kReservesAddressSpace;
+
 inline void report_skipped(const char* why) { WARN("FERRY_TEST_SKIPPED: " << why); }
 
 }  // namespace ferry::test

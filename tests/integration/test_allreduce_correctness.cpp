@@ -13,6 +13,7 @@
 #include "core/half.h"
 #include "core/hash.h"
 #include "harness.h"
+#include "sanitized_build.h"
 
 using namespace ferry::test;
 
@@ -168,7 +169,8 @@ struct Case {
 
 std::vector<Case> all_cases() {
   // 0 (no-op), 1, fewer elements than peers, primes, and sizes that span many chunks.
-  const size_t counts[] = {0, 1, 3, 7, 1009, 65537};
+  const std::vector<size_t> counts = ferry::test::kSanitized ? std::vector<size_t>{0, 1, 7, 65537}
+                                                              : std::vector<size_t>{0, 1, 3, 7, 1009, 65537};
   std::vector<Case> cases;
   bool in_place = false;
   for (int t = FERRY_U8; t <= FERRY_F64; ++t)
@@ -189,6 +191,7 @@ TEST_CASE("allreduce: every dtype x op x awkward count is correct and bit-identi
   const uint32_t connections = GENERATE(1, 3);
   CAPTURE(wire_name(wire), peers, connections);
   if (wire != Wire::plain && peers % 2 == 0) return;  // TLS, shared memory: the odd world sizes are enough
+  if (ferry::test::kSanitized && peers != 2 && peers != 5) return;  // a ring of two, and one of uneven segments
   WireScope scope(wire);
   EmbeddedMaster master;
   const auto cases = all_cases();

@@ -69,6 +69,11 @@ int main(int argc, char** argv) {
                  "peers for no certificate and membership rests on --secret-file")
       ->check(CLI::ExistingFile)
       ->needs(cert_option);
+  std::string http;
+  app.add_option("--http", http,
+                 "HOST:PORT (or PORT: loopback only) of a read-only HTTP endpoint for people watching the run: "
+                 "/ (a live dashboard), /status (JSON), /metrics (Prometheus). Never shows the secret, keys or "
+                 "tensors; off by default");
   cert_option->needs(key_option);
   key_option->needs(cert_option);
   const std::string version =
@@ -106,6 +111,7 @@ int main(int argc, char** argv) {
     options.limits.order_rings_by_links = ring_order == "best";
     options.limits.max_pending_per_source = max_pending_per_source;
     options.strangers = strangers;
+    options.http_address = http;
     // The serving thread cannot end the process itself; it wakes the sigwait below.
     options.on_failure = [main_thread = pthread_self()](const std::string&) { pthread_kill(main_thread, kServerFailed); };
     options.secret = ferry::load_run_secret(secret_file.c_str());
@@ -122,6 +128,7 @@ int main(int argc, char** argv) {
     // the address can be pasted into a peer's master_address as it stands.
     const ferry::net::Endpoint bound{endpoint->host, server.port()};
     std::printf("ferry-master listening on %s\n", bound.to_string().c_str());
+    if (!http.empty()) std::printf("ferry-master dashboard at %s\n", server.http_url().c_str());
     std::fflush(stdout);
     int signal = 0;
     sigwait(&stop_signals, &signal);

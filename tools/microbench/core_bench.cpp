@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/half.h"
+#include "core/int_quant.h"
 #include "core/quant.h"
 #include "core/quant_kernels.h"
 #include "core/reduce.h"
@@ -197,6 +198,122 @@ FERRY_QUANT_BENCH(u4, avx512);
 // f16/bf16 use half.h's conversions whatever the path.
 FERRY_QUANT_BENCH(f16, scalar);
 FERRY_QUANT_BENCH(bf16, scalar);
+
+
+// ---- integer-domain quantization (int_quant.h), 64 MiB of f32, block 256:
+// one peer's absmax, its encode (what the first hop sends), a reduce-scatter
+// hop (encode-add onto a partial of 3 contributions), the integer reduce of
+// two partials of 4 contributions (no floats at all), and the owner's decode
+// of a sum of 8. Bytes count the f32 data, as above.
+
+using ferry::IntQuantKind;
+using ferry::IntQuantSpec;
+using ferry::IntRounding;
+
+std::vector<float> agreed_absmax(IntQuantSpec spec) {
+  std::vector<float> absmax(ferry::int_quant_block_count(spec, kConvertCount), 0.0f);
+  ferry::int_quant_absmax(spec, normal_floats(1).data(), kConvertCount, 0, absmax.data());
+  ferry::int_quant_absmax(spec, normal_floats(2).data(), kConvertCount, 0, absmax.data());
+  return absmax;
+}
+
+std::vector<uint8_t> int_partial(IntQuantSpec spec, const std::vector<float>& absmax, uint32_t contributors) {
+  std::vector<uint8_t> wire(ferry::int_quant_packed_bytes(spec, kConvertCount, 1));
+  ferry::int_quant_encode(spec, 1, absmax.data(), 0, normal_floats(1).data(), kConvertCount, wire.data());
+  for (uint32_t k = 1; k < contributors; ++k) {
+    std::vector<uint8_t> next(ferry::int_quant_packed_bytes(spec, kConvertCount, k + 1));
+    const float* x = normal_floats(k % 2 + 1).data();
+    (void)ferry::int_quant_encode_add(spec, k + 1, absmax.data(), 0, x, kConvertCount, wire.data(), wire.size(), k,
+                                      next.data());
+    wire = std::move(next);
+  }
+  return wire;
+}
+
+void int_quant_absmax(benchmark::State& state) {
+  const IntQuantSpec spec{IntQuantKind::i8h};
+  std::vector<float> absmax(ferry::int_quant_block_count(spec, kConvertCount));
+  for (auto _ : state) {
+    std::fill(absmax.begin(), absmax.end(), 0.0f);
+    ferry::int_quant_absmax(spec, normal_floats(1).data(), kConvertCount, 0, absmax.data());
+    benchmark::DoNotOptimize(absmax.data());
+    benchmark::ClobberMemory();
+  }
+  set_f32_bytes(state);
+}
+BENCHMARK(int_quant_absmax)->Unit(benchmark::kMillisecond);
+
+void int_quant_encode(benchmark::State& state, IntQuantKind kind, IntRounding rounding) {
+  const IntQuantSpec spec{kind, ferry::kDefaultQuantBlock, rounding, 7};
+  const std::vector<float> absmax = agreed_absmax(spec);
+  std::vector<uint8_t> wire(ferry::int_quant_packed_bytes(spec, kConvertCount, 1), 0);
+  for (auto _ : state) {
+    ferry::int_quant_encode(spec, 1, absmax.data(), 0, normal_floats(1).data(), kConvertCount, wire.data());
+    benchmark::DoNotOptimize(wire.data());
+    benchmark::ClobberMemory();
+  }
+  set_f32_bytes(state);
+}
+
+void int_quant_encode_add(benchmark::State& state, IntQuantKind kind, IntRounding rounding) {
+  const IntQuantSpec spec{kind, ferry::kDefaultQuantBlock, rounding, 7};
+  const std::vector<float> absmax = agreed_absmax(spec);
+  const std::vector<uint8_t> in = int_partial(spec, absmax, 3);
+  std::vector<uint8_t> out(ferry::int_quant_packed_bytes(spec, kConvertCount, 4), 0);
+  for (auto _ : state) {
+    const auto status = ferry::int_quant_encode_add(spec, 4, absmax.data(), 0, normal_floats(2).data(),
+                                                    kConvertCount, in.data(), in.size(), 3, out.data());
+    if (!status.ok()) state.SkipWithError(status.message.c_str());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  set_f32_bytes(state);
+}
+
+void int_quant_add(benchmark::State& state, IntQuantKind kind) {
+  const IntQuantSpec spec{kind};
+  const std::vector<float> absmax = agreed_absmax(spec);
+  const std::vector<uint8_t> in = int_partial(spec, absmax, 4);
+  std::vector<uint8_t> out(ferry::int_quant_packed_bytes(spec, kConvertCount, 8), 0);
+  for (auto _ : state) {
+    const auto status =
+        ferry::int_quant_add(spec, in.data(), in.size(), 4, in.data(), in.size(), 4, kConvertCount, out.data());
+    if (!status.ok()) state.SkipWithError(status.message.c_str());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  set_f32_bytes(state);
+}
+
+void int_quant_decode(benchmark::State& state, IntQuantKind kind) {
+  const IntQuantSpec spec{kind};
+  const std::vector<float> absmax = agreed_absmax(spec);
+  const std::vector<uint8_t> in = int_partial(spec, absmax, 8);
+  std::vector<float> out(kConvertCount, 0.0f);
+  for (auto _ : state) {
+    const auto status = ferry::int_quant_decode(spec, absmax.data(), 0, in.data(), in.size(), 8,
+                                                ferry::ReduceOp::avg, kConvertCount, out.data());
+    if (!status.ok()) state.SkipWithError(status.message.c_str());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  set_f32_bytes(state);
+}
+
+BENCHMARK_CAPTURE(int_quant_encode, i8h_rtn, IntQuantKind::i8h, IntRounding::nearest)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(int_quant_encode, i8h_sr, IntQuantKind::i8h, IntRounding::stochastic)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(int_quant_encode, i4h_rtn, IntQuantKind::i4h, IntRounding::nearest)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(int_quant_encode_add, i8h_rtn, IntQuantKind::i8h, IntRounding::nearest)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(int_quant_encode_add, i8h_sr, IntQuantKind::i8h, IntRounding::stochastic)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(int_quant_encode_add, i4h_rtn, IntQuantKind::i4h, IntRounding::nearest)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(int_quant_add, i8h, IntQuantKind::i8h)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(int_quant_add, i4h, IntQuantKind::i4h)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(int_quant_decode, i8h, IntQuantKind::i8h)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(int_quant_decode, i4h, IntQuantKind::i4h)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

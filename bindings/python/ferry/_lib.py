@@ -81,6 +81,7 @@ class MasterParams(ctypes.Structure):
         ("tls_key_file", ctypes.c_char_p),
         ("tls_ca_file", ctypes.c_char_p),
         ("link_max_age_ms", ctypes.c_uint32),
+        ("http_address", ctypes.c_char_p),
     ]
 
 
@@ -221,6 +222,7 @@ _SIGNATURES = {
     "ferry_master_create_with": (_R, [ctypes.POINTER(MasterParams), ctypes.POINTER(MasterPtr)]),
     "ferry_master_run": (_R, [MasterPtr]),
     "ferry_master_port": (_R, [MasterPtr, ctypes.POINTER(ctypes.c_uint16)]),
+    "ferry_master_http_port": (_R, [MasterPtr, ctypes.POINTER(ctypes.c_uint16)]),
     "ferry_master_stop": (_R, [MasterPtr]),
     "ferry_master_destroy": (None, [MasterPtr]),
     "ferry_comm_params_init": (None, [ctypes.c_void_p]),

@@ -43,17 +43,21 @@ class Master:
         tls_ca_file: PEM CA; peers must present a certificate it signed (mutual TLS).
             None: the master asks peers for no certificate (membership rests on the
             secret). Unreadable, malformed or mismatched files raise InvalidArgumentError.
+        http: ``"HOST:PORT"`` (or ``"PORT"``: loopback only) of a read-only HTTP endpoint for
+            people watching the run: ``/`` a live dashboard, ``/status`` JSON, ``/metrics``
+            Prometheus. PORT 0 picks a free port (see :attr:`http_port`). None (default): none.
     """
 
     def __init__(self, listen: str = "[::]:48148", peer_timeout_ms: Optional[int] = None,
                  secret_file: Optional[str] = None, tls_cert_file: Optional[str] = None,
-                 tls_key_file: Optional[str] = None, tls_ca_file: Optional[str] = None) -> None:
+                 tls_key_file: Optional[str] = None, tls_ca_file: Optional[str] = None,
+                 http: Optional[str] = None) -> None:
         self._ptr: Optional[_lib.MasterPtr] = None
         self._lock = threading.Lock()
         self._running = False
         lib = _lib.lib()
         params, strings = master_params(listen, peer_timeout_ms, secret_file, tls_cert_file, tls_key_file,
-                                        tls_ca_file)
+                                        tls_ca_file, http)
         ptr = _lib.MasterPtr()
         _lib.check(lib.ferry_master_create_with(ctypes.byref(params), ctypes.byref(ptr)),
                    f"ferry_master_create({listen!r})")
@@ -83,6 +87,15 @@ class Master:
         with self._lock:
             port = ctypes.c_uint16()
             _lib.check(_lib.lib().ferry_master_port(self._handle(), ctypes.byref(port)), "ferry_master_port")
+            return port.value
+
+    @property
+    def http_port(self) -> int:
+        """The HTTP endpoint's port (``http=``); InvalidUsageError without one."""
+        with self._lock:
+            port = ctypes.c_uint16()
+            _lib.check(_lib.lib().ferry_master_http_port(self._handle(), ctypes.byref(port)),
+                       "ferry_master_http_port")
             return port.value
 
     @property

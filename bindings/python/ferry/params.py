@@ -53,7 +53,8 @@ def _tls(params: Any, strings: _Strings, cert: Any, key: Any, ca: Any) -> None:
 
 
 def master_params(listen: Any, peer_timeout_ms: Optional[int], secret_file: Any, tls_cert_file: Any = None,
-                  tls_key_file: Any = None, tls_ca_file: Any = None) -> Tuple[_lib.MasterParams, _Strings]:
+                  tls_key_file: Any = None, tls_ca_file: Any = None,
+                  http: Any = None) -> Tuple[_lib.MasterParams, _Strings]:
     """A ferry_master_params; keep the second value alive until ferry_master_create_with returns."""
     strings = _Strings()
     params = _lib.defaults(_lib.MasterParams, "ferry_master_params_init")
@@ -63,6 +64,8 @@ def master_params(listen: Any, peer_timeout_ms: Optional[int], secret_file: Any,
     if secret_file is not None:
         params.secret_file = strings.path("secret_file", secret_file)
     _tls(params, strings, tls_cert_file, tls_key_file, tls_ca_file)
+    if http is not None:
+        params.http_address = strings.text("http", str(http) if isinstance(http, int) else http)
     return params, strings
 
 

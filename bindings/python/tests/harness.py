@@ -93,6 +93,7 @@ class PeerProcess:
         if not line.startswith("ready"):
             self.kill()
             raise PeerFailed(f"peer process not ready: {line!r} {self.proc.stderr.read()[-2000:]}")
+        self.peer_id = int(line.split()[2])
         return int(line.split()[1])
 
     def finish(self, timeout_s: float = 20.0) -> str:

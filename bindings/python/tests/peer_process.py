@@ -8,6 +8,10 @@ usage: peer_process.py MASTER_ADDRESS WORLD MODE
                failure: update_topology and again), prints "synced", then sleeps like sleep.
     silenced   stops itself (SIGSTOP) until the test resumes it, then calls update_topology
                and prints "raised CLASS MESSAGE" (or "returned").
+    loop       sum-all-reduces ones(4096) f32 over and over for at most 120 s, admitting
+               newcomers (update_topology when peers are pending) and carrying on after a
+               retryable failure (a lost peer) in the ring of the survivors.
+"ready" is followed by the rank and the peer id: "ready RANK ID".
 """
 
 import os
@@ -36,7 +40,7 @@ def main() -> int:
                               heartbeat_timeout_ms=3_000, connections=2)
     comm.connect()
     comm.wait_for_peers(world, timeout_s=15)
-    print("ready", comm.rank, flush=True)
+    print("ready", comm.rank, comm.peer_id, flush=True)
     if mode == "hold":
         state = {"weights": holder_weights()}
         while True:
@@ -57,6 +61,21 @@ def main() -> int:
             print("returned", flush=True)
         except ferry.FerryError as error:
             print("raised", type(error).__name__, error, flush=True)
+    elif mode == "loop":
+        data = np.ones(4096, np.float32)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            # Every member makes the same calls in the same order: a newcomer's first call
+            # after its admission is the all-reduce the others make after admitting it.
+            try:
+                comm.all_reduce(data, op="avg")
+                if comm.peers_pending():
+                    comm.update_topology()
+            except ferry.FerryError as error:
+                if not error.is_retryable:
+                    raise
+                comm.update_topology()
+            time.sleep(0.01)
     elif mode == "allreduce":
         data = np.ones(1024, np.float32)
         comm.all_reduce(data, op="sum")

@@ -1,0 +1,582 @@
+// Integer-domain quantization (int_quant.h): the scale rule, the rounding,
+// the tight bit packing and the checked integer sums.
+//
+// Cost model (per element of f32 input, i8h): absmax reads 4 bytes; encode
+// reads 4 and writes w(1)/8 = 1; a hop's encode-add reads 4 + w(k)/8 and
+// writes w(k+1)/8; add reads two partials and writes one; decode reads w/8
+// and writes 4. Everything goes through an L1 tile of kTile int32 values;
+// the packers work on groups of 8 values (= w bytes) with w a compile-time
+// constant, so their shifts are constants.
+#include "core/int_quant.h"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "core/float_bits.h"
+#include "core/float_environment.h"
+
+#if defined(__AVX512F__)
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), which
+// -W(maybe-)uninitialized reports once inlined (GCC bug 105593, fixed in 13):
+// silenced for this file, as in quant_kernels_avx512.cpp.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include <immintrin.h>
+#endif
+
+static_assert(std::endian::native == std::endian::little,
+              "the packed integer format is little-endian; add byte swaps for this target");
+
+namespace ferry {
+namespace {
+
+// A multiple of 8, so each tile starts on a byte of the packed stream.
+constexpr size_t kTile = 1024;
+
+template <class T>
+using Bits = FloatBits<T>;
+
+template <class T>
+constexpr Bits<T> kInfBits = sizeof(T) == 4 ? Bits<T>(0x7f800000u) : Bits<T>(0x7ff0000000000000u);
+
+void check_spec(IntQuantSpec spec) {
+  if (spec.kind != IntQuantKind::i8h && spec.kind != IntQuantKind::i4h) {
+    throw std::invalid_argument("int quant: invalid kind " + std::to_string(static_cast<unsigned>(spec.kind)));
+  }
+  if (spec.rounding != IntRounding::nearest && spec.rounding != IntRounding::stochastic) {
+    throw std::invalid_argument("int quant: invalid rounding " + std::to_string(static_cast<unsigned>(spec.rounding)));
+  }
+  if (spec.block < 1 || spec.block > kMaxQuantBlock) {
+    throw std::invalid_argument("int quant: block " + std::to_string(spec.block) + " is outside 1.." +
+                                std::to_string(kMaxQuantBlock));
+  }
+}
+
+void check_contributors(uint64_t contributors) {
+  if (contributors >= 1 && contributors <= kMaxIntQuantGroup) return;
+  throw std::invalid_argument("int quant: a sum of " + std::to_string(contributors) + " contributions is outside 1.." +
+                              std::to_string(kMaxIntQuantGroup) +
+                              " (the largest group whose sums fit the packed width without wrapping)");
+}
+
+Status check_length(const char* what, size_t bytes, size_t expected, size_t count, uint32_t contributors) {
+  if (bytes == expected) return Status::success();
+  return Status::failure(Errc::protocol, std::string("int quant: ") + what + " has " + std::to_string(bytes) +
+                                             " bytes for " + std::to_string(count) + " values of " +
+                                             std::to_string(contributors) + " contributions, expected " +
+                                             std::to_string(expected));
+}
+
+// ---- packing: groups of 8 values are exactly W bytes
+
+template <uint32_t W>
+void pack_group(const int32_t* v, uint8_t* out) {
+  constexpr uint64_t kMask = (uint64_t{1} << W) - 1;
+  uint64_t acc = 0;
+  uint32_t bits = 0;
+  for (int j = 0; j < 8; ++j) {
+    acc |= (static_cast<uint64_t>(static_cast<uint32_t>(v[j])) & kMask) << bits;
+    bits += W;
+    if (bits >= 32) {
+      const auto word = static_cast<uint32_t>(acc);
+      std::memcpy(out, &word, 4);
+      out += 4;
+      acc >>= 32;
+      bits -= 32;
+    }
+  }
+  // 8W bits in all, so what is left is whole bytes.
+  for (uint32_t k = 0; k < bits / 8; ++k) out[k] = static_cast<uint8_t>(acc >> (8 * k));
+}
+
+template <uint32_t W>
+int32_t sign_extend(uint64_t raw) {
+  constexpr uint32_t kShift = 32 - W;
+  return static_cast<int32_t>(static_cast<uint32_t>(raw) << kShift) >> kShift;
+}
+
+// in holds W bytes plus 8 readable after them.
+template <uint32_t W>
+void unpack_group(const uint8_t* in, int32_t* v) {
+  for (uint32_t j = 0; j < 8; ++j) {
+    uint64_t word;
+    std::memcpy(&word, in + (j * W) / 8, 8);
+    v[j] = sign_extend<W>(word >> ((j * W) % 8));
+  }
+}
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VBMI__)
+#define FERRY_INT_QUANT_VBMI 1
+// 16 values are exactly 2W bytes. Value j starts at bit j*W: byte j*W/8,
+// shift j*W%8, and with W <= 24 it lies within 4 bytes from there. Unpack
+// gathers those 4 bytes into lane j (vpermb), shifts and sign-extends; pack
+// shifts each value into place in its lane and builds every output byte as
+// the OR of the (at most 3, for W >= 4) lanes that have bits in it.
+inline constexpr uint32_t kSimdMinWidth = 4;
+inline constexpr uint32_t kSimdMaxWidth = 24;
+
+template <uint32_t W>
+struct SimdTables {
+  alignas(64) uint8_t gather[64] = {};  // unpack: lane j's 4 bytes
+  alignas(64) uint32_t shift[16] = {};
+  alignas(64) uint8_t part[3][64] = {};  // pack: output byte b's k-th contributing lane byte
+  uint64_t part_mask[3] = {};
+  constexpr SimdTables() {
+    for (uint32_t j = 0; j < 16; ++j) {
+      for (uint32_t k = 0; k < 4; ++k) gather[4 * j + k] = static_cast<uint8_t>(j * W / 8 + k);
+      shift[j] = j * W % 8;
+    }
+    for (uint32_t b = 0; b < 2 * W; ++b) {
+      uint32_t k = 0;
+      for (uint32_t j = 0; j < 16; ++j) {
+        if (j * W < 8 * (b + 1) && (j + 1) * W > 8 * b) {  // value j has bits in byte b
+          part[k][b] = static_cast<uint8_t>(4 * j + (b - j * W / 8));
+          part_mask[k] |= uint64_t{1} << b;
+          ++k;
+        }
+      }
+    }
+  }
+};
+
+template <uint32_t W>
+inline constexpr SimdTables<W> kSimdTables{};
+
+template <uint32_t W>
+void unpack16(const uint8_t* in, int32_t* v) {
+  const SimdTables<W>& t = kSimdTables<W>;
+  const __m512i bytes = _mm512_maskz_loadu_epi8((uint64_t{1} << (2 * W)) - 1, in);  // reads only the 2W bytes
+  __m512i x = _mm512_permutexvar_epi8(_mm512_load_si512(t.gather), bytes);
+  x = _mm512_srlv_epi32(x, _mm512_load_si512(t.shift));
+  x = _mm512_srai_epi32(_mm512_slli_epi32(x, 32 - W), 32 - W);
+  _mm512_storeu_si512(v, x);
+}
+
+template <uint32_t W>
+void pack16(const int32_t* v, uint8_t* out) {
+  const SimdTables<W>& t = kSimdTables<W>;
+  __m512i x = _mm512_and_si512(_mm512_loadu_si512(v), _mm512_set1_epi32(static_cast<int32_t>((1u << W) - 1)));
+  x = _mm512_sllv_epi32(x, _mm512_load_si512(t.shift));
+  __m512i y = _mm512_maskz_permutexvar_epi8(t.part_mask[0], _mm512_load_si512(t.part[0]), x);
+  y = _mm512_or_si512(y, _mm512_maskz_permutexvar_epi8(t.part_mask[1], _mm512_load_si512(t.part[1]), x));
+  if constexpr (W < 8)
+    y = _mm512_or_si512(y, _mm512_maskz_permutexvar_epi8(t.part_mask[2], _mm512_load_si512(t.part[2]), x));
+  _mm512_mask_storeu_epi8(out, (uint64_t{1} << (2 * W)) - 1, y);
+}
+#endif
+
+// Simd: take the 16-value vector steps where this build has them (the
+// scalar groups are the definition; the tests compare the two).
+template <uint32_t W, bool Simd>
+void pack_w(const int32_t* values, size_t count, uint8_t* out) {
+  size_t done = 0;
+#if defined(FERRY_INT_QUANT_VBMI)
+  if constexpr (Simd && W >= kSimdMinWidth && W <= kSimdMaxWidth) {
+    for (; done + 16 <= count; done += 16) pack16<W>(values + done, out + done / 8 * W);
+  }
+#endif
+  const size_t groups = count / 8;
+  for (size_t g = done / 8; g < groups; ++g) pack_group<W>(values + 8 * g, out + W * g);
+  const size_t tail = count % 8;
+  if (tail == 0) return;
+  int32_t last[8] = {};
+  std::copy(values + 8 * groups, values + count, last);
+  uint8_t bytes[W];
+  pack_group<W>(last, bytes);
+  std::memcpy(out + W * groups, bytes, (tail * W + 7) / 8);
+}
+
+template <uint32_t W, bool Simd>
+void unpack_w(const uint8_t* in, size_t count, int32_t* values) {
+  size_t g = 0;
+#if defined(FERRY_INT_QUANT_VBMI)
+  if constexpr (Simd && W >= kSimdMinWidth && W <= kSimdMaxWidth) {
+    for (; 8 * g + 16 <= count; g += 2) unpack16<W>(in + W * g, values + 8 * g);
+  }
+#endif
+  const size_t groups = count / 8;
+  const size_t bytes = (count * W + 7) / 8;
+  // Direct loads while 8 bytes past the group are still inside the input.
+  for (; g < groups && W * (g + 1) + 8 <= bytes; ++g) unpack_group<W>(in + W * g, values + 8 * g);
+  alignas(8) uint8_t padded[W + 8];
+  int32_t last[8];
+  for (; W * g < bytes; ++g) {
+    const size_t have = std::min<size_t>(W, bytes - W * g);
+    std::memset(padded, 0, sizeof padded);
+    std::memcpy(padded, in + W * g, have);
+    unpack_group<W>(padded, last);
+    std::copy(last, last + std::min<size_t>(8, count - 8 * g), values + 8 * g);
+  }
+}
+
+using PackFn = void (*)(const int32_t*, size_t, uint8_t*);
+using UnpackFn = void (*)(const uint8_t*, size_t, int32_t*);
+
+template <bool Simd, size_t... I>
+constexpr std::array<PackFn, sizeof...(I)> pack_table(std::index_sequence<I...>) {
+  return {pack_w<static_cast<uint32_t>(I + 2), Simd>...};
+}
+template <bool Simd, size_t... I>
+constexpr std::array<UnpackFn, sizeof...(I)> unpack_table(std::index_sequence<I...>) {
+  return {unpack_w<static_cast<uint32_t>(I + 2), Simd>...};
+}
+// Widths 2..32.
+constexpr auto kPack = pack_table<true>(std::make_index_sequence<31>{});
+constexpr auto kUnpack = unpack_table<true>(std::make_index_sequence<31>{});
+constexpr auto kPackScalar = pack_table<false>(std::make_index_sequence<31>{});
+constexpr auto kUnpackScalar = unpack_table<false>(std::make_index_sequence<31>{});
+
+void check_width(uint32_t width) {
+  if (width < 2 || width > 32) throw std::invalid_argument("int quant: width " + std::to_string(width));
+}
+
+// ---- the scale rule and the rounding (int_quant.h, Design)
+
+template <class T>
+struct BlockScale {
+  enum Kind { zero, nonfinite, normal, subnormal } kind;
+  T scale;    // s = A / L
+  T inverse;  // L / A, for kind normal
+};
+
+template <class T>
+BlockScale<T> block_scale(T absmax, int32_t levels) {
+  const Bits<T> bits = std::bit_cast<Bits<T>>(absmax);
+  if (bits >= kInfBits<T>) return {BlockScale<T>::nonfinite, T(0), T(0)};  // +inf, NaN, or a sign bit
+  if (bits == 0) return {BlockScale<T>::zero, T(0), T(0)};
+  const T L = static_cast<T>(levels);
+  const T s = absmax / L;
+  if (s >= std::numeric_limits<T>::min()) return {BlockScale<T>::normal, s, L / absmax};
+  return {BlockScale<T>::subnormal, s, T(0)};
+}
+
+// splitmix64's finalizer over a Weyl sequence: a counter-based generator, so
+// element i's number needs nothing but (key, i). Inline here so that the
+// stochastic loop vectorizes (64-bit multiplies: AVX-512DQ).
+inline uint64_t splitmix(uint64_t key, uint64_t index) {
+  uint64_t z = key + 0x9e3779b97f4a7c15u * (index + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+  return z ^ (z >> 31);
+}
+
+// The random fraction's bits: 24 for float, 53 for double (exact in T).
+template <class T>
+constexpr int kRandomBits = std::numeric_limits<T>::digits;
+
+// Codes of n elements of one block; t = x * (L / A) or x / s, clamped (NaN
+// from an inconsistent caller goes to -L: defined, never undefined behaviour).
+template <class T>
+void encode_run(const BlockScale<T>& bs, int32_t levels, IntRounding rounding, uint64_t stream, const T* x, size_t n,
+                uint64_t index, int32_t* q) {
+  if (bs.kind == BlockScale<T>::zero || bs.kind == BlockScale<T>::nonfinite) {
+    std::fill(q, q + n, 0);
+    return;
+  }
+  const T L = static_cast<T>(levels);
+  const bool multiply = bs.kind == BlockScale<T>::normal;
+  const T inverse = bs.inverse;
+  const T scale = bs.scale;
+  const auto scaled = [=](T v) {
+    T t = multiply ? v * inverse : v / scale;
+    t = t >= -L ? t : -L;
+    return t <= L ? t : L;
+  };
+  if (rounding == IntRounding::nearest) {
+    for (size_t i = 0; i < n; ++i) q[i] = static_cast<int32_t>(std::nearbyint(scaled(x[i])));
+    return;
+  }
+  // Two passes over L1-sized pieces, so that each loop has one element width
+  // and vectorizes: the random numbers (64-bit integer work), then the floats.
+  using Random = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;  // u < 2^24 / 2^53: exact in T
+  constexpr T kUnit = static_cast<T>(uint64_t{1} << kRandomBits<T>);
+  constexpr size_t kPiece = 256;
+  Random u[kPiece];
+  for (size_t begin = 0; begin < n; begin += kPiece) {
+    const size_t m = std::min(kPiece, n - begin);
+    for (size_t i = 0; i < m; ++i) {
+      u[i] = static_cast<Random>(splitmix(stream, index + begin + i) >> (64 - kRandomBits<T>));
+    }
+    for (size_t i = 0; i < m; ++i) {
+      // r = t - round(t) in [-1/2, 1/2] is exact; go one step toward t with probability |r|.
+      const T t = scaled(x[begin + i]);
+      const T nearest = std::nearbyint(t);
+      const T r = (t - nearest) * kUnit;  // times a power of two: exact
+      const T random = static_cast<T>(u[i]);
+      const T up = random < r ? T(1) : T(0);
+      const T down = random < -r ? T(1) : T(0);
+      q[begin + i] = static_cast<int32_t>(nearest + up - down);  // exact: small integers
+    }
+  }
+}
+
+// Codes of x[0..n), global indices first_index.., block by block.
+template <class T>
+void encode_tile(IntQuantSpec spec, uint64_t stream, int32_t levels, const T* absmax, uint64_t first_index, const T* x,
+                 size_t n, int32_t* q) {
+  size_t i = 0;
+  while (i < n) {
+    const uint64_t index = first_index + i;
+    const uint64_t block = index / spec.block;
+    const size_t run = std::min<uint64_t>(n - i, (block + 1) * spec.block - index);
+    encode_run(block_scale(absmax[block], levels), levels, spec.rounding, stream, x + i, run, index, q + i);
+    i += run;
+  }
+}
+
+// The key of a contributor's random stream (int_quant.h, Design).
+uint64_t stream_key(IntQuantSpec spec, uint64_t contributor) {
+  return splitmix(spec.seed, contributor);
+}
+
+Status check_range(const int32_t* v, size_t n, int32_t limit, const char* what, size_t first) {
+  int32_t worst = 0;
+  // Widths are at most 24 bits, so -v cannot overflow.
+  for (size_t i = 0; i < n; ++i) worst = std::max(worst, v[i] < 0 ? -v[i] : v[i]);
+  if (worst <= limit) return Status::success();
+  for (size_t i = 0; i < n; ++i) {
+    if (v[i] < -limit || v[i] > limit) {
+      return Status::failure(Errc::protocol, std::string("int quant: ") + what + " value " + std::to_string(v[i]) +
+                                                 " at element " + std::to_string(first + i) + " is outside +-" +
+                                                 std::to_string(limit));
+    }
+  }
+  return Status::success();
+}
+
+// Unpacks n values of width w and checks them against +-limit: what every
+// function that reads a peer's partial does before it trusts it.
+Status unpack_checked(const uint8_t* in, uint32_t w, size_t n, int32_t limit, const char* what, size_t first,
+                      int32_t* values) {
+  kUnpack[w - 2](in, n, values);
+  return check_range(values, n, limit, what, first);
+}
+
+// ---- drivers, out of line so that the environment guard stays around them
+
+template <class T>
+[[gnu::noinline]] void encode_chunk(IntQuantSpec spec, uint64_t stream, const T* absmax, size_t first_index, const T* x,
+                                    size_t count, uint8_t* out) {
+  const int32_t L = int_quant_levels(spec.kind);
+  const uint32_t w = int_quant_width(spec, 1);
+  int32_t q[kTile];
+  for (size_t begin = 0; begin < count; begin += kTile) {
+    const size_t n = std::min(kTile, count - begin);
+    encode_tile(spec, stream, L, absmax, first_index + begin, x + begin, n, q);
+    kPack[w - 2](q, n, out + begin * w / 8);
+  }
+}
+
+template <class T>
+[[gnu::noinline]] Status encode_add_chunk(IntQuantSpec spec, uint64_t stream, const T* absmax, size_t first_index,
+                                          const T* x, size_t count, const uint8_t* in, uint32_t k_in, uint8_t* out) {
+  const int32_t L = int_quant_levels(spec.kind);
+  const uint32_t w_in = int_quant_width(spec, k_in);
+  const uint32_t w_out = int_quant_width(spec, k_in + 1);
+  const auto limit = static_cast<int32_t>(k_in) * L;
+  int32_t q[kTile];
+  int32_t partial[kTile];
+  for (size_t begin = 0; begin < count; begin += kTile) {
+    const size_t n = std::min(kTile, count - begin);
+    Status status = unpack_checked(in + begin * w_in / 8, w_in, n, limit, "incoming partial", begin, partial);
+    if (!status.ok()) return status;
+    encode_tile(spec, stream, L, absmax, first_index + begin, x + begin, n, q);
+    for (size_t i = 0; i < n; ++i) partial[i] += q[i];
+    kPack[w_out - 2](partial, n, out + begin * w_out / 8);
+  }
+  return Status::success();
+}
+
+template <class T>
+[[gnu::noinline]] Status decode_chunk(IntQuantSpec spec, const T* absmax, size_t first_index, const uint8_t* in,
+                                      uint32_t contributors, ReduceOp op, size_t count, T* out) {
+  const int32_t L = int_quant_levels(spec.kind);
+  const uint32_t w = int_quant_width(spec, contributors);
+  const auto limit = static_cast<int32_t>(contributors) * L;
+  const T divisor = static_cast<T>(contributors);
+  int32_t s[kTile];
+  for (size_t begin = 0; begin < count; begin += kTile) {
+    const size_t n = std::min(kTile, count - begin);
+    Status status = unpack_checked(in + begin * w / 8, w, n, limit, "sum", begin, s);
+    if (!status.ok()) return status;
+    size_t i = 0;
+    while (i < n) {
+      const uint64_t index = first_index + begin + i;
+      const uint64_t block = index / spec.block;
+      const size_t run = std::min<uint64_t>(n - i, (block + 1) * spec.block - index);
+      const BlockScale<T> bs = block_scale(absmax[block], L);
+      T* y = out + begin + i;
+      if (bs.kind == BlockScale<T>::nonfinite) {
+        std::fill(y, y + run, quiet_nan<T>());
+      } else if (bs.kind == BlockScale<T>::zero) {
+        std::fill(y, y + run, T(0));
+      } else if (op == ReduceOp::sum) {
+        for (size_t j = 0; j < run; ++j) y[j] = static_cast<T>(s[i + j]) * bs.scale;
+      } else {
+        for (size_t j = 0; j < run; ++j) y[j] = (static_cast<T>(s[i + j]) * bs.scale) / divisor;
+      }
+      i += run;
+    }
+  }
+  return Status::success();
+}
+
+}  // namespace
+
+uint32_t int_quant_bits(IntQuantKind kind) { return kind == IntQuantKind::i4h ? 4 : 8; }
+
+int32_t int_quant_levels(IntQuantKind kind) { return (int32_t{1} << (int_quant_bits(kind) - 1)) - 1; }
+
+uint32_t int_quant_width(IntQuantSpec spec, uint32_t contributors) {
+  check_spec(spec);
+  check_contributors(contributors);
+  return int_quant_bits(spec.kind) + static_cast<uint32_t>(std::bit_width(contributors - 1));  // + ceil(log2 k)
+}
+
+size_t int_quant_packed_bytes(IntQuantSpec spec, size_t count, uint32_t contributors) {
+  const uint32_t w = int_quant_width(spec, contributors);
+  if (count > std::numeric_limits<size_t>::max() / 32) {
+    throw std::invalid_argument("int quant: count " + std::to_string(count) + " is too large");
+  }
+  return (count * w + 7) / 8;
+}
+
+size_t int_quant_block_count(IntQuantSpec spec, size_t count) {
+  check_spec(spec);
+  return count / spec.block + (count % spec.block == 0 ? 0 : 1);
+}
+
+template <class T>
+void int_quant_absmax(IntQuantSpec spec, const T* x, size_t count, size_t first_index, T* absmax) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+  check_spec(spec);
+  constexpr Bits<T> kMagnitude = std::numeric_limits<Bits<T>>::max() >> 1;
+  size_t i = 0;
+  while (i < count) {
+    const uint64_t index = first_index + i;
+    const uint64_t block = index / spec.block;
+    const size_t run = std::min<uint64_t>(count - i, (block + 1) * spec.block - index);
+    // On magnitude bits, unsigned order is float order, and NaN sorts above
+    // +inf: one integer max finds both the maximum and any non-finite value.
+    Bits<T> m = std::bit_cast<Bits<T>>(absmax[block]) & kMagnitude;
+    for (size_t j = 0; j < run; ++j) m = std::max<Bits<T>>(m, std::bit_cast<Bits<T>>(x[i + j]) & kMagnitude);
+    absmax[block] = std::bit_cast<T>(m >= kInfBits<T> ? kInfBits<T> : m);
+    i += run;
+  }
+}
+
+template <class T>
+void int_quant_merge_absmax(T* acc, const T* in, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    acc[i] = std::bit_cast<T>(std::max(std::bit_cast<Bits<T>>(acc[i]), std::bit_cast<Bits<T>>(in[i])));
+  }
+}
+
+template <class T>
+void int_quant_encode(IntQuantSpec spec, uint64_t contributor, const T* absmax, size_t first_index, const T* x,
+                      size_t count, uint8_t* out) {
+  check_spec(spec);
+  const DefaultFloatEnvironment environment;
+  encode_chunk(spec, stream_key(spec, contributor), absmax, first_index, x, count, out);
+}
+
+Status int_quant_add(IntQuantSpec spec, const uint8_t* a, size_t a_bytes, uint32_t ka, const uint8_t* b, size_t b_bytes,
+                     uint32_t kb, size_t count, uint8_t* out) {
+  check_contributors(ka);
+  check_contributors(kb);
+  check_contributors(uint64_t{ka} + kb);
+  Status status = check_length("partial a", a_bytes, int_quant_packed_bytes(spec, count, ka), count, ka);
+  if (status.ok()) status = check_length("partial b", b_bytes, int_quant_packed_bytes(spec, count, kb), count, kb);
+  if (!status.ok()) return status;
+  const int32_t L = int_quant_levels(spec.kind);
+  const uint32_t wa = int_quant_width(spec, ka), wb = int_quant_width(spec, kb), wo = int_quant_width(spec, ka + kb);
+  int32_t va[kTile];
+  int32_t vb[kTile];
+  for (size_t begin = 0; begin < count; begin += kTile) {
+    const size_t n = std::min(kTile, count - begin);
+    status = unpack_checked(a + begin * wa / 8, wa, n, static_cast<int32_t>(ka) * L, "partial a", begin, va);
+    if (status.ok()) {
+      status = unpack_checked(b + begin * wb / 8, wb, n, static_cast<int32_t>(kb) * L, "partial b", begin, vb);
+    }
+    if (!status.ok()) return status;
+    for (size_t i = 0; i < n; ++i) va[i] += vb[i];
+    kPack[wo - 2](va, n, out + begin * wo / 8);
+  }
+  return Status::success();
+}
+
+template <class T>
+Status int_quant_encode_add(IntQuantSpec spec, uint64_t contributor, const T* absmax, size_t first_index, const T* x,
+                            size_t count, const uint8_t* in, size_t in_bytes, uint32_t k_in, uint8_t* out) {
+  check_contributors(k_in);
+  check_contributors(uint64_t{k_in} + 1);
+  Status status = check_length("incoming partial", in_bytes, int_quant_packed_bytes(spec, count, k_in), count, k_in);
+  if (!status.ok()) return status;
+  const DefaultFloatEnvironment environment;
+  return encode_add_chunk(spec, stream_key(spec, contributor), absmax, first_index, x, count, in, k_in, out);
+}
+
+template <class T>
+Status int_quant_decode(IntQuantSpec spec, const T* absmax, size_t first_index, const uint8_t* in, size_t in_bytes,
+                        uint32_t contributors, ReduceOp op, size_t count, T* out) {
+  if (op != ReduceOp::sum && op != ReduceOp::avg) {
+    throw std::invalid_argument("int quant: op " + std::string(reduce_op_name(op)) + " (only sum and avg)");
+  }
+  Status status = check_length("sum", in_bytes, int_quant_packed_bytes(spec, count, contributors), count, contributors);
+  if (!status.ok()) return status;
+  const DefaultFloatEnvironment environment;
+  return decode_chunk(spec, absmax, first_index, in, contributors, op, count, out);
+}
+
+namespace int_quant_detail {
+
+void pack(const int32_t* values, size_t count, uint32_t width, uint8_t* out) {
+  check_width(width);
+  kPack[width - 2](values, count, out);
+}
+
+void unpack(const uint8_t* in, size_t count, uint32_t width, int32_t* values) {
+  check_width(width);
+  kUnpack[width - 2](in, count, values);
+}
+
+void pack_scalar(const int32_t* values, size_t count, uint32_t width, uint8_t* out) {
+  check_width(width);
+  kPackScalar[width - 2](values, count, out);
+}
+
+void unpack_scalar(const uint8_t* in, size_t count, uint32_t width, int32_t* values) {
+  check_width(width);
+  kUnpackScalar[width - 2](in, count, values);
+}
+
+uint64_t random_bits(uint64_t key, uint64_t index) { return splitmix(key, index); }
+
+}  // namespace int_quant_detail
+
+template void int_quant_absmax<float>(IntQuantSpec, const float*, size_t, size_t, float*);
+template void int_quant_absmax<double>(IntQuantSpec, const double*, size_t, size_t, double*);
+template void int_quant_merge_absmax<float>(float*, const float*, size_t);
+template void int_quant_merge_absmax<double>(double*, const double*, size_t);
+template void int_quant_encode<float>(IntQuantSpec, uint64_t, const float*, size_t, const float*, size_t, uint8_t*);
+template void int_quant_encode<double>(IntQuantSpec, uint64_t, const double*, size_t, const double*, size_t, uint8_t*);
+template Status int_quant_encode_add<float>(IntQuantSpec, uint64_t, const float*, size_t, const float*, size_t,
+                                            const uint8_t*, size_t, uint32_t, uint8_t*);
+template Status int_quant_encode_add<double>(IntQuantSpec, uint64_t, const double*, size_t, const double*, size_t,
+                                             const uint8_t*, size_t, uint32_t, uint8_t*);
+template Status int_quant_decode<float>(IntQuantSpec, const float*, size_t, const uint8_t*, size_t, uint32_t, ReduceOp,
+                                        size_t, float*);
+template Status int_quant_decode<double>(IntQuantSpec, const double*, size_t, const uint8_t*, size_t, uint32_t,
+                                         ReduceOp, size_t, double*);
+
+}  // namespace ferry
