@@ -28,7 +28,9 @@
 #include <string_view>
 #include <thread>
 
-#include <asio/io_context.hpp>
+namespace asio {
+class io_context;
+}
 
 namespace ferry::net {
 
@@ -57,11 +59,16 @@ struct HttpLimits {
   size_t max_connections_per_source = 32;  // at most max_connections
   // Request line and headers; a head larger than this gets a 431 (or a 400
   // when not even the request line fits) and the connection is closed.
+  // Prometheus sends about 300 bytes, a browser 1-2 KiB (this origin sets
+  // no cookies): 8 KiB is nginx's line limit and leaves room.
   size_t max_head_bytes = 8192;
-  // The whole request head must arrive within this of the accept (slowloris).
+  // The whole request head must arrive within this of the accept
+  // (slowloris). An honest client sends it in one round trip, under half a
+  // second across the world.
   std::chrono::milliseconds head_timeout{5000};
   // The whole response must be taken within this; a client that does not
   // read is closed (with a reset, so the kernel drops what it holds too).
+  // Room for a few MiB of /status at 1 MB/s.
   std::chrono::milliseconds write_timeout{10000};
 };
 
@@ -71,8 +78,9 @@ class HttpServer {
   // "[::1]:9100", "0.0.0.0:9100" or "[::]:9100" (all interfaces), and a bare
   // "9100" or ":9100" means loopback only; port 0 picks a free port. Throws
   // Error(Errc::invalid_argument) for a malformed address, a host that does
-  // not resolve or limits of zero, Error(Errc::connect) when the port cannot
-  // be bound (taken, or not ours to take). Serves nothing until start().
+  // not resolve, a null handler, or limits of zero (max_head_bytes under
+  // 64), Error(Errc::connect) when the port cannot be bound (taken, or not
+  // ours to take). Serves nothing until start().
   HttpServer(const std::string& address, HttpHandler handler, HttpLimits limits = {});
   ~HttpServer();  // stop()
   HttpServer(const HttpServer&) = delete;

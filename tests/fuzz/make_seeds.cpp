@@ -2,7 +2,7 @@
 // that fuzzing starts from frames, runs and chunks the real code produces.
 // Built and run at build time: the seeds follow the wire format as it changes.
 //
-//   ferry_fuzz_seeds OUT_DIR   ->   OUT_DIR/{wire,master,quant,int_quant}/seed-NNN
+//   ferry_fuzz_seeds OUT_DIR   ->   OUT_DIR/{wire,master,quant,int_quant,http}/seed-NNN
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -216,6 +216,17 @@ void int_quant_seeds(SeedDir out) {
 
 }  // namespace
 
+// fuzz_http_request's format: u16 where the first read ends, then a request head.
+void http_seeds(SeedDir out) {
+  for (std::string head : {"GET /metrics HTTP/1.1\r\nHost: a:9100\r\nAccept: text/plain\r\n\r\n",
+                           "HEAD /status?full=1 HTTP/1.0\r\n\r\n", "GET http://h/x#f HTTP/1.1\nHost: h\n\n",
+                           "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nhi"}) {
+    std::vector<uint8_t> bytes{static_cast<uint8_t>(head.size() / 2), 0};
+    bytes.insert(bytes.end(), head.begin(), head.end());
+    out.write(bytes);
+  }
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]);
@@ -227,5 +238,6 @@ int main(int argc, char** argv) {
   master_seeds(SeedDir(root / "master"));
   quant_seeds(SeedDir(root / "quant"));
   int_quant_seeds(SeedDir(root / "int_quant"));
+  http_seeds(SeedDir(root / "http"));
   return 0;
 }

@@ -371,7 +371,7 @@ TEST_CASE("http server: a client that never reads a large response is cut off at
   ::close(sink);
 }
 
-TEST_CASE("http server: stop() closes open connections at once; a throwing handler gives a 500", "[net][http]") {
+TEST_CASE("http server: stop() closes open connections at once, and a throwing handler gives a 500", "[net][http]") {
   Site site;
   net::HttpServer server("127.0.0.1:0", site.handler());  // default deadlines: seconds, which stop() must not wait for
   server.start();
@@ -424,7 +424,7 @@ TEST_CASE("http server: handler answers it cannot send become 500s, and a handle
   CHECK_THROWS_AS(server.start(), Error);
 }
 
-TEST_CASE("http server: addresses as users write them; a bare port is loopback; a taken port is Errc::connect",
+TEST_CASE("http server: addresses as users write them, a bare port is loopback, a taken port is Errc::connect",
           "[net][http][address]") {
   auto handler = [](std::string_view) { return net::HttpResponse{}; };
   for (const char* bare : {"0", ":0"}) {
