@@ -171,7 +171,7 @@ TEST_CASE("master status: the journal keeps the last events and collectives only
   CHECK(journal.collectives().back().at_ms == 999);
 }
 
-TEST_CASE("master status: the ring's bottleneck is its slowest measured hop; shared memory never is one",
+TEST_CASE("master status: the ring's bottleneck is its slowest measured hop, and shared memory never is one",
           "[master][status]") {
   Fixture f;
   f.ring_of(3);
