@@ -3,9 +3,10 @@
 shard, then the peers average their pseudo-gradients (outer weights - local weights) with one
 all-reduce (optionally quantized, --quant u8/u4) and apply it with an outer Nesterov SGD.
 
-Peers may join at any outer step (they receive the outer model, the outer optimizer's
-momentum and the step through ferry's shared-state sync) and may die at any time (the
-survivors re-form the ring and redo the reduction): see elastic.py. Every surviving peer ends
+The algorithm is the library's (ferry.diloco.DiLoCo, one step() call per inner step). Peers
+may join at any outer step (they receive the outer model, the outer optimizer's momentum and
+the step through ferry's shared-state sync) and may die at any time (the survivors re-form
+the ring and redo the reduction): see ferry/elastic.py. Every surviving peer ends
 each outer step with bit-identical outer weights; the final line prints their hash.
 
 Modes:
@@ -29,9 +30,10 @@ from typing import Callable, List, Sequence
 
 import torch
 
+from ferry.diloco import DiLoCo
 from task import content_hash, train_step
 from elastic import REDUCE, ElasticGroup
-from outer import OuterOptimizer, split_flat
+from outer import split_flat
 from peer_cli import Peer, parser
 
 Work = Callable[[int], "tuple[List[torch.Tensor], float]"]
@@ -69,23 +71,22 @@ def elastic_loop(peer: Peer, group: ElasticGroup, steps: int, zeros: Callable[[]
 
 
 def run_diloco(peer: Peer) -> None:
+    """DiLoCo through the library: ferry.diloco.DiLoCo does the outer step, joins and retries."""
     args = peer.args
-    outer = OuterOptimizer(peer.params, args.outer_lr, args.outer_momentum)
-
-    def work(step: int):
-        outer.load_into(peer.params)  # a newcomer's outer weights arrived with its first sync
-        losses = [train_step(peer.model, peer.optimizer, peer.batches.next()) for _ in range(args.inner_steps)]
-        return [outer.pseudo_gradient(peer.params)], sum(losses) / len(losses)
-
-    def apply(step: int, means: List[torch.Tensor]) -> None:
-        outer.step(means[0])
-        outer.load_into(peer.params)
-
     with peer.communicator() as comm:
-        group = ElasticGroup(comm, outer.shared(), peer.log)
-        zeros = lambda: [torch.zeros(outer.numel(), device=args.device)]  # noqa: E731
-        elastic_loop(peer, group, args.outer_steps, zeros, work, apply)
-        peer.finish(peer.model, outer.hash(), group.bytes_sent, world=comm.group_world_size)
+        diloco = DiLoCo(comm, peer.model, peer.optimizer, args.inner_steps, outer_lr=args.outer_lr,
+                        outer_momentum=args.outer_momentum, quant=args.quant, min_peers=args.min_peers,
+                        log=peer.log)
+        diloco.join()
+        losses = []
+        while diloco.outer_step < args.outer_steps:
+            losses.append(train_step(peer.model, peer.optimizer, peer.batches.next()))
+            if diloco.step():
+                peer.report(diloco.outer_step - 1, sum(losses) / len(losses), peer.model, comm.group_world_size,
+                            diloco.bytes_sent)
+                losses = []
+        peer.finish(peer.model, content_hash(diloco.outer_params), diloco.bytes_sent,
+                    world=comm.group_world_size)
 
 
 def adamw_state(optimizer: torch.optim.Optimizer, params: Sequence[torch.Tensor]) -> dict:

@@ -1,0 +1,183 @@
+"""Elastic membership for step-structured training over ferry (PyTorch; ``import ferry`` does
+not import this module, so ferry itself keeps working without torch): peers join at any step and die
+at any time, and every survivor keeps holding bit-identical shared state.
+
+The protocol (every peer issues the same collectives in the same order):
+
+- **After every topology vote comes a shared-state sync.** The vote may admit newcomers; the
+  sync hands them the shared tensors (outer model, outer optimizer state) and a small
+  ``progress`` tensor ``[step, phase]`` saying where the group stands. A newcomer's first
+  collective after ``connect()`` returns is therefore always that sync (receive-only).
+- **At a step boundary** (phase BOUNDARY) every peer asks ``peers_pending()``; when someone
+  waits, they vote and sync.
+- **A reduction** (phase REDUCE) sums the tensors *and* a weight (1 for a peer that trained
+  the interval, 0 for one that joined during it), so the mean divides by the peers that
+  contributed, whoever joined or died. If it fails (PeerLostError, TimeoutError: all
+  survivors get the same error), the survivors vote, sync (a newcomer admitted by this vote
+  learns the phase is REDUCE and joins the reduction with weight 0) and reduce again. Inputs
+  are kept intact (results go to separate outputs), so the retry reduces the same values in
+  the new world.
+
+The sync revision counts syncs (ferry requires +1 per sync); the step travels in ``progress``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence
+
+import torch
+
+from .communicator import Communicator
+from .errors import PeerLostError, TimeoutError
+from .handle import Handle
+
+__all__ = ["BOUNDARY", "REDUCE", "RETRYABLE", "PendingReduce", "ElasticGroup"]
+
+BOUNDARY, REDUCE = 0, 1
+RETRYABLE = (PeerLostError, TimeoutError)
+
+
+@dataclass
+class PendingReduce:
+    """A reduction in flight (see ElasticGroup.start_reduce)."""
+
+    step: int
+    inputs: Sequence[torch.Tensor]
+    outputs: List[torch.Tensor]
+    weight: float
+    quant: Optional[str]
+    handles: List[Handle] = field(default_factory=list)
+    weight_in: torch.Tensor = field(default_factory=lambda: torch.zeros(1, dtype=torch.float64))
+    weight_out: torch.Tensor = field(default_factory=lambda: torch.zeros(1, dtype=torch.float64))
+
+
+class ElasticGroup:
+    """One peer's side of the protocol above, over a ferry.Communicator.
+
+    ``shared``: the named tensors every peer must hold identically (updated in place by syncs).
+    ``log``: where membership events are reported (one line each).
+    """
+
+    def __init__(self, comm: Communicator, shared: Dict[str, torch.Tensor],
+                 log: Callable[[str], None] = print) -> None:
+        self.comm = comm
+        self.progress = torch.zeros(2, dtype=torch.int64)  # [step, phase]
+        self.shared = {**shared, "elastic.progress": self.progress}
+        self.log = log
+        self.revision = 0
+        self.bytes_sent = 0  # all-reduce payload and shared state served, by this peer
+
+    # ------------------------------------------------------------------ joining
+
+    def join(self) -> Optional[torch.Tensor]:
+        """connect(); returns None for the group's first peer (its tensors start the run), else
+        the received ``progress`` ([step, phase]) for a newcomer, whose shared tensors now hold
+        the group's."""
+        while True:
+            try:
+                self.comm.connect()
+                break
+            except TimeoutError:  # still pending: the group admits at its next boundary
+                self.log("still waiting to be admitted")
+        if self.comm.group_world_size == 1:
+            return None
+        while True:
+            try:
+                info = self.comm.sync_shared_state(self.shared, 0, strategy="receive_only")
+                break
+            except RETRYABLE as e:
+                self.log(f"sync failed ({type(e).__name__}); voting again")
+                self._vote()
+        self.revision = info.revision
+        self.log(f"joined at step {int(self.progress[0])} ({'reduce' if self.progress[1] else 'boundary'}), "
+                 f"received {len(info.changed)} tensors, {info.bytes_received / 1e3:.1f} kB")
+        return self.progress.clone()
+
+    # ------------------------------------------------------------------ membership
+
+    def _vote(self) -> None:
+        while True:
+            try:
+                self.comm.update_topology()
+                return
+            except RETRYABLE:
+                continue
+
+    def vote_and_sync(self) -> None:
+        """Admit the waiting, drop the dead, then share the state (newcomers receive it)."""
+        before = self.comm.group_world_size
+        while True:
+            self._vote()
+            try:
+                info = self.comm.sync_shared_state(self.shared, self.revision + 1)
+            except RETRYABLE:
+                continue
+            self.revision = info.revision
+            self.bytes_sent += info.bytes_sent
+            break
+        after = self.comm.group_world_size
+        if after != before:
+            self.log(f"world {before} -> {after}")
+
+    def boundary(self, step: int, min_peers: int = 1) -> None:
+        """Collective at a step boundary (nothing in flight): admits waiting peers; with
+        ``min_peers`` > 1, keeps admitting until the group has that many (use it at the first
+        step only: after deaths the group may stay smaller)."""
+        self.progress[0], self.progress[1] = step, BOUNDARY
+        self._admit()
+        self.grow(min_peers)
+
+    def grow(self, min_peers: int) -> None:
+        """The tail of boundary(): a newcomer admitted at a boundary continues here."""
+        while self.comm.group_world_size < min_peers:
+            time.sleep(0.05)
+            self._admit()
+
+    def _admit(self) -> None:
+        try:
+            pending = self.comm.peers_pending()
+        except RETRYABLE:
+            pending = -1  # someone died: the vote drops it
+        if pending:
+            self.vote_and_sync()
+
+    # ------------------------------------------------------------------ reductions
+
+    def start_reduce(self, step: int, inputs: Sequence[torch.Tensor], weight: float,
+                     quant: Optional[str] = None) -> PendingReduce:
+        """Issues the weighted sum of ``inputs`` (kept intact) and returns at once."""
+        self.progress[0], self.progress[1] = step, REDUCE
+        pending = PendingReduce(step, inputs, [torch.empty_like(t) for t in inputs], weight, quant)
+        pending.weight_in.fill_(weight)
+        pending.handles.append(self.comm.all_reduce_async(pending.weight_in, op="sum", out=pending.weight_out))
+        for i, t in enumerate(inputs):
+            pending.handles.append(self.comm.all_reduce_async(t, op="sum", tag=1 + i, out=pending.outputs[i],
+                                                              quant=quant))
+        return pending
+
+    def finish_reduce(self, pending: PendingReduce) -> List[torch.Tensor]:
+        """Waits for the reduction; through peer loss votes, syncs and reduces again. Returns
+        the weighted means sum(w_i x_i) / sum(w_i), bit-identical on every peer."""
+        while True:
+            error = None
+            for handle in pending.handles:
+                try:
+                    self.bytes_sent += handle.wait().bytes_sent
+                except RETRYABLE as e:  # wait for every op: a vote needs none in flight
+                    error = e
+            if error is None:
+                break
+            self.log(f"reduce of step {pending.step} failed ({type(error).__name__}); re-forming the ring")
+            self.vote_and_sync()
+            pending = self.start_reduce(pending.step, pending.inputs, pending.weight, pending.quant)
+        total = float(pending.weight_out[0])
+        for out in pending.outputs:
+            out.div_(total)
+        return pending.outputs
+
+    def reduce(self, step: int, inputs: Sequence[torch.Tensor], weight: float,
+               quant: Optional[str] = None) -> List[torch.Tensor]:
+        """start_reduce + finish_reduce."""
+        return self.finish_reduce(self.start_reduce(step, inputs, weight, quant))

@@ -1,0 +1,89 @@
+"""The toy DiLoCo task of test_diloco.py, and a peer running it in its own process (to be killed).
+
+The model is one 4-element vector trained by SGD with lr 1 on gradients chosen by (shard,
+global inner step): quarter-integers, so every sum the reductions make is exact and a replay
+without ferry (replay()) predicts the peers' outer weights bit for bit.
+
+usage: diloco_peer.py MASTER_ADDRESS MIN_PEERS OUTER_STEPS DIE_AT SHARD
+  runs DiLoCo (H = SYNC_EVERY) as shard SHARD; at outer step DIE_AT, having trained the
+  interval, it calls step() (its outer all-reduce) and SIGKILLs itself 0.2 s later, inside it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from typing import Dict, List, Sequence
+
+import torch
+
+import ferry
+from ferry.diloco import DiLoCo, OuterOptimizer
+
+SYNC_EVERY, OUTER_LR, OUTER_MOMENTUM = 3, 0.5, 0.5
+PEER_ARGS = dict(listen_host="127.0.0.1", timeout_ms=10_000, progress_timeout_ms=5_000,
+                 heartbeat_timeout_ms=3_000, connections=2)
+
+
+class Vector(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(4))
+
+
+def gradient(shard: int, step: int, diverge_from: int = 0) -> torch.Tensor:
+    """The inner gradient of `shard` at global inner step `step`: every shard's is the same
+    before `diverge_from` (so a mean over 3 peers stays exact), then each shard's differs."""
+    k = torch.arange(4, dtype=torch.float32)
+    g = ((k * 3 + step) % 7 - 3) * 0.25
+    if step >= diverge_from:
+        g = g + (shard + 1) * 0.25 * (k - 1.5)
+    return g
+
+
+def toy(comm: ferry.Communicator, **kwargs) -> DiLoCo:
+    model = Vector()
+    inner = torch.optim.SGD(model.parameters(), lr=1.0)
+    return DiLoCo(comm, model, inner, SYNC_EVERY, outer_lr=OUTER_LR, outer_momentum=OUTER_MOMENTUM, **kwargs)
+
+
+def inner_step(diloco: DiLoCo, shard: int, diverge_from: int = 0) -> bool:
+    """One inner step of the toy task, then diloco.step()."""
+    step = diloco.outer_step * diloco.sync_every + diloco.inner_step
+    diloco.model.w.grad = gradient(shard, step, diverge_from)
+    diloco.inner_optimizer.step()
+    return diloco.step()
+
+
+def replay(shards_at: Sequence[Sequence[int]], diverge_from: int = 0) -> Dict[str, torch.Tensor]:
+    """The outer weights and momentum after len(shards_at) outer steps, outer step t averaging
+    the shards shards_at[t], computed without ferry by the same torch operations."""
+    outer = OuterOptimizer([torch.zeros(4)], OUTER_LR, OUTER_MOMENTUM)
+    for t, shards in enumerate(shards_at):
+        total = torch.zeros(4)
+        for shard in shards:
+            local = outer.params[0].clone()
+            for i in range(SYNC_EVERY):
+                local.add_(gradient(shard, t * SYNC_EVERY + i, diverge_from), alpha=-1.0)
+            total += outer.params[0] - local
+        outer.step(total.div_(float(len(shards))))
+    return {"theta": outer.params[0], "momentum": outer.buffers[0]}
+
+
+def main(argv: List[str]) -> int:
+    address, min_peers, outer_steps, die_at, shard = argv[0], int(argv[1]), int(argv[2]), int(argv[3]), int(argv[4])
+    with ferry.Communicator(address, **PEER_ARGS) as comm:
+        diloco = toy(comm, min_peers=min_peers)
+        diloco.join()
+        print("ready", flush=True)
+        while diloco.outer_step < outer_steps:
+            if diloco.outer_step == die_at and diloco.inner_step == SYNC_EVERY - 1:
+                threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGKILL)).start()
+            inner_step(diloco, shard, diverge_from=die_at * SYNC_EVERY)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

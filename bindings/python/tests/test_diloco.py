@@ -1,0 +1,187 @@
+"""ferry.diloco: the outer step's math against a hand-computed Nesterov reference, bit-identical
+peers (full precision and quantized), checkpoint and resume, a newcomer, and a peer killed
+inside an outer all-reduce (the survivors' weights equal a replay without the dead peer)."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import torch
+
+import ferry
+from diloco_peer import PEER_ARGS, SYNC_EVERY, gradient, inner_step, replay, toy
+from ferry.diloco import DiLoCo
+from harness import HERE, child_env, run_threads
+
+
+def bits(tensors) -> bytes:
+    return b"".join(t.detach().contiguous().numpy().tobytes() for t in tensors)
+
+
+def test_import_ferry_does_not_import_diloco():
+    done = subprocess.run([sys.executable, "-c", "import sys, ferry; print('ferry.diloco' in sys.modules, "
+                           "'torch' in sys.modules)"], env=child_env(), capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "False"]
+
+
+def test_outer_step_is_nesterov_sgd_on_the_mean_pseudo_gradient(address):
+    """Two peers, 2 outer steps; the reference is written out by hand (lr 0.5, momentum 0.5)."""
+
+    def body(shard):
+        with ferry.Communicator(address, **PEER_ARGS) as comm, toy(comm, min_peers=2) as diloco:
+            returned = [inner_step(diloco, shard) for _ in range(2 * SYNC_EVERY)]
+            return returned, diloco.outer_params[0].clone(), diloco.model.w.detach().clone()
+
+    results = run_threads(2, body)
+    lr, m = 0.5, 0.5
+    theta, b = torch.zeros(4, dtype=torch.float64), torch.zeros(4, dtype=torch.float64)
+    for t in range(2):
+        # delta_i = theta - (theta - sum of the interval's gradients), averaged over the peers
+        delta = sum(sum(gradient(s, t * SYNC_EVERY + i).double() for i in range(SYNC_EVERY)) for s in (0, 1)) / 2
+        b = m * b + delta
+        theta = theta - lr * (delta + m * b)
+    assert theta.abs().sum() > 0
+    for returned, outer, local in results:
+        assert returned == [False, False, True] * 2
+        assert torch.equal(outer.double(), theta)  # every value is exact in float32 here
+        assert torch.equal(local, outer)  # the model restarts from theta
+
+
+def tiny_mlp_peer(address, shard, world, outer_steps, quant):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+    inner = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    data = torch.Generator().manual_seed(100 + shard)
+    with ferry.Communicator(address, **PEER_ARGS) as comm, \
+            DiLoCo(comm, model, inner, sync_every=4, quant=quant, min_peers=world) as diloco:
+        while diloco.outer_step < outer_steps:
+            x = torch.randn(16, 8, generator=data)
+            loss = torch.nn.functional.cross_entropy(model(x), (x[:, 0] > 0).long())
+            inner.zero_grad()
+            loss.backward()
+            inner.step()
+            diloco.step()
+        return bits(diloco.outer_params), bits(model.parameters())
+
+
+@pytest.mark.parametrize("world,quant", [(2, None), (3, None), (3, "u8")])
+def test_peers_end_with_bit_identical_weights(address, world, quant):
+    results = run_threads(world, lambda shard: tiny_mlp_peer(address, shard, world, 3, quant))
+    assert len({outer for outer, _ in results}) == 1
+    assert all(local == outer for outer, local in results)
+
+
+def test_state_dict_round_trips_and_resumes_bit_identically():
+    """Two peers run 3 outer steps straight; two others stop after 1 outer step and 1 inner
+    step, save (through torch.save), load into fresh objects, and run on: same bits."""
+
+    def run(address, shard, stop_at=None, state=None):
+        with ferry.Communicator(address, **PEER_ARGS) as comm:
+            diloco = toy(comm, min_peers=2)
+            if state is not None:
+                diloco.load_state_dict(torch.load(io.BytesIO(state)))
+            diloco.join()
+            while diloco.outer_step < 3:
+                if (diloco.outer_step, diloco.inner_step) == stop_at:
+                    saved = io.BytesIO()
+                    torch.save(diloco.state_dict(), saved)
+                    return saved.getvalue()
+                inner_step(diloco, shard)
+            return bits(diloco.outer_params + diloco.outer.buffers + list(diloco.model.parameters()))
+
+    def with_master(body):
+        master = ferry.Master("127.0.0.1:0").start()
+        try:
+            return run_threads(2, lambda shard: body(f"127.0.0.1:{master.port}", shard))
+        finally:
+            master.close()
+
+    straight = with_master(lambda a, s: run(a, s))
+    saved = with_master(lambda a, s: run(a, s, stop_at=(1, 1)))
+    resumed = with_master(lambda a, s: run(a, s, state=saved[s]))
+    assert straight[0] == straight[1] == resumed[0] == resumed[1]
+
+
+def test_a_newcomer_receives_the_outer_model_and_momentum(address):
+    """Two peers train; a third connects after their first outer step and is handed theta and
+    the momentum at a boundary; all three end with bit-identical outer state."""
+    outer_steps = 4
+    seen = {}  # outer step -> the members' (theta, momentum) bits after it
+    first_done = threading.Event()
+
+    def body(shard):
+        if shard == 2:
+            first_done.wait(20)
+        with ferry.Communicator(address, **PEER_ARGS) as comm, \
+                toy(comm, min_peers=2 if shard < 2 else 1) as diloco:
+            if shard == 2:
+                joined = (diloco.outer_step, bits(diloco.outer_params + diloco.outer.buffers))
+            while diloco.outer_step < outer_steps:
+                if inner_step(diloco, shard) and shard < 2:
+                    seen[diloco.outer_step] = bits(diloco.outer_params + diloco.outer.buffers)
+                    first_done.set()
+                    time.sleep(0.3)  # leave the newcomer time to arrive mid-run
+            final = bits(diloco.outer_params + diloco.outer.buffers)
+            return final if shard < 2 else (final, joined, diloco.group.comm.group_world_size)
+
+    a, b, (c, (joined_at, joined_state), world) = run_threads(3, body)
+    assert a == b == c and world == 3
+    assert 1 <= joined_at < outer_steps
+    assert joined_state == seen[joined_at]  # received, not its own zeros
+    assert any(torch.frombuffer(bytearray(joined_state), dtype=torch.float32)[4:] != 0)  # momentum too
+
+
+@pytest.mark.deadline(90)
+@pytest.mark.parametrize("newcomer", [False, True], ids=["kill", "kill-and-join"])
+def test_a_peer_killed_inside_an_outer_all_reduce_leaves_no_partial_update(address, newcomer):
+    """Three peers (one a process); at outer step 2 the process enters the all-reduce and is
+    SIGKILLed there. The survivors redo the step between themselves: their weights equal a
+    replay in which steps 0-1 average shards {0,1,2} and steps 2-3 average {0,1}, bit for bit.
+
+    kill-and-join: a fourth peer connects while the others wait in that all-reduce; the vote
+    after the failure admits it mid-reduction, so it joins the retried reduction with weight 0
+    (adding nothing) and trains from step 3: step 3 averages {0,1,3}."""
+    die_at, outer_steps, diverge = 2, 4, 2 * SYNC_EVERY
+    child = subprocess.Popen([sys.executable, str(HERE / "diloco_peer.py"), address, "3", str(outer_steps),
+                              str(die_at), "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=child_env())
+    logs, newcomer_logs = [], []
+    waiting = threading.Event()
+    try:
+        def body(index):
+            shard = (0, 1, 3)[index]  # shard 2 is the process's
+            if shard == 3:
+                waiting.wait(30)
+            log = newcomer_logs.append if shard == 3 else logs.append
+            with ferry.Communicator(address, **PEER_ARGS) as comm, \
+                    toy(comm, min_peers=3 if shard < 3 else 1, log=log) as diloco:
+                while diloco.outer_step < outer_steps:
+                    if diloco.outer_step == die_at and diloco.inner_step == SYNC_EVERY - 1 and shard < 3:
+                        waiting.set()
+                        time.sleep(0.6)  # the process is inside the all-reduce, and dies there
+                    inner_step(diloco, shard, diverge_from=diverge)
+                return diloco.outer_params[0].clone(), diloco.outer.buffers[0].clone(), comm.group_world_size
+
+        results = run_threads(3 if newcomer else 2, body, timeout_s=60)
+        assert child.wait(10) == -9  # SIGKILL, as planned
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait(10)
+        child.stdout.close()
+        child.stderr.close()
+    after = [[0, 1, 3]] if newcomer else [[0, 1]]
+    expected = replay([[0, 1, 2]] * die_at + [[0, 1]] + after, diverge_from=diverge)
+    with_the_dead = replay([[0, 1, 2]] * (die_at + 1) + after, diverge_from=diverge)
+    assert not torch.equal(expected["theta"], with_the_dead["theta"])  # the test can tell them apart
+    assert sum("reduce of step 2 failed" in line for line in logs) == 2  # both survivors retried
+    if newcomer:
+        assert any("joined at step 2 (reduce)" in line for line in newcomer_logs), newcomer_logs
+    for theta, momentum, world in results:
+        assert world == (3 if newcomer else 2)
+        assert torch.equal(theta, expected["theta"]) and torch.equal(momentum, expected["momentum"])
