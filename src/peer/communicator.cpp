@@ -56,7 +56,13 @@ Status status_from_wire(uint32_t code, const std::string& reason) {
 Communicator::Communicator(CommConfig config)
     : config_(with_transport(std::move(config))),
       work_(asio::make_work_guard(io_)),
-      ops_(std::make_shared<OpRegistry>([this](const wire::CollectiveEnd& end) { session_.send(end); })),
+      ops_(std::make_shared<OpRegistry>([this](const wire::CollectiveEnd& end) {
+        // A dead communicator (destroyed, aborted, failed) reports no failure of its own: the
+        // other members must see it lost (its leave or closed connection), not its local
+        // reason ("invalid usage: aborted"), whichever reaches the master first.
+        if (end.code != 0 && dead_) return;
+        session_.send(end);
+      })),
       link_options_(link_options(config_, ops_)),
       session_(io_.get_executor(),
                {config_.master, config_.timeout, config_.heartbeat_timeout, config_.transport, config_.secret}, *this),
@@ -697,6 +703,7 @@ void Communicator::die(const Status& why) {
     std::lock_guard lock(mu_);
     if (state_ == State::dead) return;
     state_ = State::dead;
+    dead_ = true;
     dead_reason_ = why;
     cv_.notify_all();
   }

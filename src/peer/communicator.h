@@ -200,6 +200,8 @@ class Communicator final : private MasterSession::Events {
   std::vector<std::thread> threads_;
 
   std::mutex vote_mu_;  // one vote (connect / topology / pending) at a time
+  // state_ == dead, read without mu_: ops report their ends from their own locks.
+  std::atomic<bool> dead_{false};
   mutable std::mutex mu_;
   std::condition_variable cv_;
   // All below guarded by mu_.
