@@ -200,7 +200,7 @@ void int_quant_seed(SeedDir& out, IntQuantKind kind, uint32_t block, size_t coun
                             static_cast<uint8_t>(k),
                             static_cast<uint8_t>(k >> 8)};
   std::vector<uint8_t> scales(absmax.size() * sizeof(T));
-  std::memcpy(scales.data(), absmax.data(), scales.size());
+  if (!scales.empty()) std::memcpy(scales.data(), absmax.data(), scales.size());  // an empty tensor has no blocks
   out.write(cat(cat(seed, scales), partial));
 }
 
