@@ -120,6 +120,10 @@ ferry::peer::AllreduceSpec to_spec(const ferry_allreduce_desc& d) {
   bool wide = spec.dtype == ferry::DType::f32 || spec.dtype == ferry::DType::f64;
   bool half = spec.dtype == ferry::DType::f16 || spec.dtype == ferry::DType::bf16;
   bool half_wire = spec.quant.kind == ferry::Quant::f16 || spec.quant.kind == ferry::Quant::bf16;
+  if (ferry::quant_is_int_domain(spec.quant.kind) && spec.op != ferry::ReduceOp::sum && spec.op != ferry::ReduceOp::avg)
+    throw Error(Errc::invalid_argument, std::string("quantization ") + std::string(ferry::quant_name(spec.quant.kind)) +
+                                            " sums integers: it takes FERRY_OP_SUM or FERRY_OP_AVG, not " +
+                                            std::string(ferry::reduce_op_name(spec.op)));
   if (!wide && !(half && !half_wire))
     throw Error(Errc::invalid_argument, std::string("quantization to ") + std::string(ferry::quant_name(spec.quant.kind)) +
                                             " does not apply to " + std::string(ferry::dtype_name(spec.dtype)) +

@@ -67,7 +67,11 @@ static_assert(same(FERRY_QUANT_I8, Quant::i8));
 static_assert(same(FERRY_QUANT_F16, Quant::f16));
 static_assert(same(FERRY_QUANT_BF16, Quant::bf16));
 static_assert(same(FERRY_QUANT_U4, Quant::u4));
-static_assert(same(FERRY_QUANT_U4 + 1, ferry::kQuantCount), "a new Quant needs its ferry_quant");
+static_assert(same(FERRY_QUANT_I8H, Quant::i8h));
+static_assert(same(FERRY_QUANT_I4H, Quant::i4h));
+static_assert(same(FERRY_QUANT_I8H_SR, Quant::i8h_sr));
+static_assert(same(FERRY_QUANT_I4H_SR, Quant::i4h_sr));
+static_assert(same(FERRY_QUANT_I4H_SR + 1, ferry::kQuantCount), "a new Quant needs its ferry_quant");
 
 static_assert(same(FERRY_SYNC_ENFORCE_POPULAR, SyncStrategy::enforce_popular));
 static_assert(same(FERRY_SYNC_RECEIVE_ONLY, SyncStrategy::receive_only));

@@ -433,6 +433,21 @@ template <class T>
 
 }  // namespace
 
+IntQuantSpec int_quant_spec(QuantSpec spec, uint64_t seed) {
+  IntQuantSpec out;
+  switch (spec.kind) {
+    case Quant::i8h: out.kind = IntQuantKind::i8h; break;
+    case Quant::i4h: out.kind = IntQuantKind::i4h; break;
+    case Quant::i8h_sr: out = {IntQuantKind::i8h, 0, IntRounding::stochastic, seed}; break;
+    case Quant::i4h_sr: out = {IntQuantKind::i4h, 0, IntRounding::stochastic, seed}; break;
+    default: throw std::invalid_argument("int quant: kind " + std::to_string(static_cast<unsigned>(spec.kind)) +
+                                         " is not an integer-domain mode");
+  }
+  out.block = spec.block;
+  check_spec(out);
+  return out;
+}
+
 uint32_t int_quant_bits(IntQuantKind kind) { return kind == IntQuantKind::i4h ? 4 : 8; }
 
 int32_t int_quant_levels(IntQuantKind kind) { return (int32_t{1} << (int_quant_bits(kind) - 1)) - 1; }

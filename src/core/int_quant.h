@@ -132,6 +132,10 @@ struct IntQuantSpec {
   uint64_t seed = 0;  // stochastic only: the same on every peer of an op
 };
 
+// The spec of an integer-domain Quant (quant_is_int_domain) with that block,
+// and `seed` for its stochastic kinds; std::invalid_argument for other kinds.
+IntQuantSpec int_quant_spec(QuantSpec spec, uint64_t seed);
+
 // b (8 or 4) and L (127 or 7) of the spec's kind.
 uint32_t int_quant_bits(IntQuantKind kind);
 int32_t int_quant_levels(IntQuantKind kind);

@@ -32,10 +32,13 @@ static_assert(std::endian::native == std::endian::little,
 namespace ferry {
 namespace {
 
-constexpr std::array<std::string_view, kQuantCount> kQuantNames = {"none", "u8", "i8", "f16", "bf16", "u4"};
+constexpr std::array<std::string_view, kQuantCount> kQuantNames = {"none", "u8",  "i8",  "f16",    "bf16",
+                                                                         "u4",   "i8h", "i4h", "i8h-sr", "i4h-sr"};
 
 void check_spec(QuantSpec spec) {
-  if (quant_spec_valid(spec)) return;
+  if (quant_spec_valid(spec) && !quant_is_int_domain(spec.kind)) return;
+  if (quant_spec_valid(spec))
+    throw std::invalid_argument("quant: " + std::string(quant_name(spec.kind)) + " is an integer-domain mode (int_quant.h)");
   const auto raw = static_cast<uint32_t>(spec.kind);
   if (!quant_valid(raw)) throw std::invalid_argument("quant: invalid kind " + std::to_string(raw));
   if (spec.kind == Quant::none) throw std::invalid_argument("quant: kind none has no encoding (raw data)");
@@ -293,6 +296,10 @@ std::optional<Quant> parse_quant(std::string_view name) {
 }
 
 bool quant_valid(uint32_t raw) { return raw < static_cast<uint32_t>(kQuantCount); }
+
+bool quant_is_int_domain(Quant kind) {
+  return kind == Quant::i8h || kind == Quant::i4h || kind == Quant::i8h_sr || kind == Quant::i4h_sr;
+}
 
 bool quant_spec_valid(QuantSpec spec) {
   return quant_valid(static_cast<uint32_t>(spec.kind)) && spec.kind != Quant::none && spec.block >= 1 &&

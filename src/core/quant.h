@@ -88,12 +88,17 @@
 namespace ferry {
 
 // The numbers travel on the wire and through the C API: append only.
-enum class Quant : uint8_t { none = 0, u8 = 1, i8 = 2, f16 = 3, bf16 = 4, u4 = 5 };
-inline constexpr int kQuantCount = 6;
+// i8h .. i4h_sr are the integer-domain modes of int_quant.h (a shared scale,
+// integers summed along the ring), with round-to-nearest or stochastic
+// rounding; the functions of this file are the per-hop codecs and refuse them.
+enum class Quant : uint8_t { none = 0, u8 = 1, i8 = 2, f16 = 3, bf16 = 4, u4 = 5, i8h = 6, i4h = 7, i8h_sr = 8, i4h_sr = 9 };
+inline constexpr int kQuantCount = 10;
 
 std::string_view quant_name(Quant kind);  // "none", "u8", ...; throws std::invalid_argument if invalid
 std::optional<Quant> parse_quant(std::string_view name);
 bool quant_valid(uint32_t raw);
+// True for the integer-domain modes (int_quant.h): sum and avg only.
+bool quant_is_int_domain(Quant kind);
 
 // 256 is the smallest power of two that meets the byte budgets with T-sized
 // metadata (u8 <= 26 %, u4 <= 13.5 % of f32: 128 gives 26.6 % / 14.1 %).
@@ -112,7 +117,7 @@ struct QuantSpec {
   uint32_t block = kDefaultQuantBlock;  // elements per (min, scale) block; used by u8, i8, u4
 };
 
-// True when spec names a codec here (not none) with a block in 1..kMaxQuantBlock.
+// True when spec names a mode (not none) with a block in 1..kMaxQuantBlock.
 bool quant_spec_valid(QuantSpec spec);
 
 // The templates below are defined for T = float and T = double.

@@ -6,18 +6,31 @@
 #include "core/reduce.h"
 
 namespace ferry::peer {
+namespace {
+
+// The stochastic rounding seed of one collective: the same on every member
+// (they share the epoch, the sequence number and the tag), different for each op.
+uint64_t op_seed(uint64_t epoch, uint32_t seq, uint64_t tag) {
+  uint64_t words[3] = {epoch, seq, tag};
+  return hash_bytes(words, sizeof words);
+}
+
+}  // namespace
 
 AllreduceOp::AllreduceOp(OpHost& host, uint64_t epoch, uint32_t seq, std::shared_ptr<RingLinks> links,
                          RingPlan plan, const void* send, void* recv, size_t count, AllreduceSpec spec,
                          OpDeadlines deadlines)
     : CollectiveOp(host, epoch, seq, deadlines), links_(std::move(links)), plan_(plan),
       send_(static_cast<const uint8_t*>(send)), recv_(static_cast<uint8_t*>(recv)), count_(count), spec_(spec),
-      done_target_(plan_.units_to_send() + plan_.units_to_receive()),
-      received_(new std::atomic<uint8_t>[plan_.units()]) {
-  for (uint32_t u = 0; u < plan_.units(); ++u) received_[u].store(0, std::memory_order_relaxed);
-  // A world of one, or nothing to send, moves no bytes: no codec (the result is the input itself).
-  if (spec_.quant.kind != Quant::none && plan_.world() > 1 && count_ > 0)
-    quant_ = QuantizedChunks::create(plan_, spec_.dtype, spec_.quant);
+      // A world of one, or nothing to send, moves no bytes: no codec (the result is the input itself).
+      quant_(spec_.quant.kind != Quant::none && plan_.world() > 1 && count_ > 0
+                 ? QuantizedChunks::create(plan_, spec_.dtype, spec_.op, spec_.quant,
+                                           {send, recv, op_seed(epoch, seq, spec.tag), spec.contributor})
+                 : nullptr),
+      done_target_(plan_.units_to_send() + plan_.units_to_receive() + 2 * agreement_steps()),
+      agreed_(agreement_steps() == 0),
+      received_(new std::atomic<uint8_t>[plan_.units() + agreement_steps()]) {
+  for (uint32_t u = 0; u < plan_.units() + agreement_steps(); ++u) received_[u].store(0, std::memory_order_relaxed);
 }
 
 // --- driven by the master -------------------------------------------------------
@@ -27,7 +40,17 @@ void AllreduceOp::go() {
   if (plan_.world() == 1 || count_ == 0 || !links_) return run_locally();
   if (Status broken = links_->failure(); !broken.ok()) return fail_local(broken);
   if (!try_hold()) return;  // keeps the operation open while step 0 is queued
+  // This rank's maxima before any chunk is let in: the predecessor's may come first and fold them in.
+  const uint8_t* own_maxima = agreement_steps() > 0 ? quant_->begin_agreement() : nullptr;
   accept_chunks();
+  if (own_maxima)
+    queue_send(plan_.units(), own_maxima, quant_->agreement_bytes(), std::nullopt);
+  else
+    start_ring();
+  release();
+}
+
+void AllreduceOp::start_ring() {
   // Step 0 sends this rank's own segment straight from the caller's input.
   for (uint32_t c = 0; c < plan_.chunks_per_segment(); ++c) {
     uint32_t unit = plan_.unit(0, c);
@@ -35,12 +58,11 @@ void AllreduceOp::go() {
     if (r.count == 0) continue;
     const uint8_t* data = send_at(r.begin);
     if (quant_) {
-      quant_->encode_own(unit, data, r.count);
+      quant_->encode_own(unit);
       data = quant_->slot(unit);
     }
-    if (!queue_send(unit, data, wire_bytes(r.count), std::nullopt)) break;
+    if (!queue_send(unit, data, wire_bytes(0, r.count), std::nullopt)) break;
   }
-  release();
 }
 
 void AllreduceOp::run_locally() {
@@ -70,12 +92,19 @@ Status AllreduceOp::payload_destination(const wire::ChunkHeader& header, uint32_
     return Status::failure(Errc::protocol, "collective " + std::to_string(seq()) + ", unit " +
                                                std::to_string(header.unit) + ": " + why);
   };
-  if (header.unit >= plan_.units()) return bad("no such unit");
-  ElementRange r = plan_.recv_range(header.unit);
-  if (r.count == 0 || header.length != wire_bytes(r.count))
+  if (header.unit >= plan_.units() + agreement_steps()) return bad("no such unit");
+  const bool agreement = header.unit >= plan_.units();
+  ElementRange r = agreement ? ElementRange{} : plan_.recv_range(header.unit);
+  size_t want = agreement ? quant_->agreement_bytes() : r.count ? wire_bytes(plan_.step_of(header.unit), r.count) : 0;
+  if (want == 0 || header.length != want)
     return bad("length " + std::to_string(header.length) + " does not match the plan");
   if (received_[header.unit].exchange(1, std::memory_order_relaxed)) return bad("arrived twice");
   if (!try_hold()) return bad("the collective is over");
+  if (agreement) {
+    if (staging.size() < header.length) staging.resize(header.length);
+    destination = staging.data();
+    return Status::success();
+  }
   uint32_t step = plan_.step_of(header.unit);
   if (!plan_.is_reduce_step(step) && !quant_) {
     destination = recv_at(r.begin);  // all-gather: the kernel writes the final bytes in place
@@ -98,13 +127,35 @@ Status AllreduceOp::payload_received(const wire::ChunkHeader& header, uint32_t l
   }
   progressed();
   bytes_received_.fetch_add(header.length, std::memory_order_relaxed);
-  if (quant_) {
-    Status st = receive_quantized(header, lane, payload);
-    if (!st.ok()) {
-      release();
-      fail_local(st);
-      return st;
+  Status st = header.unit >= plan_.units() ? receive_agreement(header.unit - plan_.units(), lane, payload)
+                                            : consume_or_keep(header, lane, payload);
+  if (st.ok()) return st;
+  release();
+  fail_local(st);
+  return st;
+}
+
+Status AllreduceOp::consume_or_keep(const wire::ChunkHeader& header, uint32_t lane, const uint8_t* payload) {
+  if (!agreed_.load(std::memory_order_acquire)) {
+    std::unique_lock lock(agreement_mu_);
+    if (!agreed_.load(std::memory_order_relaxed)) {
+      // Only a reduce-scatter chunk can precede this rank's agreement: every
+      // all-gather chunk carries a sum that needed this rank's contribution.
+      if (!plan_.is_reduce_step(plan_.step_of(header.unit)))
+        return Status::failure(Errc::protocol, "collective " + std::to_string(seq()) + ": all-gather unit " +
+                                                   std::to_string(header.unit) + " arrived before the scale agreement");
+      kept_.push_back({header, std::vector<uint8_t>(payload, payload + header.length)});
+      lock.unlock();
+      release();  // a kept chunk is a copy: it holds none of the caller's memory
+      return Status::success();
     }
+  }
+  return consume(header, lane, payload);
+}
+
+Status AllreduceOp::consume(const wire::ChunkHeader& header, uint32_t lane, const uint8_t* payload) {
+  if (quant_) {
+    if (Status st = receive_quantized(header, lane, payload); !st.ok()) return st;
     count_done_unit();
     release();
     return Status::success();
@@ -132,18 +183,42 @@ Status AllreduceOp::receive_quantized(const wire::ChunkHeader& header, uint32_t 
   uint32_t step = plan_.step_of(header.unit), next = header.unit + plan_.chunks_per_segment();
   ElementRange r = plan_.recv_range(header.unit);
   if (plan_.is_reduce_step(step)) {
-    Status st = step == plan_.last_reduce_step()
-                    ? quant_->finish_owner(lane, spec_.op, payload, header.length, send_at(r.begin), r.count,
-                                           plan_.world(), next, recv_at(r.begin))
-                    : quant_->hop(lane, spec_.op, payload, header.length, send_at(r.begin), r.count, next);
+    Status st = step == plan_.last_reduce_step() ? quant_->finish_owner(lane, header.unit, payload, header.length)
+                                                 : quant_->hop(lane, header.unit, payload, header.length);
     if (!st.ok()) return st;
-    size_t out = wire_bytes(r.count);
+    size_t out = wire_bytes(step + 1, r.count);
     queue_send(next, quant_->slot(next), out, hash_bytes(quant_->slot(next), out));
     return Status::success();
   }
-  // All-gather: the owner's bytes, decoded here and passed on unchanged.
-  if (Status st = quant_->deliver(lane, payload, header.length, r.count, recv_at(r.begin)); !st.ok()) return st;
+  // All-gather: the owner's bytes (or the exact sum), decoded here and passed on unchanged.
+  if (Status st = quant_->deliver(lane, header.unit, payload, header.length); !st.ok()) return st;
   if (step + 1 < plan_.steps()) queue_send(next, payload, header.length, header.checksum);
+  return Status::success();
+}
+
+Status AllreduceOp::receive_agreement(uint32_t step, uint32_t lane, const uint8_t* payload) {
+  if (const uint8_t* forward = quant_->agreement_received(step, payload)) {
+    queue_send(plan_.units() + step + 1, forward, quant_->agreement_bytes(), std::nullopt);
+  } else {
+    std::vector<KeptChunk> kept;
+    {
+      std::lock_guard lock(agreement_mu_);
+      agreed_.store(true, std::memory_order_release);
+      kept.swap(kept_);
+    }
+    start_ring();
+    // This lane's thread consumes them, with this lane's scratch: the lanes they came on may be busy.
+    for (KeptChunk& k : kept) {
+      if (!try_hold()) break;  // the collective is over
+      if (Status st = consume(k.header, lane, k.payload.data()); !st.ok()) {
+        release();
+        fail_local(st);
+        break;
+      }
+    }
+  }
+  count_done_unit();
+  release();
   return Status::success();
 }
 

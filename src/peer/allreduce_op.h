@@ -1,11 +1,17 @@
 // One all-reduce in flight: the pipelined ring of ring_plan.h driven by lane
 // events; its handshake with the master and its holds are CollectiveOp's.
+// The integer-domain modes first agree their scales (quantized_chunks.h):
+// units plan.units() + t carry agreement step t, and the ring starts when the
+// last one is in. A neighbour that got there first may send ring chunks
+// before then; they wait, copied, until this rank's scales are agreed.
 //
 // Threading: lane callbacks run on lane threads, concurrently (they touch
 // disjoint chunks; counters are atomic).
 #pragma once
 
 #include <memory>
+#include <mutex>
+#include <vector>
 
 #include "core/dtype.h"
 #include "peer/chunk_consumer.h"
@@ -26,6 +32,8 @@ struct AllreduceSpec {
   // barrier: count 0; broadcast: u8 sum in place, every rank but `root` contributing zeros.
   wire::CollectiveKind kind = wire::CollectiveKind::allreduce;
   uint32_t root = 0;
+  // This peer's id: its stochastic rounding stream in the integer-domain modes (core/int_quant.h).
+  uint64_t contributor = 0;
 };
 
 struct OpInfo {
@@ -62,8 +70,18 @@ class AllreduceOp final : public CollectiveOp, public ChunkConsumer, public std:
   const uint8_t* send_at(size_t element) const { return send_ + element * plan_.elem_size(); }
   // nullopt: the lane hashes the payload when it writes it.
   bool queue_send(uint32_t unit, const uint8_t* data, size_t bytes, std::optional<uint64_t> checksum);
-  size_t wire_bytes(size_t count) const { return quant_ ? quant_->wire_bytes(count) : count * plan_.elem_size(); }
+  size_t wire_bytes(uint32_t step, size_t count) const {
+    return quant_ ? quant_->wire_bytes(step, count) : count * plan_.elem_size();
+  }
   Status receive_quantized(const wire::ChunkHeader& header, uint32_t lane, const uint8_t* payload);
+  void start_ring();  // step 0: this rank's own segment
+  uint32_t agreement_steps() const { return quant_ ? quant_->agreement_steps() : 0; }
+  // A scale agreement unit: folds it in; the last one starts the ring and the chunks that waited for it.
+  Status receive_agreement(uint32_t step, uint32_t lane, const uint8_t* payload);
+  // A ring chunk, with one hold that these release on success (the caller on failure):
+  // kept as a copy while the scales are still being agreed, else consumed.
+  Status consume_or_keep(const wire::ChunkHeader& header, uint32_t lane, const uint8_t* payload);
+  Status consume(const wire::ChunkHeader& header, uint32_t lane, const uint8_t* payload);
   void run_locally();  // a world of one, or nothing to reduce
   void count_done_unit();
 
@@ -73,8 +91,16 @@ class AllreduceOp final : public CollectiveOp, public ChunkConsumer, public std:
   uint8_t* const recv_;
   const size_t count_;
   const AllreduceSpec spec_;
-  const uint32_t done_target_;  // received + sent units when locally done
   std::unique_ptr<QuantizedChunks> quant_;  // set when a codec carries the data
+  const uint32_t done_target_;  // received + sent units when locally done
+
+  struct KeptChunk {
+    wire::ChunkHeader header;
+    std::vector<uint8_t> payload;
+  };
+  std::mutex agreement_mu_;
+  std::atomic<bool> agreed_;      // set under agreement_mu_; true from the start without an agreement
+  std::vector<KeptChunk> kept_;   // guarded by agreement_mu_
 
   std::unique_ptr<std::atomic<uint8_t>[]> received_;  // per unit: arrived already?
   std::atomic<uint32_t> units_done_{0};

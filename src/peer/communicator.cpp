@@ -413,7 +413,9 @@ std::shared_ptr<AllreduceOp> Communicator::allreduce_async(const void* send, voi
                   config_.max_chunk_bytes);
     op = ops_->issue<AllreduceOp>(
         [&](uint64_t epoch, uint32_t seq) {
-          return std::make_shared<AllreduceOp>(*ops_, epoch, seq, view.links, plan, send, recv, count, spec,
+          AllreduceSpec op_spec = spec;
+          op_spec.contributor = peer_id_;  // distinct in the group: independent rounding streams
+          return std::make_shared<AllreduceOp>(*ops_, epoch, seq, view.links, plan, send, recv, count, op_spec,
                                                op_deadlines());
         },
         view.links.get());

@@ -1,8 +1,8 @@
 // The quantized side of one all-reduce: what crosses the wire is a codec's
-// bytes (core/quant.h), not the data type. Owns the bytes this rank sends
-// (one slot per unit, alive until the operation ends) and per-lane scratch.
+// bytes, not the data type. Owns the bytes this rank sends (one slot per
+// unit, alive until the operation ends) and per-lane scratch. Two families:
 //
-// Bit-exactness (core/quant.h has the codecs' own contract):
+// Per-hop codecs (core/quant.h: u8, i8, u4, f16, bf16):
 //  - reduce-scatter hop:  slot[next] = encode(decode(in) (+) local), in the
 //    accumulation type T (float for f16/bf16/f32 data, double for f64);
 //  - the segment's owner: acc = decode(in) (+) local; avg divides once; the
@@ -12,9 +12,21 @@
 //    unchanged (they land straight in the slot they leave from).
 // So every peer's result is decode(the owner's bytes): identical everywhere.
 //
+// Integer-domain modes (core/int_quant.h: i8h, i4h and their stochastic
+// twins; sum and avg): first a scale agreement, N-1 ring steps before the
+// ring proper, each forwarding the running max of the per-block absolute
+// maxima (step t carries the max over ranks r..r-t; max is exact, so every
+// rank ends with the same scales whatever the ring); then every hop adds its
+// own encoding to the incoming integers (int_quant_encode_add), packed at the
+// width its number of contributions needs, and the all-gather carries the
+// exact integer sum, which every peer decodes. So the result is a function of
+// the inputs, the scales and the op's seed alone: not of the ring order, the
+// chunking or who owns what.
+//
 // Threading: per-unit slots are disjoint and each lane has its own scratch,
-// so lanes call in concurrently; encode_own() runs on the starting thread
-// with scratch of its own.
+// so lanes call in concurrently. The calls that run once per operation
+// (begin_agreement, encode_own) use the starting scratch: the caller runs
+// them on one thread at a time.
 #pragma once
 
 #include <cstdint>
@@ -28,28 +40,47 @@
 
 namespace ferry::peer {
 
+// What a codec reads and writes: the caller's tensors (count elements each;
+// borrowed for the codec's life) and, for the integer-domain modes, the op's
+// agreed seed and this peer's stable id (its stochastic rounding stream).
+struct QuantizedBuffers {
+  const void* send = nullptr;
+  void* recv = nullptr;
+  uint64_t seed = 0;
+  uint64_t contributor = 0;
+};
+
 class QuantizedChunks {
  public:
-  // Throws Error(invalid_argument) for data types a codec cannot carry.
-  static std::unique_ptr<QuantizedChunks> create(const RingPlan& plan, DType dtype, QuantSpec spec);
+  // Throws Error(invalid_argument) for a data type or op the mode cannot carry.
+  static std::unique_ptr<QuantizedChunks> create(const RingPlan& plan, DType dtype, ReduceOp op, QuantSpec spec,
+                                                 QuantizedBuffers buffers);
   virtual ~QuantizedChunks() = default;
 
-  // Wire bytes of a unit of `count` elements.
-  virtual size_t wire_bytes(size_t count) const = 0;
+  // The scale agreement before the ring: its number of steps (0: none) and the
+  // bytes each step carries.
+  virtual uint32_t agreement_steps() const { return 0; }
+  virtual size_t agreement_bytes() const { return 0; }
+  // Computes this rank's part; returns the bytes to send at agreement step 0.
+  virtual const uint8_t* begin_agreement() { return nullptr; }
+  // Step `step`'s bytes from the predecessor. Returns the bytes to send at
+  // step + 1, or nullptr after the last step: the scales are then agreed.
+  virtual const uint8_t* agreement_received(uint32_t /*step*/, const uint8_t* /*in*/) { return nullptr; }
+
+  // Wire bytes of a unit of `count` elements at ring step `step`.
+  virtual size_t wire_bytes(uint32_t step, size_t count) const = 0;
   // Where the bytes this rank sends for `unit` live.
   virtual uint8_t* slot(uint32_t unit) = 0;
 
-  // Step 0: encodes this rank's own input (in the data type) into slot(unit).
-  virtual void encode_own(uint32_t unit, const void* local, size_t count) = 0;
-  // A reduce-scatter hop: slot(next) = encode(decode(in) op local).
-  virtual Status hop(uint32_t lane, ReduceOp op, const uint8_t* in, size_t in_bytes, const void* local, size_t count,
-                     uint32_t next) = 0;
-  // The owner's last hop: acc = decode(in) op local, /world for avg, encoded
-  // into slot(next), and those bytes decoded into `result` (the data type).
-  virtual Status finish_owner(uint32_t lane, ReduceOp op, const uint8_t* in, size_t in_bytes, const void* local,
-                              size_t count, uint32_t world, uint32_t next, void* result) = 0;
-  // All-gather: result = decode(bytes), in the data type.
-  virtual Status deliver(uint32_t lane, const uint8_t* bytes, size_t size, size_t count, void* result) = 0;
+  // Step 0: encodes this rank's input for send unit `unit` into slot(unit).
+  virtual void encode_own(uint32_t unit) = 0;
+  // A reduce-scatter hop on received unit `unit`: slot(unit's next) = in (+) local.
+  virtual Status hop(uint32_t lane, uint32_t unit, const uint8_t* in, size_t in_bytes) = 0;
+  // The owner's last hop: the segment's final bytes into slot(next), and
+  // those bytes decoded into the result.
+  virtual Status finish_owner(uint32_t lane, uint32_t unit, const uint8_t* in, size_t in_bytes) = 0;
+  // All-gather: the result at received unit `unit` = decode(bytes).
+  virtual Status deliver(uint32_t lane, uint32_t unit, const uint8_t* bytes, size_t size) = 0;
 };
 
 }  // namespace ferry::peer

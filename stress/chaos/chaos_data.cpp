@@ -48,6 +48,11 @@ double quant_error_bound(ferry_quant quant, std::size_t world) {
     case FERRY_QUANT_U4: return hops * span / 15.0;
     case FERRY_QUANT_F16: return hops * span * 0x1p-10;
     case FERRY_QUANT_BF16: return hops * span * 0x1p-7;
+    // N steps of A / L at most (stochastic rounding's bound; nearest has half), A <= span.
+    case FERRY_QUANT_I8H:
+    case FERRY_QUANT_I8H_SR: return hops * span / 127.0;
+    case FERRY_QUANT_I4H:
+    case FERRY_QUANT_I4H_SR: return hops * span / 7.0;
   }
   return 0;
 }

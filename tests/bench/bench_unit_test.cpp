@@ -325,7 +325,8 @@ TEST_CASE("every reduction of ferry's is an --op choice and reaches the peers", 
 
 TEST_CASE("the library's quantization names are the --quant choices", "[bench]") {
   const std::vector<std::string> names = ferry::tooling::quant_names();
-  CHECK(names == std::vector<std::string>{"none", "u8", "i8", "f16", "bf16", "u4"});
+  CHECK(names ==
+        std::vector<std::string>{"none", "u8", "i8", "f16", "bf16", "u4", "i8h", "i4h", "i8h-sr", "i4h-sr"});
   for (const std::string& name : names) {
     CAPTURE(name);
     const std::optional<ferry_quant> quant = ferry::tooling::parse_quant(name);

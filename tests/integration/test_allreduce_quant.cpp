@@ -8,43 +8,12 @@
 #include <map>
 #include <random>
 
-#include "core/half.h"
 #include "core/hash.h"
+#include "float_inputs.h"
 #include "harness.h"
 #include "sanitized_build.h"
 
 using namespace ferry::test;
-
-namespace {
-
-double read_value(ferry_dtype t, const uint8_t* p, size_t i) {
-  switch (t) {
-    case FERRY_F16: { uint16_t h; std::memcpy(&h, p + 2 * i, 2); return ferry::f16_to_f32(h); }
-    case FERRY_BF16: { uint16_t h; std::memcpy(&h, p + 2 * i, 2); return ferry::bf16_to_f32(h); }
-    case FERRY_F32: { float f; std::memcpy(&f, p + 4 * i, 4); return f; }
-    default: { double d; std::memcpy(&d, p + 8 * i, 8); return d; }
-  }
-}
-
-void write_value(ferry_dtype t, uint8_t* p, size_t i, double v) {
-  switch (t) {
-    case FERRY_F16: { uint16_t h = ferry::f32_to_f16(static_cast<float>(v)); std::memcpy(p + 2 * i, &h, 2); return; }
-    case FERRY_BF16: { uint16_t h = ferry::f32_to_bf16(static_cast<float>(v)); std::memcpy(p + 2 * i, &h, 2); return; }
-    case FERRY_F32: { float f = static_cast<float>(v); std::memcpy(p + 4 * i, &f, 4); return; }
-    default: std::memcpy(p + 8 * i, &v, 8); return;
-  }
-}
-
-// Normal(0, 1) inputs, deterministic per (seed, rank).
-std::vector<uint8_t> normal_input(ferry_dtype t, size_t count, size_t rank, uint64_t seed) {
-  std::mt19937_64 rng(seed * 131 + rank);
-  std::normal_distribution<double> normal(0.0, 1.0);
-  std::vector<uint8_t> out(count * ferry_dtype_size(t));
-  for (size_t i = 0; i < count; ++i) write_value(t, out.data(), i, normal(rng));
-  return out;
-}
-
-}  // namespace
 
 TEST_CASE("quant: every float dtype x op x codec x connection count is bit-identical on 2..5 peers",
           "[allreduce][quant][tls][shm]") {
@@ -122,21 +91,7 @@ TEST_CASE("quant: sum error stays within N(N+1)/2 * block range / (2L) of an f64
   if (ferry::test::kSanitized && peers != 2 && peers != 5 && peers != 8) return;  // sanitized_build.h
   const double levels = quant == FERRY_QUANT_U8 ? 255.0 : 15.0;
   const size_t count = 65536, block = 256;
-  EmbeddedMaster master;
-  std::vector<std::vector<float>> inputs(peers), outputs(peers);
-  auto results = run_peers(peers, [&](size_t) {
-    ferry_comm* comm = create_peer(master.address());
-    grow_group(comm, static_cast<int64_t>(peers));
-    size_t rank = static_cast<size_t>(attribute(comm, FERRY_ATTR_RANK));
-    auto bytes = normal_input(FERRY_F32, count, rank, 99);
-    inputs[rank].resize(count);
-    std::memcpy(inputs[rank].data(), bytes.data(), bytes.size());
-    outputs[rank] = inputs[rank];
-    auto desc = allreduce_desc(FERRY_F32, FERRY_OP_SUM, quant);
-    must(ferry_allreduce(comm, outputs[rank].data(), outputs[rank].data(), count, &desc, nullptr), "allreduce");
-    ferry_comm_destroy(comm);
-  });
-  REQUIRE(failures(results) == "");
+  const auto [inputs, outputs] = quantized_sum(peers, quant, count, 2);
   // Blocks start at every chunk (and so segment) boundary, so measure the
   // range over the element's segment-aligned 256-element window conservatively:
   // the widest input range over a window of 2 blocks around the element.
@@ -187,16 +142,19 @@ TEST_CASE("quant: a NaN makes its block NaN on every peer, constant blocks are e
   }
 }
 
-TEST_CASE("quant: bytes on the wire shrink as promised, bad combinations are refused", "[allreduce][quant]") {
+TEST_CASE("quant: bytes on the wire shrink as promised, bad combinations are refused",
+          "[allreduce][quant][int_quant]") {
+  // 8 peers: the integer-domain modes' widths grow with the group (ferry.h gives their bytes at 8).
+  const size_t peers = 8;
   EmbeddedMaster master;
   const size_t count = 1 << 20;
-  std::vector<uint64_t> sent(6);
-  auto results = run_peers(2, [&](size_t) {
+  std::vector<uint64_t> sent(FERRY_QUANT_I4H_SR + 1);
+  auto results = run_peers(peers, [&](size_t) {
     ferry_comm* comm = create_peer(master.address());
-    grow_group(comm, 2);
+    grow_group(comm, static_cast<int64_t>(peers));
     size_t rank = static_cast<size_t>(attribute(comm, FERRY_ATTR_RANK));
     std::vector<float> v(count, 1.0f);
-    for (ferry_quant q : {FERRY_QUANT_NONE, FERRY_QUANT_U8, FERRY_QUANT_U4, FERRY_QUANT_F16}) {
+    for (ferry_quant q : {FERRY_QUANT_NONE, FERRY_QUANT_U8, FERRY_QUANT_U4, FERRY_QUANT_F16, FERRY_QUANT_I8H, FERRY_QUANT_I4H}) {
       auto desc = allreduce_desc(FERRY_F32, FERRY_OP_SUM, q);
       ferry_op_info info{};
       info.struct_size = sizeof info;
@@ -212,6 +170,10 @@ TEST_CASE("quant: bytes on the wire shrink as promised, bad combinations are ref
   CHECK(ratio(FERRY_QUANT_U8) <= 0.26);
   CHECK(ratio(FERRY_QUANT_U4) <= 0.135);
   CHECK(ratio(FERRY_QUANT_F16) <= 0.51);
+  CHECK(ratio(FERRY_QUANT_I8H) <= 0.345);  // ferry.h: 34.4 %
+  CHECK(ratio(FERRY_QUANT_I4H) <= 0.22);   // 21.9 %
+  WARN("bytes against f32 at 8 peers: u8 " << ratio(FERRY_QUANT_U8) << ", u4 " << ratio(FERRY_QUANT_U4) << ", i8h "
+                                           << ratio(FERRY_QUANT_I8H) << ", i4h " << ratio(FERRY_QUANT_I4H));
 
   ferry_comm* comm = create_peer(master.address());
   REQUIRE(ferry_connect(comm) == FERRY_OK);
@@ -224,6 +186,15 @@ TEST_CASE("quant: bytes on the wire shrink as promised, bad combinations are ref
   bad = allreduce_desc(FERRY_F32, FERRY_OP_SUM, FERRY_QUANT_U8);
   bad.quant_block = 100000;
   CHECK(ferry_allreduce(comm, ints.data(), ints.data(), 10, &bad, nullptr) == FERRY_ERR_INVALID_ARGUMENT);
+  // The integer-domain modes add integers: sum and avg of float data only.
+  std::vector<float> floats(10, 1.0f);
+  for (ferry_reduce_op op : {FERRY_OP_PROD, FERRY_OP_MIN, FERRY_OP_MAX}) {
+    bad = allreduce_desc(FERRY_F32, op, FERRY_QUANT_I8H);
+    CHECK(ferry_allreduce(comm, floats.data(), floats.data(), floats.size(), &bad, nullptr) == FERRY_ERR_INVALID_ARGUMENT);
+    CHECK(std::string(ferry_last_error()).find("FERRY_OP_SUM") != std::string::npos);
+  }
+  bad = allreduce_desc(FERRY_I32, FERRY_OP_SUM, FERRY_QUANT_I4H_SR);
+  CHECK(ferry_allreduce(comm, ints.data(), ints.data(), ints.size(), &bad, nullptr) == FERRY_ERR_INVALID_ARGUMENT);
   // After refusals the collective numbering is intact: a matching op still works.
   float one = 1.0f;
   auto good = allreduce_desc(FERRY_F32, FERRY_OP_SUM, FERRY_QUANT_U8);
@@ -231,7 +202,10 @@ TEST_CASE("quant: bytes on the wire shrink as promised, bad combinations are ref
   ferry_comm_destroy(comm);
 }
 
-TEST_CASE("quant: peers that disagree on the codec get FERRY_ERR_MISMATCH", "[allreduce][quant][mismatch]") {
+TEST_CASE("quant: peers that disagree on the codec get FERRY_ERR_MISMATCH", "[allreduce][quant][int_quant][mismatch]") {
+  // A per-hop pair, and the integer-domain mode against its stochastic twin.
+  const auto [quant0, quant1] = GENERATE(std::pair{FERRY_QUANT_U8, FERRY_QUANT_U4},
+                                         std::pair{FERRY_QUANT_I8H, FERRY_QUANT_I8H_SR});
   EmbeddedMaster master;
   std::vector<ferry_result> got(2);
   auto results = run_peers(2, [&](size_t) {
@@ -239,7 +213,7 @@ TEST_CASE("quant: peers that disagree on the codec get FERRY_ERR_MISMATCH", "[al
     grow_group(comm, 2);
     size_t rank = static_cast<size_t>(attribute(comm, FERRY_ATTR_RANK));
     std::vector<float> v(1000, 1.0f);
-    auto desc = allreduce_desc(FERRY_F32, FERRY_OP_SUM, rank == 0 ? FERRY_QUANT_U8 : FERRY_QUANT_U4);
+    auto desc = allreduce_desc(FERRY_F32, FERRY_OP_SUM, rank == 0 ? quant0 : quant1);
     got[rank] = ferry_allreduce(comm, v.data(), v.data(), v.size(), &desc, nullptr);
     ferry_comm_destroy(comm);
   });

@@ -559,3 +559,16 @@ TEST_CASE("int quant error report against u8 and u4", "[.][int_quant_report]") {
     }
   }
 }
+
+TEST_CASE("int quant spec of each integer-domain Quant, and none for the others", "[core][int_quant]") {
+  IntQuantSpec spec = int_quant_spec({Quant::i8h, 128}, 7);
+  CHECK(spec.kind == IntQuantKind::i8h);
+  CHECK(spec.block == 128);
+  CHECK(spec.rounding == IntRounding::nearest);
+  spec = int_quant_spec({Quant::i4h_sr, 256}, 7);
+  CHECK(spec.kind == IntQuantKind::i4h);
+  CHECK(spec.rounding == IntRounding::stochastic);
+  CHECK(spec.seed == 7);
+  CHECK_THROWS_AS(int_quant_spec({Quant::u8, 256}, 0), std::invalid_argument);
+  CHECK_THROWS_AS(int_quant_spec({Quant::i8h, 0}, 0), std::invalid_argument);
+}

@@ -228,26 +228,35 @@ TEST_CASE("quant kinds: fixed numbers and names", "[core][quant]") {
   CHECK(static_cast<int>(Quant::f16) == 3);
   CHECK(static_cast<int>(Quant::bf16) == 4);
   CHECK(static_cast<int>(Quant::u4) == 5);
+  CHECK(static_cast<int>(Quant::i8h) == 6);
+  CHECK(static_cast<int>(Quant::i4h) == 7);
+  CHECK(static_cast<int>(Quant::i8h_sr) == 8);
+  CHECK(static_cast<int>(Quant::i4h_sr) == 9);
   for (int raw = 0; raw < kQuantCount; ++raw) {
     const auto kind = static_cast<Quant>(raw);
     CHECK(quant_valid(static_cast<uint32_t>(raw)));
     CHECK(parse_quant(quant_name(kind)) == kind);
   }
   CHECK(quant_name(Quant::u4) == "u4");
-  CHECK_FALSE(quant_valid(6));
+  CHECK(quant_name(Quant::i8h_sr) == "i8h-sr");
+  CHECK_FALSE(quant_valid(10));
   CHECK_FALSE(parse_quant("int8").has_value());
-  CHECK_THROWS_AS(quant_name(static_cast<Quant>(6)), std::invalid_argument);
+  CHECK_THROWS_AS(quant_name(static_cast<Quant>(10)), std::invalid_argument);
+  CHECK(quant_is_int_domain(Quant::i4h));
+  CHECK_FALSE(quant_is_int_domain(Quant::u4));
 
   CHECK(quant_spec_valid({Quant::u8, 1}));
   CHECK(quant_spec_valid({Quant::u4, kMaxQuantBlock}));
   CHECK_FALSE(quant_spec_valid({Quant::none, 256}));
   CHECK_FALSE(quant_spec_valid({Quant::u8, 0}));
   CHECK_FALSE(quant_spec_valid({Quant::u8, kMaxQuantBlock + 1}));
-  CHECK_FALSE(quant_spec_valid({static_cast<Quant>(9), 256}));
+  CHECK_FALSE(quant_spec_valid({static_cast<Quant>(10), 256}));
   float x = 1;
   uint8_t out[64];
   CHECK_THROWS_AS(quant_encoded_bytes<float>({Quant::none, 256}, 1), std::invalid_argument);
   CHECK_THROWS_AS(quant_encode<float>({Quant::u8, 0}, &x, 1, out), std::invalid_argument);
+  // The integer-domain modes are int_quant.h's: the per-hop codecs refuse them.
+  CHECK_THROWS_AS(quant_encoded_bytes<float>({Quant::i8h, 256}, 1), std::invalid_argument);
   CHECK_THROWS_AS(quant_decode<double>({static_cast<Quant>(7), 256}, out, 8, 1, nullptr), std::invalid_argument);
 }
 

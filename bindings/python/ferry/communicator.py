@@ -432,9 +432,14 @@ class Communicator:
             tag: names the operation; must match on every peer (0..2**64-1).
             out: optional output tensor/array.
             quant: None (full precision, default) or the wire quantization: "u8", "i8",
-                "u4" (affine min-max per 256-element block), "f16", "bf16". Lossy, float
+                "u4" (affine min-max per 256-element block, re-encoded at every hop),
+                "f16", "bf16"; or the integer-domain modes "i8h", "i4h" (a scale shared
+                per block, integers summed exactly; sum and avg only; error grows as N,
+                not N^2; the result does not depend on the ring order) and "i8h-sr",
+                "i4h-sr" (the same with unbiased stochastic rounding). Lossy, float
                 dtypes only (f16/bf16 wire: f32/f64 data only; else InvalidArgumentError),
                 must match on every peer; results stay bit-identical on every peer.
+                Error bounds: ferry.h, ``ferry_quant``.
 
         Blocks until the master commits or aborts (at most timeout_ms to start,
         progress_timeout_ms without progress, 2 x timeout_ms to commit); the GIL is

@@ -57,8 +57,8 @@ _OP_NAMES = {"sum": ReduceOp.SUM, "avg": ReduceOp.AVG, "mean": ReduceOp.AVG, "pr
 
 #: Wire quantization names the Python API accepts (``quant=``), with their ``ferry_quant``
 #: numbers (FERRY_QUANT_NONE = 0 is ``None``).
-_QUANT_CODES = {"u8": 1, "i8": 2, "f16": 3, "bf16": 4, "u4": 5}
-QUANT_NAMES = ("u8", "i8", "f16", "bf16", "u4")
+_QUANT_CODES = {"u8": 1, "i8": 2, "f16": 3, "bf16": 4, "u4": 5, "i8h": 6, "i4h": 7, "i8h-sr": 8, "i4h-sr": 9}
+QUANT_NAMES = tuple(_QUANT_CODES)
 
 
 def _torch_op_name(op: Any) -> Optional[str]:

@@ -297,11 +297,17 @@ def test_bad_ops_tags_and_quantization_are_invalid_arguments(address):
         for name in ("f16", "bf16"):
             with pytest.raises(ferry.InvalidArgumentError, match="quant"):
                 comm.all_reduce(np.ones(4, np.float16), quant=name)
+        # The integer-domain modes add integers: sum and avg only.
+        for name in ("i8h", "i4h-sr"):
+            with pytest.raises(ferry.InvalidArgumentError, match="FERRY_OP_SUM"):
+                comm.all_reduce(data, op="max", quant=name)
         assert comm.all_reduce(data, quant=None, op="sum") is data
 
 
 @pytest.mark.parametrize("quant, shrink, tol", [("u8", 0.30, 0.03), ("i8", 0.30, 0.03), ("u4", 0.16, 0.5),
-                                                ("f16", 0.55, 5e-3), ("bf16", 0.55, 5e-2), ("U8", 0.30, 0.03)])
+                                                ("f16", 0.55, 5e-3), ("bf16", 0.55, 5e-2), ("U8", 0.30, 0.03),
+                                                ("i8h", 0.30, 0.03), ("i8h-sr", 0.30, 0.06), ("i4h", 0.17, 0.5),
+                                                ("i4h-sr", 0.17, 0.8)])
 @pytest.mark.parametrize("call", ["all_reduce", "all_reduce_async", "all_reduce_many"])
 def test_quantized_avg_is_close_bit_identical_and_smaller_on_the_wire(quant, shrink, tol, call, address):
     """quant= reaches the C desc: fewer bytes on the wire, a close (lossy) result, and the
