@@ -154,6 +154,7 @@ void fill_info(ferry_op_info* info, const ferry::peer::OpInfo& from) {
   full.start_s = from.phases.start_s;
   full.longest_stall_s = from.phases.longest_stall_s;
   full.commit_s = from.phases.commit_s;
+  full.quant_agreement_s = from.agreement_s;
   // Write only as much as the caller's (possibly older) struct holds.
   size_t n = std::min<size_t>(info->struct_size, sizeof full);
   std::memcpy(static_cast<void*>(info), &full, n);

@@ -662,6 +662,9 @@ typedef struct ferry_op_info {
                                  progress: <= progress_timeout_ms */
   double commit_s;            /* from this peer's end to the master's verdict:
                                  <= 2 * timeout_ms (see ferry_allreduce) */
+  /* The integer-domain modes (i8h, i4h, ...): from the master's go to this
+     peer's agreed scales, before which the ring cannot start. 0 otherwise. */
+  double quant_agreement_s;
 } ferry_op_info;
 
 /* Collective: every accepted peer of the group reduces `count` elements of
@@ -781,8 +784,8 @@ FERRY_API void ferry_allreduce_job_init(ferry_allreduce_job* job);
    `jobs` is an array of `n` structs whose stride is jobs[0].struct_size (so
    callers built against an older header keep working). Buffers are borrowed
    until the call returns. `info` (may be NULL) sums bytes and time over every
-   attempt; world_size is the final world; start_s, longest_stall_s and
-   commit_s are the longest any operation had.
+   attempt; world_size is the final world; start_s, longest_stall_s,
+   commit_s and quant_agreement_s are the longest any operation had.
    Blocks for as long as the operations and the votes take, each under the
    communicator's deadlines; gives up after 16 rounds.
    Errors: FERRY_ERR_INVALID_ARGUMENT (as ferry_allreduce, per job),

@@ -40,6 +40,7 @@ void AllreduceOp::go() {
   if (plan_.world() == 1 || count_ == 0 || !links_) return run_locally();
   if (Status broken = links_->failure(); !broken.ok()) return fail_local(broken);
   if (!try_hold()) return;  // keeps the operation open while step 0 is queued
+  went_ns_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
   // This rank's maxima before any chunk is let in: the predecessor's may come first and fold them in.
   const uint8_t* own_maxima = agreement_steps() > 0 ? quant_->begin_agreement() : nullptr;
   accept_chunks();
@@ -204,6 +205,7 @@ Status AllreduceOp::receive_agreement(uint32_t step, uint32_t lane, const uint8_
     {
       std::lock_guard lock(agreement_mu_);
       agreed_.store(true, std::memory_order_release);
+      agreed_ns_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
       kept.swap(kept_);
     }
     start_ring();
@@ -248,6 +250,10 @@ Status AllreduceOp::wait(OpInfo* info) {
     info->bytes_received = bytes_received_.load();
     info->phases = timeline();
     info->duration_s = info->phases.duration_s;
+    const int64_t went = went_ns_.load(std::memory_order_relaxed), agreed = agreed_ns_.load(std::memory_order_relaxed);
+    info->agreement_s = agreed > went && went > 0
+                            ? std::chrono::duration<double>(Clock::duration(agreed - went)).count()
+                            : 0;
   }
   return verdict;
 }

@@ -42,6 +42,7 @@ struct OpInfo {
   uint64_t bytes_received = 0;
   double duration_s = 0;
   OpTimeline phases;  // duration_s is also phases.duration_s
+  double agreement_s = 0;  // the integer-domain modes: go -> the scales agreed
 };
 
 class AllreduceOp final : public CollectiveOp, public ChunkConsumer, public std::enable_shared_from_this<AllreduceOp> {
@@ -105,6 +106,7 @@ class AllreduceOp final : public CollectiveOp, public ChunkConsumer, public std:
   std::unique_ptr<std::atomic<uint8_t>[]> received_;  // per unit: arrived already?
   std::atomic<uint32_t> units_done_{0};
   std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0};
+  std::atomic<int64_t> went_ns_{0}, agreed_ns_{0};  // steady clock, for OpInfo::agreement_s
 };
 
 }  // namespace ferry::peer

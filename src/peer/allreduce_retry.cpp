@@ -55,6 +55,7 @@ Round run_round(Communicator& comm, std::span<const AllreduceJob> jobs, const st
     most.start_s = std::max(most.start_s, info.phases.start_s);
     most.longest_stall_s = std::max(most.longest_stall_s, info.phases.longest_stall_s);
     most.commit_s = std::max(most.commit_s, info.phases.commit_s);
+    total->agreement_s = std::max(total->agreement_s, info.agreement_s);
     if (st.ok()) continue;
     round.unfinished.push_back(index);
     if (!retryable(st)) {

@@ -100,6 +100,7 @@ TEST_CASE("a peer's report line survives the trip to the orchestrator", "[bench]
   sent.bytes = 1 << 20;
   sent.times_s = {0.5, 0.25};
   sent.bytes_sent = {1398102, 1398100};
+  sent.agreement_s = {0.125, 0.0625};
   sent.cpu_s = 0.75;
   sent.hashes = {"0123456789abcdef", "fedcba9876543210"};
   sent.correct = true;
@@ -114,6 +115,7 @@ TEST_CASE("a peer's report line survives the trip to the orchestrator", "[bench]
   CHECK(got[1].bytes == sent.bytes);
   CHECK(got[1].times_s == sent.times_s);
   CHECK(got[1].bytes_sent == sent.bytes_sent);
+  CHECK(got[1].agreement_s == sent.agreement_s);
   CHECK(got[1].cpu_s == sent.cpu_s);
   CHECK(got[1].hashes == sent.hashes);
   CHECK(got[1].correct);
@@ -175,6 +177,13 @@ TEST_CASE("rows follow nccl-tests: slowest peer per iteration, median, algbw, bu
   CHECK(*run.cpu_s_per_GB == Approx(1.0 / (2 * 1000 * 3 / 1e9)));
   CHECK(run.bit_identical);
   CHECK(run.correct);
+  CHECK_FALSE(run.quant_agreement_s_median);  // no integer-domain quantization: no agreement
+
+  // The scale agreement: slowest rank per iteration, median over iterations.
+  auto agreeing = ranks;
+  agreeing[0][0].agreement_s = {0.1, 0.4, 0.2};
+  agreeing[1][0].agreement_s = {0.3, 0.1, 0.2};
+  CHECK(*summarize(args, shape, agreeing)[0].quant_agreement_s_median == 0.3);
 
   auto differing = ranks;
   differing[1][0].hashes[0] = "other";

@@ -149,6 +149,7 @@ TEST_CASE("quant: bytes on the wire shrink as promised, bad combinations are ref
   EmbeddedMaster master;
   const size_t count = 1 << 20;
   std::vector<uint64_t> sent(FERRY_QUANT_I4H_SR + 1);
+  std::vector<double> agreement(FERRY_QUANT_I4H_SR + 1, -1.0);
   auto results = run_peers(peers, [&](size_t) {
     ferry_comm* comm = create_peer(master.address());
     grow_group(comm, static_cast<int64_t>(peers));
@@ -160,6 +161,7 @@ TEST_CASE("quant: bytes on the wire shrink as promised, bad combinations are ref
       info.struct_size = sizeof info;
       must(ferry_allreduce(comm, v.data(), v.data(), count, &desc, &info), "allreduce");
       if (rank == 0) sent[q] = info.bytes_sent;
+      if (rank == 0) agreement[q] = info.quant_agreement_s;
     }
     ferry_comm_destroy(comm);
   });
@@ -172,6 +174,11 @@ TEST_CASE("quant: bytes on the wire shrink as promised, bad combinations are ref
   CHECK(ratio(FERRY_QUANT_F16) <= 0.51);
   CHECK(ratio(FERRY_QUANT_I8H) <= 0.345);  // ferry.h: 34.4 %
   CHECK(ratio(FERRY_QUANT_I4H) <= 0.22);   // 21.9 %
+  // Only the integer-domain modes agree scales first, and the time it took is reported.
+  CHECK(agreement[FERRY_QUANT_NONE] == 0.0);
+  CHECK(agreement[FERRY_QUANT_U8] == 0.0);
+  CHECK(agreement[FERRY_QUANT_I8H] > 0.0);
+  CHECK(agreement[FERRY_QUANT_I4H] > 0.0);
   WARN("bytes against f32 at 8 peers: u8 " << ratio(FERRY_QUANT_U8) << ", u4 " << ratio(FERRY_QUANT_U4) << ", i8h "
                                            << ratio(FERRY_QUANT_I8H) << ", i4h " << ratio(FERRY_QUANT_I4H));
 

@@ -59,10 +59,14 @@ RunSummary summarize_size(const BenchArgs& args, const RunShape& shape,
   double cpu_total = 0;
   bool cpu_known = true;
   std::size_t shm_ranks = 0;
+  std::vector<double> agreement_s;  // per timed iteration, slowest rank
   for (std::size_t r = 0; r < per_rank.size(); ++r) {
     const RankReport& report = per_rank[r][s];
     check_report(args, shape, r, s, report);
     for (std::size_t i = 0; i < run.times_s.size(); ++i) run.times_s[i] = std::max(run.times_s[i], report.times_s[i]);
+    if (agreement_s.size() < report.agreement_s.size()) agreement_s.resize(report.agreement_s.size(), 0.0);
+    for (std::size_t i = 0; i < report.agreement_s.size(); ++i)
+      agreement_s[i] = std::max(agreement_s[i], report.agreement_s[i]);
     for (const std::uint64_t sent : report.bytes_sent) sent_total += static_cast<double>(sent);
     sent_samples += report.bytes_sent.size();
     cpu_known = cpu_known && report.cpu_s.has_value();
@@ -79,6 +83,8 @@ RunSummary summarize_size(const BenchArgs& args, const RunShape& shape,
   run.wire_bytes_ideal = op_bytes * 2 * (n - 1) / n;
   if (sent_samples > 0) run.wire_bytes_per_peer = sent_total / static_cast<double>(sent_samples);
   run.links = shm_ranks == 0 ? "tcp" : shm_ranks == per_rank.size() ? "shared_memory" : "mixed";
+  if (!agreement_s.empty() && *std::max_element(agreement_s.begin(), agreement_s.end()) > 0)
+    run.quant_agreement_s_median = median(agreement_s);
   if (cpu_known && !per_rank.empty()) run.cpu_s_per_GB = cpu_total / (op_bytes * args.iters / 1e9);
   if (run.bit_identical && !per_rank.empty()) run.result_hashes = per_rank[0][s].hashes;
   return run;

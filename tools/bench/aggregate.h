@@ -9,6 +9,9 @@
 //   correct               = every rank's every result is the exact expected one
 //   cpu_s_per_GB          = the peers' CPU seconds in the timed iterations,
 //                           summed, per GB all-reduced (C * S * iters)
+//   quant_agreement_s_median = the integer-domain quantizations' scale agreement
+//                           (ferry_op_info.quant_agreement_s), slowest rank per
+//                           iteration, median over iterations
 #pragma once
 
 #include <cstddef>
@@ -43,6 +46,7 @@ struct RunSummary {
   bool bit_identical = false;
   bool correct = false;
   std::optional<double> cpu_s_per_GB;  // not measured for Gloo
+  std::optional<double> quant_agreement_s_median;  // ferry with i8h, i4h, ...
   // What carried the ring's bytes: "tcp", "shared_memory" (every peer's every
   // lane) or "mixed"; always "tcp" for Gloo.
   std::string links = "tcp";

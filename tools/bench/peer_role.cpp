@@ -63,9 +63,13 @@ class PeerBench {
   }
 
  private:
+  struct Iteration {
+    std::uint64_t bytes_sent = 0;  // summed over the ops
+    double agreement_s = 0;        // the longest op's quant_agreement_s
+  };
   // Issues every op, then waits every op that was issued (each must be waited
-  // exactly once, failed or not). Returns the bytes sent, summed over the ops.
-  std::uint64_t run_iteration(const std::vector<Buffer>& send, std::vector<Buffer>& recv, std::size_t count) {
+  // exactly once, failed or not).
+  Iteration run_iteration(const std::vector<Buffer>& send, std::vector<Buffer>& recv, std::size_t count) {
     std::vector<ferry_op*> ops(send.size(), nullptr);
     std::string failure;
     for (std::size_t k = 0; k < send.size(); ++k) {
@@ -83,7 +87,7 @@ class PeerBench {
         break;
       }
     }
-    std::uint64_t sent = 0;
+    Iteration done;
     for (std::size_t k = 0; k < ops.size() && ops[k] != nullptr; ++k) {
       ferry_op_info info;
       std::memset(&info, 0, sizeof info);
@@ -92,10 +96,11 @@ class PeerBench {
       if (waited != FERRY_OK && failure.empty()) {
         failure = "all-reduce (tag " + std::to_string(k) + "): " + ferry_strerror(waited) + ": " + ferry_last_error();
       }
-      sent += info.bytes_sent;
+      done.bytes_sent += info.bytes_sent;
+      done.agreement_s = std::max(done.agreement_s, info.quant_agreement_s);
     }
     if (!failure.empty()) throw PeerFailure(failure);
-    return sent;
+    return done;
   }
 
   // link_matrix.h: every peer flushes its measurements to the master, then rank 0
@@ -138,12 +143,13 @@ class PeerBench {
       session_.barrier();
       const double cpu_before = tooling::process_cpu_s();
       const auto start = std::chrono::steady_clock::now();
-      const std::uint64_t sent = run_iteration(send, recv, count);
+      const Iteration done = run_iteration(send, recv, count);
       const auto stop = std::chrono::steady_clock::now();
       const double cpu_after = tooling::process_cpu_s();
       if (timed) {
         report.times_s.push_back(std::chrono::duration<double>(stop - start).count());
-        report.bytes_sent.push_back(sent);
+        report.bytes_sent.push_back(done.bytes_sent);
+        report.agreement_s.push_back(done.agreement_s);
         cpu_s += cpu_after - cpu_before;
       }
     }

@@ -26,6 +26,7 @@ RankReport parse_ferry(const JsonValue& line) {
   report.bytes = static_cast<std::size_t>(json_number(line, "bytes"));
   report.times_s = json_numbers(line, "times_s");
   for (const double sent : json_numbers(line, "bytes_sent")) report.bytes_sent.push_back(static_cast<std::uint64_t>(sent));
+  report.agreement_s = json_numbers(line, "agreement_s");
   report.cpu_s = json_number(line, "cpu_s");
   report.shared_memory_lanes = static_cast<int>(json_number(line, "shared_memory_lanes"));
   report.hashes = json_strings(line, "hashes");
@@ -78,6 +79,9 @@ std::string ferry_report_line(const BenchArgs& args, const RankReport& report) {
   json.end_array();
   json.key("bytes_sent").begin_array();
   for (const std::uint64_t sent : report.bytes_sent) json.value(sent);
+  json.end_array();
+  json.key("agreement_s").begin_array();
+  for (const double s : report.agreement_s) json.value(s);
   json.end_array();
   json.key("cpu_s").value(report.cpu_s.value_or(0.0));
   json.key("shared_memory_lanes").value(report.shared_memory_lanes.value_or(0));

@@ -3,10 +3,12 @@
 //
 // ferry peer line (one per size, in --sizes order):
 //   {"impl":"ferry","peer_index":1,"rank":0,"peer_id":7,"world":3,"bytes":1048576,"dtype":"f32","op":"sum",
-//    "connections":4,"concurrent":2,"times_s":[...],"bytes_sent":[...],"cpu_s":0.12,
+//    "connections":4,"concurrent":2,"times_s":[...],"bytes_sent":[...],"agreement_s":[...],"cpu_s":0.12,
 //    "hashes":["<xxh3 hex per op>",...],"correct":true}
 //   times_s / bytes_sent: one entry per timed iteration (bytes_sent summed over the
-//   concurrent ops); cpu_s: this process's user+sys CPU over the timed iterations;
+//   concurrent ops); agreement_s: the longest ferry_op_info.quant_agreement_s of the
+//   iteration's ops (0 but for the integer-domain quantizations);
+//   cpu_s: this process's user+sys CPU over the timed iterations;
 //   hashes: every op's result in the last iteration, tag order; peer_id: FERRY_ATTR_PEER_ID.
 // After the sizes, rank 0 prints one link-matrix line (link_matrix.h).
 // Gloo rank line: see tools/gloo_baseline/README.md (one hash, no bytes_sent; a
@@ -32,6 +34,7 @@ struct RankReport {
   std::size_t bytes = 0;
   std::vector<double> times_s;
   std::vector<std::uint64_t> bytes_sent;  // empty when not measured (Gloo)
+  std::vector<double> agreement_s;        // empty when not measured (Gloo)
   std::optional<double> cpu_s;            // empty when not measured (Gloo)
   std::optional<int> shared_memory_lanes; // ferry: FERRY_ATTR_SHARED_MEMORY_LANES; empty for Gloo
   std::vector<std::string> hashes;        // per op, last iteration

@@ -166,6 +166,12 @@ void write_run(JsonWriter& json, const RunSummary& run, int iters) {
   } else {
     json.null();
   }
+  json.key("quant_agreement_s_median");
+  if (run.quant_agreement_s_median) {
+    json.value(*run.quant_agreement_s_median);
+  } else {
+    json.null();
+  }
   json.key("links").value(run.links);
   json.key("ring").begin_array();
   for (const std::string& member : run.ring) json.value(member);

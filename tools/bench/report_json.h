@@ -5,6 +5,7 @@
 //              "time_s_median", "time_s_min", "algbw_GBps", "busbw_GBps",
 //              "wire_bytes_per_peer" (null for gloo: not measured), "wire_bytes_ideal",
 //              "bit_identical", "correct", "cpu_s_per_GB" (null for gloo),
+//              "quant_agreement_s_median" (null but for ferry's integer-domain quantizations),
 //              "result_hashes": [per op, when bit_identical], "times_s": [...]}],
 //    "ratios": [{"bytes", "busbw_ferry_over_gloo"}],
 //    "machine": {"nproc", "kernel", "os", "arch", "hostname", "cpu_model", "mem_total_bytes",

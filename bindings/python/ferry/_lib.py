@@ -149,6 +149,7 @@ class OpInfoC(ctypes.Structure):
         ("start_s", ctypes.c_double),
         ("longest_stall_s", ctypes.c_double),
         ("commit_s", ctypes.c_double),
+        ("quant_agreement_s", ctypes.c_double),
     ]
 
     @classmethod

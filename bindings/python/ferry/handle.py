@@ -34,7 +34,9 @@ class OpInfo:
         longest_stall_s: the longest stretch of the transfer without progress
             (at most progress_timeout_ms).
         commit_s: from this peer's end to the master's verdict (at most 2 x timeout_ms).
-        For all_reduce_many the three phases are the longest any operation had.
+        quant_agreement_s: the integer-domain quantizations (i8h, i4h, ...): from the
+            master's go to the agreed scales, before which the ring cannot start; else 0.
+        For all_reduce_many these phases are the longest any operation had.
     """
 
     world_size: int
@@ -44,11 +46,13 @@ class OpInfo:
     start_s: float = 0.0
     longest_stall_s: float = 0.0
     commit_s: float = 0.0
+    quant_agreement_s: float = 0.0
 
     @classmethod
     def from_c(cls, info: _lib.OpInfoC) -> "OpInfo":
         return cls(int(info.world_size), int(info.bytes_sent), int(info.bytes_received), float(info.duration_s),
-                   float(info.start_s), float(info.longest_stall_s), float(info.commit_s))
+                   float(info.start_s), float(info.longest_stall_s), float(info.commit_s),
+                   float(info.quant_agreement_s))
 
 
 class Handle(Generic[T]):
