@@ -605,7 +605,9 @@ FERRY_API void ferry_comm_destroy(ferry_comm* comm);
    Integer-domain modes (i8h, i4h; FERRY_OP_SUM and FERRY_OP_AVG only): the
    peers first agree a scale per block of quant_block elements (the max of
    every peer's block |x|, A, in N-1 small ring steps of one value per block
-   each: 1/256 of f32's bytes per step at the default block), each peer encodes its input once as
+   each: 1/256 of f32's bytes per step at the default block; chunk by chunk,
+   so a chunk's ring starts as soon as its scales are agreed while later
+   chunks' agreement overlaps it), each peer encodes its input once as
    integers q in [-L, L] (L = 127 for i8h, 7 for i4h) of step s = A / L, the
    ring adds the integers, packed at 8 (4) + ceil(log2 k) bits for a sum of k,
    and every peer decodes the exact sum once. The result depends only on the
@@ -663,7 +665,8 @@ typedef struct ferry_op_info {
   double commit_s;            /* from this peer's end to the master's verdict:
                                  <= 2 * timeout_ms (see ferry_allreduce) */
   /* The integer-domain modes (i8h, i4h, ...): from the master's go to this
-     peer's agreed scales, before which the ring cannot start. 0 otherwise. */
+     peer's first agreed chunk of scales, before which its ring cannot start
+     (later chunks agree while earlier ones move). 0 otherwise. */
   double quant_agreement_s;
 } ferry_op_info;
 

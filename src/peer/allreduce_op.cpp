@@ -27,10 +27,20 @@ AllreduceOp::AllreduceOp(OpHost& host, uint64_t epoch, uint32_t seq, std::shared
                  ? QuantizedChunks::create(plan_, spec_.dtype, spec_.op, spec_.quant,
                                            {send, recv, op_seed(epoch, seq, spec.tag), spec.contributor})
                  : nullptr),
-      done_target_(plan_.units_to_send() + plan_.units_to_receive() + 2 * agreement_steps()),
-      agreed_(agreement_steps() == 0),
-      received_(new std::atomic<uint8_t>[plan_.units() + agreement_steps()]) {
-  for (uint32_t u = 0; u < plan_.units() + agreement_steps(); ++u) received_[u].store(0, std::memory_order_relaxed);
+      done_target_(plan_.units_to_send() + plan_.units_to_receive() + agreement_transfers()),
+      chunk_agreed_(new std::atomic<bool>[plan_.chunks_per_segment()]),
+      kept_(plan_.chunks_per_segment()),
+      received_(new std::atomic<uint8_t>[plan_.units() + agreement_units()]) {
+  for (uint32_t u = 0; u < plan_.units() + agreement_units(); ++u) received_[u].store(0, std::memory_order_relaxed);
+  for (uint32_t c = 0; c < plan_.chunks_per_segment(); ++c)
+    chunk_agreed_[c].store(agreement_steps() == 0 || quant_->agreement_bytes(c) == 0, std::memory_order_relaxed);
+}
+
+uint32_t AllreduceOp::agreement_transfers() const {
+  uint32_t chunks = 0;
+  for (uint32_t c = 0; c < plan_.chunks_per_segment() && agreement_steps() > 0; ++c)
+    chunks += quant_->agreement_bytes(c) > 0;
+  return 2 * agreement_steps() * chunks;
 }
 
 // --- driven by the master -------------------------------------------------------
@@ -42,28 +52,29 @@ void AllreduceOp::go() {
   if (!try_hold()) return;  // keeps the operation open while step 0 is queued
   went_ns_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
   // This rank's maxima before any chunk is let in: the predecessor's may come first and fold them in.
-  const uint8_t* own_maxima = agreement_steps() > 0 ? quant_->begin_agreement() : nullptr;
+  if (agreement_steps() > 0) quant_->begin_agreement();
   accept_chunks();
-  if (own_maxima)
-    queue_send(plan_.units(), own_maxima, quant_->agreement_bytes(), std::nullopt);
-  else
-    start_ring();
+  for (uint32_t c = 0; c < plan_.chunks_per_segment(); ++c) {
+    if (agreement_steps() == 0) {
+      start_chunk(QuantizedChunks::kStartLane, c);
+    } else if (size_t bytes = quant_->agreement_bytes(c)) {
+      if (!queue_send(plan_.units() + c, quant_->agreement_own(c), bytes, std::nullopt)) break;
+    }
+  }
   release();
 }
 
-void AllreduceOp::start_ring() {
+void AllreduceOp::start_chunk(uint32_t lane, uint32_t chunk) {
   // Step 0 sends this rank's own segment straight from the caller's input.
-  for (uint32_t c = 0; c < plan_.chunks_per_segment(); ++c) {
-    uint32_t unit = plan_.unit(0, c);
-    ElementRange r = plan_.send_range(unit);
-    if (r.count == 0) continue;
-    const uint8_t* data = send_at(r.begin);
-    if (quant_) {
-      quant_->encode_own(unit);
-      data = quant_->slot(unit);
-    }
-    if (!queue_send(unit, data, wire_bytes(0, r.count), std::nullopt)) break;
+  uint32_t unit = plan_.unit(0, chunk);
+  ElementRange r = plan_.send_range(unit);
+  if (r.count == 0) return;
+  const uint8_t* data = send_at(r.begin);
+  if (quant_) {
+    quant_->encode_own(lane, unit);
+    data = quant_->slot(unit);
   }
+  queue_send(unit, data, wire_bytes(0, r.count), std::nullopt);
 }
 
 void AllreduceOp::run_locally() {
@@ -93,10 +104,12 @@ Status AllreduceOp::payload_destination(const wire::ChunkHeader& header, uint32_
     return Status::failure(Errc::protocol, "collective " + std::to_string(seq()) + ", unit " +
                                                std::to_string(header.unit) + ": " + why);
   };
-  if (header.unit >= plan_.units() + agreement_steps()) return bad("no such unit");
+  if (header.unit >= plan_.units() + agreement_units()) return bad("no such unit");
   const bool agreement = header.unit >= plan_.units();
   ElementRange r = agreement ? ElementRange{} : plan_.recv_range(header.unit);
-  size_t want = agreement ? quant_->agreement_bytes() : r.count ? wire_bytes(plan_.step_of(header.unit), r.count) : 0;
+  size_t want = agreement ? quant_->agreement_bytes((header.unit - plan_.units()) % plan_.chunks_per_segment())
+                : r.count ? wire_bytes(plan_.step_of(header.unit), r.count)
+                          : 0;
   if (want == 0 || header.length != want)
     return bad("length " + std::to_string(header.length) + " does not match the plan");
   if (received_[header.unit].exchange(1, std::memory_order_relaxed)) return bad("arrived twice");
@@ -137,15 +150,16 @@ Status AllreduceOp::payload_received(const wire::ChunkHeader& header, uint32_t l
 }
 
 Status AllreduceOp::consume_or_keep(const wire::ChunkHeader& header, uint32_t lane, const uint8_t* payload) {
-  if (!agreed_.load(std::memory_order_acquire)) {
+  const uint32_t chunk = plan_.chunk_of(header.unit);
+  if (!chunk_agreed_[chunk].load(std::memory_order_acquire)) {
     std::unique_lock lock(agreement_mu_);
-    if (!agreed_.load(std::memory_order_relaxed)) {
+    if (!chunk_agreed_[chunk].load(std::memory_order_relaxed)) {
       // Only a reduce-scatter chunk can precede this rank's agreement: every
       // all-gather chunk carries a sum that needed this rank's contribution.
       if (!plan_.is_reduce_step(plan_.step_of(header.unit)))
         return Status::failure(Errc::protocol, "collective " + std::to_string(seq()) + ": all-gather unit " +
                                                    std::to_string(header.unit) + " arrived before the scale agreement");
-      kept_.push_back({header, std::vector<uint8_t>(payload, payload + header.length)});
+      kept_[chunk].push_back({header, std::vector<uint8_t>(payload, payload + header.length)});
       lock.unlock();
       release();  // a kept chunk is a copy: it holds none of the caller's memory
       return Status::success();
@@ -197,18 +211,22 @@ Status AllreduceOp::receive_quantized(const wire::ChunkHeader& header, uint32_t 
   return Status::success();
 }
 
-Status AllreduceOp::receive_agreement(uint32_t step, uint32_t lane, const uint8_t* payload) {
-  if (const uint8_t* forward = quant_->agreement_received(step, payload)) {
-    queue_send(plan_.units() + step + 1, forward, quant_->agreement_bytes(), std::nullopt);
+Status AllreduceOp::receive_agreement(uint32_t agreement_unit, uint32_t lane, const uint8_t* payload) {
+  const uint32_t step = agreement_unit / plan_.chunks_per_segment(), chunk = agreement_unit % plan_.chunks_per_segment();
+  if (const uint8_t* forward = quant_->agreement_received(step, chunk, payload)) {
+    queue_send(plan_.units() + agreement_unit + plan_.chunks_per_segment(), forward, quant_->agreement_bytes(chunk),
+               std::nullopt);
   } else {
     std::vector<KeptChunk> kept;
     {
       std::lock_guard lock(agreement_mu_);
-      agreed_.store(true, std::memory_order_release);
-      agreed_ns_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
-      kept.swap(kept_);
+      chunk_agreed_[chunk].store(true, std::memory_order_release);
+      kept.swap(kept_[chunk]);
     }
-    start_ring();
+    // The ring's start waited for the first chunk agreed; the later ones overlap it.
+    int64_t none = 0;
+    agreed_ns_.compare_exchange_strong(none, Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+    start_chunk(lane, chunk);
     // This lane's thread consumes them, with this lane's scratch: the lanes they came on may be busy.
     for (KeptChunk& k : kept) {
       if (!try_hold()) break;  // the collective is over

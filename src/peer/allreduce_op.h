@@ -1,9 +1,10 @@
 // One all-reduce in flight: the pipelined ring of ring_plan.h driven by lane
 // events; its handshake with the master and its holds are CollectiveOp's.
-// The integer-domain modes first agree their scales (quantized_chunks.h):
-// units plan.units() + t carry agreement step t, and the ring starts when the
-// last one is in. A neighbour that got there first may send ring chunks
-// before then; they wait, copied, until this rank's scales are agreed.
+// The integer-domain modes agree their scales chunk by chunk
+// (quantized_chunks.h): unit plan.units() + t * chunks_per_segment + c
+// carries agreement step t of chunk index c, and chunk c's ring starts when
+// its last step is in. A neighbour that got there first may send chunk c's
+// ring units before then; they wait, copied, until this rank agreed chunk c.
 //
 // Threading: lane callbacks run on lane threads, concurrently (they touch
 // disjoint chunks; counters are atomic).
@@ -42,7 +43,7 @@ struct OpInfo {
   uint64_t bytes_received = 0;
   double duration_s = 0;
   OpTimeline phases;  // duration_s is also phases.duration_s
-  double agreement_s = 0;  // the integer-domain modes: go -> the scales agreed
+  double agreement_s = 0;  // the integer-domain modes: go -> the first chunk's scales agreed
 };
 
 class AllreduceOp final : public CollectiveOp, public ChunkConsumer, public std::enable_shared_from_this<AllreduceOp> {
@@ -75,10 +76,14 @@ class AllreduceOp final : public CollectiveOp, public ChunkConsumer, public std:
     return quant_ ? quant_->wire_bytes(step, count) : count * plan_.elem_size();
   }
   Status receive_quantized(const wire::ChunkHeader& header, uint32_t lane, const uint8_t* payload);
-  void start_ring();  // step 0: this rank's own segment
+  // Step 0 of chunk index c: this rank's own segment's chunk c, from `lane`'s thread.
+  void start_chunk(uint32_t lane, uint32_t chunk);
   uint32_t agreement_steps() const { return quant_ ? quant_->agreement_steps() : 0; }
-  // A scale agreement unit: folds it in; the last one starts the ring and the chunks that waited for it.
-  Status receive_agreement(uint32_t step, uint32_t lane, const uint8_t* payload);
+  uint32_t agreement_units() const { return agreement_steps() * plan_.chunks_per_segment(); }
+  // Agreement units that carry bytes, sent and received: every step of every non-empty chunk index.
+  uint32_t agreement_transfers() const;
+  // A scale agreement unit: folds it in; a chunk's last one starts its ring and its units that waited.
+  Status receive_agreement(uint32_t agreement_unit, uint32_t lane, const uint8_t* payload);
   // A ring chunk, with one hold that these release on success (the caller on failure):
   // kept as a copy while the scales are still being agreed, else consumed.
   Status consume_or_keep(const wire::ChunkHeader& header, uint32_t lane, const uint8_t* payload);
@@ -100,8 +105,10 @@ class AllreduceOp final : public CollectiveOp, public ChunkConsumer, public std:
     std::vector<uint8_t> payload;
   };
   std::mutex agreement_mu_;
-  std::atomic<bool> agreed_;      // set under agreement_mu_; true from the start without an agreement
-  std::vector<KeptChunk> kept_;   // guarded by agreement_mu_
+  // Per chunk index: its scales are agreed (set under agreement_mu_; true from the start
+  // without an agreement), and the ring units that came before (guarded by agreement_mu_).
+  std::unique_ptr<std::atomic<bool>[]> chunk_agreed_;
+  std::vector<std::vector<KeptChunk>> kept_;
 
   std::unique_ptr<std::atomic<uint8_t>[]> received_;  // per unit: arrived already?
   std::atomic<uint32_t> units_done_{0};

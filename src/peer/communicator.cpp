@@ -409,8 +409,9 @@ std::shared_ptr<AllreduceOp> Communicator::allreduce_async(const void* send, voi
       // The others' zeros sum with the root's bytes to the root's bytes, exactly (integers wrap, never round).
       if (view.rank != spec.root && count > 0) std::memset(recv, 0, count);
     }
+    // The integer-domain quantizations agree scales per chunk: each block must lie in one.
     RingPlan plan(count, dtype_size(spec.dtype), static_cast<uint32_t>(view.ring.size()), view.rank, view.lanes,
-                  config_.max_chunk_bytes);
+                  config_.max_chunk_bytes, quant_is_int_domain(spec.quant.kind) ? spec.quant.block : 1);
     op = ops_->issue<AllreduceOp>(
         [&](uint64_t epoch, uint32_t seq) {
           AllreduceSpec op_spec = spec;

@@ -20,50 +20,77 @@ class IntDomainChunks final : public QuantizedChunksBase<T> {
   IntDomainChunks(const RingPlan& plan, DType dtype, ReduceOp op, IntQuantSpec spec, QuantizedBuffers buffers,
                   size_t count)
       : Base(plan, dtype, op, buffers), spec_(spec), contributor_(buffers.contributor), count_(count),
-        blocks_(int_quant_block_count(spec, count)),
-        // Step t's bytes (t = 0: this rank's own maxima), then the agreed scales.
-        scales_(static_cast<size_t>(plan.world()) * blocks_) {
+        own_(int_quant_block_count(spec, count)), agreed_(own_.size()), chunks_(plan.chunks_per_segment()) {
+    // Chunk index c's blocks: those of chunk c of every segment (the plan is
+    // aligned to blocks, so no block is in two chunks).
+    for (uint32_t c = 0; c < plan_.chunks_per_segment(); ++c) {
+      ChunkScales& cs = chunks_[c];
+      for (uint32_t seg = 0; seg < plan_.world(); ++seg) {
+        ElementRange r = plan_.chunk(seg, c);
+        if (r.count == 0) continue;
+        size_t first = r.begin / spec_.block, end = (r.begin + r.count + spec_.block - 1) / spec_.block;
+        cs.pieces.push_back({first, end - first});
+        cs.blocks += end - first;
+      }
+      // Steps 0 .. N-2: what this rank sends at each.
+      cs.steps.resize(static_cast<size_t>(agreement_steps()) * cs.blocks);
+    }
     this->allocate_slots();
   }
 
   uint32_t agreement_steps() const override { return plan_.world() - 1; }
-  size_t agreement_bytes() const override { return blocks_ * sizeof(T); }
+  size_t agreement_bytes(uint32_t chunk) const override { return chunks_[chunk].blocks * sizeof(T); }
 
-  const uint8_t* begin_agreement() override {
-    T* own = step_scales(0);
-    std::fill(own, own + blocks_, T(0));
+  void begin_agreement() override {
+    std::fill(own_.begin(), own_.end(), T(0));
     // Tile by tile, so 16-bit data widens through the starting scratch.
-    Scratch& s = this->scratch(Base::kStartScratch);
+    Scratch& s = this->scratch(QuantizedChunks::kStartLane);
     const size_t tile = std::max<size_t>(this->max_chunk_, 1);
     for (size_t begin = 0; begin < count_; begin += tile) {
       ElementRange r{begin, std::min(tile, count_ - begin)};
-      int_quant_absmax(spec_, this->input(r, s.local.empty() ? nullptr : s.local.data()), r.count, r.begin, own);
+      int_quant_absmax(spec_, this->input(r, s.local.empty() ? nullptr : s.local.data()), r.count, r.begin,
+                       own_.data());
     }
-    return reinterpret_cast<const uint8_t*>(own);
+    for (ChunkScales& cs : chunks_) {
+      T* out = cs.steps.data();
+      for (const Piece& p : cs.pieces) out = std::copy_n(own_.begin() + static_cast<std::ptrdiff_t>(p.first), p.blocks, out);
+    }
   }
 
-  const uint8_t* agreement_received(uint32_t step, const uint8_t* in) override {
-    // Step t + 1 sends max(own, what step t brought); after the last step that is every rank's max.
-    T* out = step + 1 < agreement_steps() ? step_scales(step + 1) : agreed();
-    std::memcpy(out, in, agreement_bytes());  // `in` may be unaligned staging
-    int_quant_merge_absmax(out, step_scales(0), blocks_);
-    return out == agreed() ? nullptr : reinterpret_cast<const uint8_t*>(out);
+  const uint8_t* agreement_own(uint32_t chunk) override {
+    return reinterpret_cast<const uint8_t*>(chunks_[chunk].steps.data());
+  }
+
+  const uint8_t* agreement_received(uint32_t step, uint32_t chunk, const uint8_t* in) override {
+    // Step t + 1 sends max(own, what step t brought); after the last step that
+    // is every rank's max, which lands in the agreed array at this chunk's blocks.
+    ChunkScales& cs = chunks_[chunk];
+    const bool last = step + 1 == agreement_steps();
+    T* forward = last ? nullptr : cs.steps.data() + (step + 1) * cs.blocks;
+    size_t offset = 0;
+    for (const Piece& p : cs.pieces) {
+      T* out = last ? agreed_.data() + p.first : forward + offset;
+      std::memcpy(out, in + offset * sizeof(T), p.blocks * sizeof(T));  // `in` may be unaligned staging
+      int_quant_merge_absmax(out, own_.data() + p.first, p.blocks);
+      offset += p.blocks;
+    }
+    return reinterpret_cast<const uint8_t*>(forward);
   }
 
   size_t wire_bytes(uint32_t step, size_t count) const override {
     return int_quant_packed_bytes(spec_, count, contributors(step));
   }
 
-  void encode_own(uint32_t unit) override {
+  void encode_own(uint32_t lane, uint32_t unit) override {
     ElementRange r = plan_.send_range(unit);
-    Scratch& s = this->scratch(Base::kStartScratch);
-    int_quant_encode(spec_, contributor_, agreed(), r.begin, this->input(s, r), r.count, this->slot(unit));
+    Scratch& s = this->scratch(lane);
+    int_quant_encode(spec_, contributor_, agreed_.data(), r.begin, this->input(s, r), r.count, this->slot(unit));
   }
 
   Status hop(uint32_t lane, uint32_t unit, const uint8_t* in, size_t in_bytes) override {
     Scratch& s = this->scratch(lane);
     ElementRange r = plan_.recv_range(unit);
-    return int_quant_encode_add(spec_, contributor_, agreed(), r.begin, this->input(s, r), r.count, in, in_bytes,
+    return int_quant_encode_add(spec_, contributor_, agreed_.data(), r.begin, this->input(s, r), r.count, in, in_bytes,
                                 contributors(plan_.step_of(unit)), this->slot(unit + plan_.chunks_per_segment()));
   }
 
@@ -77,7 +104,7 @@ class IntDomainChunks final : public QuantizedChunksBase<T> {
   Status deliver(uint32_t lane, uint32_t unit, const uint8_t* bytes, size_t size) override {
     Scratch& s = this->scratch(lane);
     ElementRange r = plan_.recv_range(unit);
-    Status st = int_quant_decode(spec_, agreed(), r.begin, bytes, size, plan_.world(), op_, r.count,
+    Status st = int_quant_decode(spec_, agreed_.data(), r.begin, bytes, size, plan_.world(), op_, r.count,
                                  this->result_buffer(s, r));
     if (st.ok()) this->store_result(s, r);
     return st;
@@ -87,14 +114,20 @@ class IntDomainChunks final : public QuantizedChunksBase<T> {
   // Contributions in a unit of ring step `step`: one more each reduce-scatter
   // step, all of them in the all-gather.
   uint32_t contributors(uint32_t step) const { return plan_.is_reduce_step(step) ? step + 1 : plan_.world(); }
-  T* step_scales(uint32_t step) { return scales_.data() + step * blocks_; }
-  T* agreed() { return step_scales(agreement_steps()); }
-
   const IntQuantSpec spec_;
   const uint64_t contributor_;
   const size_t count_;
-  const size_t blocks_;
-  std::vector<T> scales_;
+  struct Piece {
+    size_t first, blocks;  // a run of the tensor's blocks
+  };
+  struct ChunkScales {
+    std::vector<Piece> pieces;  // chunk c's blocks in each segment, in segment order
+    size_t blocks = 0;          // over every piece: the values of one agreement message
+    std::vector<T> steps;       // the message this rank sends at each step
+  };
+  std::vector<T> own_;     // this rank's maxima, by block; read-only after begin_agreement
+  std::vector<T> agreed_;  // the agreed maxima, by block: chunk c's written once, when it is agreed
+  std::vector<ChunkScales> chunks_;
 };
 
 }  // namespace
@@ -109,6 +142,9 @@ std::unique_ptr<QuantizedChunks> make_int_domain_chunks(const RingPlan& plan, DT
     throw Error(Errc::invalid_argument, std::string(quant_name(spec.kind)) + " carries at most " +
                                             std::to_string(kMaxIntQuantGroup) + " peers' sums exactly; this group has " +
                                             std::to_string(plan.world()));
+  if (plan.align() % spec.block != 0)
+    throw Error(Errc::invalid_argument, "the ring plan is not aligned to the quantization's blocks of " +
+                                            std::to_string(spec.block) + " elements");
   size_t count = 0;
   for (uint32_t seg = 0; seg < plan.world(); ++seg) count += plan.segment(seg).count;
   return std::make_unique<IntDomainChunks<T>>(plan, dtype, op, int_quant_spec(spec, buffers.seed), buffers, count);

@@ -23,9 +23,9 @@ class PerHopChunks final : public QuantizedChunksBase<T> {
 
   size_t wire_bytes(uint32_t /*step*/, size_t count) const override { return quant_encoded_bytes<T>(spec_, count); }
 
-  void encode_own(uint32_t unit) override {
+  void encode_own(uint32_t lane, uint32_t unit) override {
     ElementRange r = plan_.send_range(unit);
-    quant_encode<T>(spec_, this->input(this->scratch(Base::kStartScratch), r), r.count, this->slot(unit));
+    quant_encode<T>(spec_, this->input(this->scratch(lane), r), r.count, this->slot(unit));
   }
 
   Status hop(uint32_t lane, uint32_t unit, const uint8_t* in, size_t in_bytes) override {

@@ -23,8 +23,6 @@ class QuantizedChunksBase : public QuantizedChunks {
   struct Scratch {
     std::vector<T> local, acc;
   };
-  // The starting thread's scratch (encode_own, begin_agreement); lanes use their own number.
-  static constexpr uint32_t kStartScratch = wire::kMaxConnectionsPerLink;
 
   QuantizedChunksBase(const RingPlan& plan, DType dtype, ReduceOp op, QuantizedBuffers buffers)
       : plan_(plan), dtype_(dtype), op_(op), send_(static_cast<const uint8_t*>(buffers.send)),

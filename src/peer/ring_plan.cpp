@@ -10,9 +10,10 @@ size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 }  // namespace
 
 RingPlan::RingPlan(size_t count, size_t elem_size, uint32_t world, uint32_t rank, uint32_t lanes,
-                   size_t max_chunk_bytes)
-    : count_(count), elem_size_(elem_size), world_(world), rank_(rank), lanes_(std::max(lanes, 1u)) {
-  size_t max_seg_elems = ceil_div(count_, world_);
+                   size_t max_chunk_bytes, size_t align)
+    : count_(count), elem_size_(elem_size), align_(std::max<size_t>(align, 1)), world_(world), rank_(rank),
+      lanes_(std::max(lanes, 1u)) {
+  size_t max_seg_elems = ceil_div(ceil_div(count_, align_), world_) * align_;  // whole aligned pieces
   if (max_seg_elems == 0) return;
   size_t seg_bytes = max_seg_elems * elem_size_;
   // Enough chunks that none exceeds the limit, and one per lane where the
@@ -21,8 +22,8 @@ RingPlan::RingPlan(size_t count, size_t elem_size, uint32_t world, uint32_t rank
   size_t by_lanes = std::min<size_t>(lanes_, ceil_div(seg_bytes, kMinChunkBytes));
   size_t chunks = std::max({by_limit, by_lanes, size_t{1}});
   if (chunks > lanes_) chunks = ceil_div(chunks, lanes_) * lanes_;  // equal work per lane
-  chunks = std::min(chunks, max_seg_elems);
-  chunk_elems_ = ceil_div(max_seg_elems, chunks);
+  chunks = std::min(chunks, max_seg_elems / align_);
+  chunk_elems_ = ceil_div(max_seg_elems / align_, chunks) * align_;
   chunks_per_segment_ = static_cast<uint32_t>(ceil_div(max_seg_elems, chunk_elems_));
 
   for (uint32_t u = 0; u < units(); ++u) {
@@ -48,9 +49,12 @@ uint32_t RingPlan::recv_segment(uint32_t step) const {
 }
 
 ElementRange RingPlan::segment(uint32_t seg) const {
-  size_t base = count_ / world_, extra = count_ % world_;
-  size_t begin = seg * base + std::min<size_t>(seg, extra);
-  return {begin, base + (seg < extra ? 1 : 0)};
+  // In aligned pieces: segments differ by at most one piece, and only the last may be short.
+  size_t pieces = ceil_div(count_, align_);
+  size_t base = pieces / world_, extra = pieces % world_;
+  size_t begin = std::min(count_, (seg * base + std::min<size_t>(seg, extra)) * align_);
+  size_t end = std::min(count_, begin + (base + (seg < extra ? 1 : 0)) * align_);
+  return {begin, end - begin};
 }
 
 ElementRange RingPlan::chunk(uint32_t seg, uint32_t c) const {

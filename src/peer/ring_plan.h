@@ -1,6 +1,9 @@
 // Which bytes a rank sends and receives at each step of a ring all-reduce.
-// A pure function of (count, element size, world, rank, lanes, chunk limit),
-// so every peer derives the same plan and a chunk header need only name its unit.
+// A pure function of (count, element size, world, rank, lanes, chunk limit,
+// alignment), so every peer derives the same plan and a chunk header need only
+// name its unit. With an alignment of `align` elements every segment and chunk
+// boundary is a multiple of it (but the tensor's end): the integer-domain
+// quantizations align to their scale blocks, so each block lies in one chunk.
 //
 // Algorithm: reduce-scatter then all-gather over N ranks, buffer split into N
 // segments, each segment into `chunks_per_segment` chunks.
@@ -39,12 +42,13 @@ struct ElementRange {
 class RingPlan {
  public:
   RingPlan(size_t count, size_t elem_size, uint32_t world, uint32_t rank, uint32_t lanes,
-           size_t max_chunk_bytes);
+           size_t max_chunk_bytes, size_t align = 1);
 
   uint32_t world() const { return world_; }
   uint32_t rank() const { return rank_; }
   uint32_t lanes() const { return lanes_; }
   size_t elem_size() const { return elem_size_; }
+  size_t align() const { return align_; }
   uint32_t chunks_per_segment() const { return chunks_per_segment_; }
   uint32_t steps() const { return world_ > 1 ? 2 * (world_ - 1) : 0; }
   uint32_t units() const { return steps() * chunks_per_segment_; }
@@ -70,7 +74,7 @@ class RingPlan {
   uint64_t payload_bytes() const { return payload_bytes_; }
 
  private:
-  size_t count_, elem_size_;
+  size_t count_, elem_size_, align_;
   uint32_t world_, rank_, lanes_;
   uint32_t chunks_per_segment_ = 1;
   size_t chunk_elems_ = 1;

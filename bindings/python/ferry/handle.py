@@ -35,7 +35,8 @@ class OpInfo:
             (at most progress_timeout_ms).
         commit_s: from this peer's end to the master's verdict (at most 2 x timeout_ms).
         quant_agreement_s: the integer-domain quantizations (i8h, i4h, ...): from the
-            master's go to the agreed scales, before which the ring cannot start; else 0.
+            master's go to the first chunk's agreed scales, before which the ring cannot
+            start (later chunks agree while earlier ones move); else 0.
         For all_reduce_many these phases are the longest any operation had.
     """
 
