@@ -35,6 +35,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include <asio/any_io_executor.hpp>
 
@@ -47,6 +48,18 @@ namespace ferry::peer {
 inline constexpr uint32_t kProbeLanes = 8;
 inline constexpr std::chrono::milliseconds kMaxProbeTime{3'000};
 inline constexpr size_t kMaxInboundProbeStreams = 4 * kProbeLanes;
+
+// Bytes delivered so far, read at one moment of a probe.
+struct ProbeSample {
+  std::chrono::steady_clock::time_point at;
+  uint64_t delivered = 0;
+};
+// A probe's rate in bytes/s from its samples (oldest first) and its start: the
+// best over any span of `span` after the first such span; where the samples are
+// too sparse for one (a starved thread oversleeps its 10 ms), the mean rate from
+// the start to the last sample, rather than none. 0 only when nothing moved.
+double probe_rate(const std::vector<ProbeSample>& samples, std::chrono::steady_clock::time_point started,
+                  std::chrono::steady_clock::duration span);
 
 class LinkProber {
  public:
