@@ -845,8 +845,10 @@ typedef struct ferry_shared_state {
   /* In: this peer's revision. Out (on success): the group's revision, which
      every peer now shares. The revision rule: the highest revision offered
      by the peers that are not receive-only must be the group's previous
-     revision + 1 (any value for the group's first sync); such peers with a
-     lower revision are behind and receive, like receive-only peers. */
+     revision + 1 (any value for the group's first sync, or once every
+     member that held the previous revision has left: a state nobody holds
+     is lost, and the master logs it); such peers with a lower revision are
+     behind and receive, like receive-only peers. */
   uint64_t revision;
   ferry_tensor* tensors;  /* array of `count`; stride tensors[0].struct_size */
   size_t count;

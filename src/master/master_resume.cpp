@@ -84,8 +84,16 @@ void MasterState::on_resume(ConnId conn, const wire::Hello& hello, uint32_t hear
   for (PeerId member : group.ring)
     if (contains(r.fresh, member)) ring.push_back(member);
   group.ring = std::move(ring);
-  if (hello.resume_revision)
-    group.shared_revision = std::max(group.shared_revision.value_or(0), hello.resume_revision - 1);
+  if (hello.resume_revision) {
+    // What the newcomers of this master synced among themselves is another history: a
+    // higher revision from the old ring replaces it, and its holders with it.
+    const uint64_t held = hello.resume_revision - 1;
+    if (!group.shared_revision || held > *group.shared_revision) {
+      group.shared_revision = held;
+      group.revision_holders.clear();
+    }
+    if (held == *group.shared_revision) group.revision_holders.insert(id);
+  }
   if (epoch == group.epoch) r.committed.insert(r.committed.end(), hello.resume_committed.begin(),
                                                hello.resume_committed.end());
   r.awaiting[id] = {epoch, hello.resume_awaiting};

@@ -794,7 +794,11 @@ void MasterState::commit_collective(Group& group, std::map<uint32_t, Collective>
     journal_.event(now_ms_, "revision", group.id, std::nullopt,
                    "group " + std::to_string(group.id) + " shared state at revision " +
                        std::to_string(*c.elected_revision));
-  if (c.elected_revision) group.shared_revision = c.elected_revision;
+  if (c.elected_revision) {
+    group.shared_revision = c.elected_revision;
+    group.revision_holders.clear();
+    for (const auto& [id, begin] : c.sync_begins) group.revision_holders.insert(id);
+  }
   record_verdict(group, c, Errc::ok);
   ++stats_.committed;
   if (!c.sync_begins.empty()) {
@@ -975,6 +979,16 @@ void MasterState::kick(ConnId conn, Errc code, const std::string& reason) {
   drop_connection(conn, "kicked: " + reason);
 }
 
+void MasterState::forget_revision_holder(Group& group, PeerId id) {
+  if (!group.revision_holders.erase(id) || !group.revision_holders.empty() || !group.shared_revision) return;
+  const std::string what = "group " + std::to_string(group.id) + " lost its shared state at revision " +
+                           std::to_string(*group.shared_revision) + " with " + peer_name(id) +
+                           ", its last holder; the next sync takes the highest revision its members offer";
+  log().warn("{}", what);
+  journal_.event(now_ms_, "revision", group.id, id, what);
+  group.shared_revision.reset();
+}
+
 void MasterState::remove_peer(PeerId id, const std::string& reason) {
   auto pit = peers_.find(id);
   if (pit == peers_.end()) return;
@@ -994,6 +1008,7 @@ void MasterState::remove_peer(PeerId id, const std::string& reason) {
   log().info("leave: {} (group {}): {}", name, group.id, reason);
   erase_value(group.waiting, id);
   if (group.resume) group.resume->awaiting.erase(id);
+  forget_revision_holder(group, id);
   group.links.forget(id);
   group.topology_votes.erase(id);
   group.pending_queries.erase(id);

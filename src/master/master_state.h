@@ -305,6 +305,10 @@ class MasterState {
     // vote realigns, so the calls' order cannot be compared until then.
     bool failed_in_epoch = false;
     std::optional<uint64_t> shared_revision;      // of the last committed shared-state sync
+    // Members known to hold shared_revision (those of its sync, or who reported it when
+    // resuming). When the last one leaves, the revision is forgotten: a state no member
+    // holds cannot be required of the next sync (it would refuse every sync forever).
+    std::set<PeerId> revision_holders;
     bool settling = false;  // evicting a proposal's culprits: one re-proposal afterwards, not one each
     uint32_t reroutes = 0;  // proposals re-ordered around failed links since the last commit
     LinkMatrix links;       // what its members measured of the links between them
@@ -356,6 +360,7 @@ class MasterState {
 
   void kick(ConnId conn, Errc code, const std::string& reason);
   void remove_peer(PeerId id, const std::string& reason);
+  void forget_revision_holder(Group& group, PeerId id);
   void send(PeerId id, wire::Message message);
   void send_all(const std::vector<PeerId>& ids, const wire::Message& message);
 

@@ -49,6 +49,20 @@ struct DialAttempt : std::enable_shared_from_this<DialAttempt> {
           ec == std::errc::no_buffer_space || ec == std::errc::not_enough_memory)
         return self->fail(Errc::system, "out of local resources: " + ec.message());
       if (ec) return self->fail(Errc::connect, ec.message());
+      // Dialing a port of this host that nothing listens on, the kernel may pick that very
+      // port as the source: TCP's simultaneous open then connects the socket to itself, and
+      // it holds the port a listener started again there needs (seen: a restarted master
+      // could not bind while its peers redialed it). Nothing listened: a refused dial.
+      std::error_code local_ec, remote_ec;
+      const auto local = self->socket.local_endpoint(local_ec);
+      const auto remote = self->socket.remote_endpoint(remote_ec);
+      if (!local_ec && !remote_ec && local == remote) {
+        // Closed with a reset: a graceful close would leave the port in TIME_WAIT for a
+        // minute, and this socket has no SO_REUSEADDR to let a listener share it.
+        std::error_code ignored;
+        self->socket.set_option(asio::socket_base::linger(true, 0), ignored);
+        return self->fail(Errc::connect, "the socket connected to itself: nothing listens there");
+      }
       self->answered = true;
       if (Status tuned = apply_tuning(self->socket, self->tuning); !tuned.ok())
         return self->fail(tuned.code, tuned.message, true);

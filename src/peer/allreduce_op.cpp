@@ -25,7 +25,7 @@ AllreduceOp::AllreduceOp(OpHost& host, uint64_t epoch, uint32_t seq, std::shared
       // A world of one, or nothing to send, moves no bytes: no codec (the result is the input itself).
       quant_(spec_.quant.kind != Quant::none && plan_.world() > 1 && count_ > 0
                  ? QuantizedChunks::create(plan_, spec_.dtype, spec_.op, spec_.quant,
-                                           {send, recv, op_seed(epoch, seq, spec.tag), spec.contributor})
+                                           {send, recv, op_seed(epoch, seq, spec.tag), spec.contributor, host.scratch_pool()})
                  : nullptr),
       done_target_(plan_.units_to_send() + plan_.units_to_receive() + agreement_transfers()),
       chunk_agreed_(new std::atomic<bool>[plan_.chunks_per_segment()]),

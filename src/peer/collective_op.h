@@ -23,6 +23,7 @@
 #include <mutex>
 #include <optional>
 
+#include "core/buffer_pool.h"
 #include "core/error.h"
 #include "wire/messages.h"
 
@@ -55,6 +56,8 @@ class OpHost {
   // Chunks for this collective may now be consumed.
   virtual void op_started(uint32_t seq) = 0;
   virtual void op_finished(uint32_t seq) = 0;
+  // Scratch buffers reused across this host's collectives (null: none).
+  virtual BufferPool* scratch_pool() { return nullptr; }
 };
 
 class CollectiveOp {

@@ -75,6 +75,8 @@ class OpRegistry final : public OpHost {
   void op_started(uint32_t seq) override;
   void op_finished(uint32_t seq) override;
 
+  BufferPool* scratch_pool() override { return &scratch_; }
+
  private:
   struct Entry {
     std::shared_ptr<CollectiveOp> op;
@@ -89,6 +91,7 @@ class OpRegistry final : public OpHost {
   uint64_t epoch_ = 0;                  // guarded by mu_
   uint32_t next_seq_ = 0;               // guarded by mu_
   std::map<uint32_t, Entry> entries_;   // guarded by mu_
+  BufferPool scratch_;                  // thread-safe itself
 };
 
 }  // namespace ferry::peer

@@ -36,6 +36,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/buffer_pool.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/quant.h"
@@ -52,6 +53,8 @@ struct QuantizedBuffers {
   void* recv = nullptr;
   uint64_t seed = 0;
   uint64_t contributor = 0;
+  // Where the send arena comes from (null: a fresh allocation per op).
+  BufferPool* pool = nullptr;
 };
 
 class QuantizedChunks {

@@ -26,7 +26,7 @@ class QuantizedChunksBase : public QuantizedChunks {
 
   QuantizedChunksBase(const RingPlan& plan, DType dtype, ReduceOp op, QuantizedBuffers buffers)
       : plan_(plan), dtype_(dtype), op_(op), send_(static_cast<const uint8_t*>(buffers.send)),
-        recv_(static_cast<uint8_t*>(buffers.recv)) {
+        recv_(static_cast<uint8_t*>(buffers.recv)), pool_(buffers.pool) {
     for (uint32_t u = 0; u < plan_.units(); ++u)
       max_chunk_ = std::max(max_chunk_, std::max(plan_.send_range(u).count, plan_.recv_range(u).count));
     // Per lane (a link may grow to the most lanes there are), and one more for
@@ -41,7 +41,8 @@ class QuantizedChunksBase : public QuantizedChunks {
       size_t n = plan_.send_range(u).count;
       offsets_[u + 1] = offsets_[u] + (n ? wire_bytes(plan_.step_of(u), n) : 0);
     }
-    arena_.resize(offsets_.back());
+    // Every byte of a slot is written (encoded) before it is sent: uninitialized is fine.
+    arena_ = pool_ ? pool_->acquire(offsets_.back()) : BufferPool().acquire(offsets_.back());
   }
 
   Scratch& scratch(uint32_t lane) {
@@ -97,7 +98,8 @@ class QuantizedChunksBase : public QuantizedChunks {
 
  private:
   std::vector<size_t> offsets_;   // per unit: its slot in arena_
-  std::vector<uint8_t> arena_;
+  BufferPool* const pool_;
+  BufferPool::Buffer arena_;
   std::vector<Scratch> scratch_;  // entry i touched only by lane i's thread
 };
 

@@ -55,6 +55,33 @@ std::uint16_t free_loopback_port() {
   return ntohs(addr.sin_port);
 }
 
+// A port for the master, below the kernel's ephemeral range: it stays free
+// while a killed master is down. One in that range can be taken meanwhile by
+// any connect() (seen: "cannot listen on 127.0.0.1 ports 46831..46831:
+// Address already in use" at a restart), since SO_REUSEADDR does not help
+// against a connected socket.
+std::uint16_t master_loopback_port() {
+  unsigned ephemeral_low = 32768;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> ephemeral_low;
+  const unsigned low = 10000, high = std::min(ephemeral_low, 65536u);
+  if (high <= low) return 0;  // an odd configuration: let the kernel choose
+  unsigned port = low + std::random_device{}() % (high - low);
+  for (unsigned tries = 0; tries < high - low; ++tries, port = port + 1 < high ? port + 1 : low) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) break;
+    int on = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);  // as the master will
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
+    const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    ::close(fd);
+    if (bound) return static_cast<std::uint16_t>(port);
+  }
+  return 0;
+}
+
 std::uint64_t rss_kib(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   for (std::string line; std::getline(in, line);)
@@ -95,6 +122,7 @@ struct Peer {
   double last_ok_t0 = 0;
   std::uint64_t last_ok_epoch = 0;
   std::vector<std::uint64_t> last_ok_ring;
+  std::string last_line;  // what it said last: in the report when the membership does not converge
 };
 
 struct Injection {
@@ -169,6 +197,7 @@ class ChaosRun {
 
 void ChaosRun::start_master() {
   master_back_at_ = 0;
+  if (masters_started_ == 0) master_port_ = master_loopback_port();
   master_ = &children_.spawn("master " + std::to_string(masters_started_++), {master_bin_, "--listen", "127.0.0.1:" + std::to_string(master_port_),
                                               "--log-level", "warn", "--peer-timeout-ms",
                                               std::to_string(args_.heartbeat_ms)});
@@ -222,6 +251,7 @@ void ChaosRun::read_lines(Peer& p) {
   for (std::size_t nl; (nl = out.find('\n', p.consumed)) != std::string::npos; p.consumed = nl + 1) {
     const std::string_view text(out.data() + p.consumed, nl - p.consumed);
     p.last_line_t = now_s();
+    p.last_line = std::string(text.substr(0, 200));
     auto line = parse_peer_line(text);
     if (!line) {
       checker_.violation(p.child->name() + " printed a malformed line: " + std::string(text));
@@ -525,10 +555,13 @@ ChaosSummary ChaosRun::run() {
     if (!s_.converged) {
       std::string state;
       for (Peer* p : live(false))
+        // What each still says, and its last warnings: CI keeps only this report, not the logs.
         state += " " + p->child->name() + "(id " + std::to_string(p->id) + ", epoch " +
-                 std::to_string(p->last_ok_epoch) + ", ring size " + std::to_string(p->last_ok_ring.size()) + ")";
+                 std::to_string(p->last_ok_epoch) + ", ring size " + std::to_string(p->last_ok_ring.size()) +
+                 "; last line: " + p->last_line + "; stderr: " + p->child->err_tail(4) + ")";
       checker_.violation("membership did not converge to the " + std::to_string(live(false).size()) +
-                         " live peers within " + std::to_string(static_cast<int>(kConvergeLimit)) + " s:" + state);
+                         " live peers within " + std::to_string(static_cast<int>(kConvergeLimit)) + " s:" + state +
+                         "; master's stderr: " + master_->err_tail(4));
     }
     if (s_.ops_ok == 0) checker_.violation("no all-reduce ever succeeded");
     if (s_.longest_progress_gap_s > args_.op_deadlines().hang_s)

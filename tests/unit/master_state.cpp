@@ -1666,3 +1666,42 @@ TEST_CASE("master: at debug, a committed collective is one line with its size an
                         " collective 0 (all_reduce(count 10, f32, sum, tag 0, quant none), 40 B) committed; begin to "
                         "go 5 ms, go to last end 115 ms, last end to commit 0 ms");
 }
+
+TEST_CASE("master: a shared-state revision whose last holder left is forgotten, so the members' next sync is not "
+          "refused forever",
+          "[master][resume][shared_state]") {
+  // Seen in ferry-chaos: a newcomer synced its own revisions 0..4 on a restarted master before
+  // an old member came back holding revision 77 and then died; every later sync failed with
+  // "the group is at 77, the peers offer 5", a state no member had.
+  Fixture f;
+  LogCapture log("warn");
+  const PeerId newcomer = f.join(1);
+  f.all_ready();
+  uint64_t e = f.state.epoch(0);
+  f.state.on_message(1, SyncBegin{e, 0, 4, 0, {{"w", 10, 100, 0xA, 0}}});
+  f.step();
+  REQUIRE(f.sent<SyncPlan>().size() == 1);
+  f.state.on_message(1, CollectiveEnd{e, 0, 0, ""});
+  f.step();
+  CHECK(f.state.shared_revision(0) == 4);
+  Hello back = resume_hello(f, 2, 77, 12, {77});
+  back.resume_revision = 78;  // it holds revision 77
+  CHECK(f.say(2, back) == 77);
+  CHECK(f.state.ring(0) == std::vector<PeerId>{77, newcomer});
+  CHECK(f.state.shared_revision(0) == 77);
+  f.state.on_disconnected(2, "connection reset");
+  f.step();
+  CHECK(f.state.shared_revision(0) == std::nullopt);
+  REQUIRE(log.lines("lost its shared state at revision 77").size() == 1);
+  f.state.on_message(1, TopologyVote{});
+  f.step();
+  e = f.all_ready();
+  f.state.on_message(1, SyncBegin{e, 0, 5, 0, {{"w", 10, 100, 0xB, 0}}});
+  f.step();
+  CHECK(f.sent<CollectiveResult>().empty());
+  REQUIRE(f.sent<SyncPlan>().size() == 1);
+  f.state.on_message(1, CollectiveEnd{e, 0, 0, ""});
+  f.step();
+  f.expect_verdicts(1, Errc::ok);
+  CHECK(f.state.shared_revision(0) == 5);
+}
