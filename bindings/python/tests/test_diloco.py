@@ -92,7 +92,7 @@ def test_state_dict_round_trips_and_resumes_bit_identically():
                     torch.save(diloco.state_dict(), saved)
                     return saved.getvalue()
                 inner_step(diloco, shard)
-            return bits(diloco.outer_params + diloco.outer.buffers + list(diloco.model.parameters()))
+            return bits(diloco.outer_params + diloco.outer_momentum + list(diloco.model.parameters()))
 
     def with_master(body):
         master = ferry.Master("127.0.0.1:0").start()
@@ -120,13 +120,13 @@ def test_a_newcomer_receives_the_outer_model_and_momentum(address):
         with ferry.Communicator(address, **PEER_ARGS) as comm, \
                 toy(comm, min_peers=2 if shard < 2 else 1) as diloco:
             if shard == 2:
-                joined = (diloco.outer_step, bits(diloco.outer_params + diloco.outer.buffers))
+                joined = (diloco.outer_step, bits(diloco.outer_params + diloco.outer_momentum))
             while diloco.outer_step < outer_steps:
                 if inner_step(diloco, shard) and shard < 2:
-                    seen[diloco.outer_step] = bits(diloco.outer_params + diloco.outer.buffers)
+                    seen[diloco.outer_step] = bits(diloco.outer_params + diloco.outer_momentum)
                     first_done.set()
                     time.sleep(0.3)  # leave the newcomer time to arrive mid-run
-            final = bits(diloco.outer_params + diloco.outer.buffers)
+            final = bits(diloco.outer_params + diloco.outer_momentum)
             return final if shard < 2 else (final, joined, diloco.group.comm.group_world_size)
 
     a, b, (c, (joined_at, joined_state), world) = run_threads(3, body)
@@ -165,7 +165,7 @@ def test_a_peer_killed_inside_an_outer_all_reduce_leaves_no_partial_update(addre
                         waiting.set()
                         time.sleep(0.6)  # the process is inside the all-reduce, and dies there
                     inner_step(diloco, shard, diverge_from=diverge)
-                return diloco.outer_params[0].clone(), diloco.outer.buffers[0].clone(), comm.group_world_size
+                return diloco.outer_params[0].clone(), diloco.outer_momentum[0].clone(), comm.group_world_size
 
         results = run_threads(3 if newcomer else 2, body, timeout_s=60)
         assert child.wait(10) == -9  # SIGKILL, as planned
