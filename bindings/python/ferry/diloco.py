@@ -226,8 +226,8 @@ class DiLoCo:
     def step(self) -> bool:
         """Call once after every ``inner_optimizer.step()``. Every H/F-th call is a sync point
         (a collective; blocks through re-forms after a peer loss). Returns True when it
-        completes an outer step (every ``sync_every``-th call); without overlap the model then
-        holds the new theta. Other calls return False at once."""
+        completes an outer step (every ``sync_every``-th call); with one fragment and no overlap
+        the model then holds the new theta. Other calls return False at once."""
         if not self.joined:
             raise InvalidUsageError("DiLoCo.step() before join() (or `with DiLoCo(...)`)")
         self._settle_owed()

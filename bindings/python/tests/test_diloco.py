@@ -1,6 +1,8 @@
-"""ferry.diloco: the outer step's math against a hand-computed Nesterov reference, bit-identical
-peers (full precision and quantized), checkpoint and resume, a newcomer, and a peer killed
-inside an outer all-reduce (the survivors' weights equal a replay without the dead peer)."""
+"""ferry.diloco: the outer step's math against a hand-computed Nesterov reference (whole model
+and per fragment, blocking and overlapped), the fragments' schedule, bit-identical peers (full
+precision and quantized, every mode), checkpoint and resume (with a reduction in flight), a
+newcomer, and a peer killed inside an outer all-reduce (the survivors' weights equal a replay
+without the dead peer)."""
 
 from __future__ import annotations
 
@@ -52,13 +54,93 @@ def test_outer_step_is_nesterov_sgd_on_the_mean_pseudo_gradient(address):
         assert torch.equal(local, outer)  # the model restarts from theta
 
 
-def tiny_mlp_peer(address, shard, world, outer_steps, quant):
+def sync_positions(fragment: int, fragments: int, sync_every: int, steps: int):
+    """Where fragment `fragment` issues its reductions: H/F inner steps in for fragment 0,
+    H/F later for each next one (staggered), then every H."""
+    first = (fragment + 1) * sync_every // fragments
+    return list(range(first, steps + 1, sync_every))
+
+
+@pytest.mark.parametrize("overlap", [False, True], ids=["blocking", "overlapped"])
+def test_fragment_outer_steps_against_a_hand_reference(address, overlap):
+    """Two peers, two layers in two fragments, H = 4, 2 outer steps. Each fragment's theta and
+    momentum are computed by hand from the gradients of its own windows of inner steps (the
+    toy's gradients ignore the weights, so the overlapped "progress" merge keeps each window's
+    gradients whole and lands on the same values as blocking)."""
+    fragments, sync_every, outer_steps = 2, 4, 2
+
+    def body(shard):
+        with ferry.Communicator(address, **PEER_ARGS) as comm, \
+                toy(comm, layers=2, sync_every=sync_every, min_peers=2, fragments=fragments,
+                    overlap=overlap) as diloco:
+            returned = [inner_step(diloco, shard) for _ in range(outer_steps * sync_every)]
+            diloco.finish()
+            return returned, [t.clone() for t in diloco.outer_params + diloco.outer_momentum]
+
+    results = run_threads(2, body)
+    lr, m = 0.5, 0.5
+    expected = []
+    for layer in range(fragments):
+        theta, b, start = torch.zeros(4, dtype=torch.float64), torch.zeros(4, dtype=torch.float64), 0
+        for end in sync_positions(layer, fragments, sync_every, outer_steps * sync_every):
+            delta = sum(gradient(s, i, layer=layer).double() for s in (0, 1) for i in range(start, end)) / 2
+            b = m * b + delta
+            theta = theta - lr * (delta + m * b)
+            start = end
+        expected.append((theta, b))
+    assert not torch.equal(expected[0][0], expected[1][0])
+    for returned, (theta0, theta1, b0, b1) in results:
+        assert returned == [False, False, False, True] * 2
+        assert torch.equal(theta0.double(), expected[0][0]) and torch.equal(b0.double(), expected[0][1])
+        assert torch.equal(theta1.double(), expected[1][0]) and torch.equal(b1.double(), expected[1][1])
+
+
+@pytest.mark.parametrize("fragments,overlap", [(3, False), (3, True), (2, True)])
+def test_each_fragment_syncs_once_every_h_inner_steps(address, fragments, overlap):
+    """Three layers; after every inner step, which fragments' outer weights changed (each
+    change is one applied reduction). Fragment j must change exactly at its staggered sync
+    positions, one sync point (H/F steps) later when overlapped, the last one in finish()."""
+    sync_every, outer_steps = 6, 3
+    steps = outer_steps * sync_every
+
+    def body(shard):
+        with ferry.Communicator(address, **PEER_ARGS) as comm, \
+                toy(comm, layers=3, sync_every=sync_every, min_peers=2, fragments=fragments,
+                    overlap=overlap) as diloco:
+            changes = {j: [] for j in range(fragments)}
+
+            def note(position):
+                for j, f in enumerate(diloco.fragments):
+                    now = bits(f.outer.params)
+                    if now != seen[j]:
+                        changes[j].append(position)
+                        seen[j] = now
+
+            seen = [bits(f.outer.params) for f in diloco.fragments]
+            for position in range(1, steps + 1):
+                inner_step(diloco, shard)
+                note(position)
+            diloco.finish()
+            note("finish")
+            return changes
+
+    period = sync_every // fragments
+    expected = {}
+    for j in range(fragments):
+        issued = sync_positions(j, fragments, sync_every, steps)
+        assert len(issued) == outer_steps
+        expected[j] = [p + period if p + period <= steps else "finish" for p in issued] if overlap else issued
+    for changes in run_threads(2, body):
+        assert changes == expected
+
+
+def tiny_mlp_peer(address, shard, world, outer_steps, quant, **options):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
     inner = torch.optim.AdamW(model.parameters(), lr=1e-2)
     data = torch.Generator().manual_seed(100 + shard)
     with ferry.Communicator(address, **PEER_ARGS) as comm, \
-            DiLoCo(comm, model, inner, sync_every=4, quant=quant, min_peers=world) as diloco:
+            DiLoCo(comm, model, inner, sync_every=4, quant=quant, min_peers=world, **options) as diloco:
         while diloco.outer_step < outer_steps:
             x = torch.randn(16, 8, generator=data)
             loss = torch.nn.functional.cross_entropy(model(x), (x[:, 0] > 0).long())
@@ -66,23 +148,42 @@ def tiny_mlp_peer(address, shard, world, outer_steps, quant):
             loss.backward()
             inner.step()
             diloco.step()
-        return bits(diloco.outer_params), bits(model.parameters())
+        before = bits(model.parameters())
+        diloco.finish()
+        return bits(diloco.outer_params), bits(model.parameters()), before
 
 
-@pytest.mark.parametrize("world,quant", [(2, None), (3, None), (3, "u8")])
-def test_peers_end_with_bit_identical_weights(address, world, quant):
-    results = run_threads(world, lambda shard: tiny_mlp_peer(address, shard, world, 3, quant))
-    assert len({outer for outer, _ in results}) == 1
-    assert all(local == outer for outer, local in results)
+@pytest.mark.parametrize("world,quant,options", [
+    (2, None, {}), (3, None, {}), (3, "u8", {}),
+    (2, None, dict(overlap=True)),
+    (3, None, dict(fragments=2, overlap=True, merge="mix", alpha=0.5)),
+    (3, "u8", dict(fragments=2, overlap=True)),
+    (3, None, dict(fragments=2)),
+], ids=["2", "3", "3-u8", "2-overlap", "3-streaming-mix", "3-streaming-u8", "3-fragments"])
+def test_peers_end_with_bit_identical_weights(address, world, quant, options):
+    results = run_threads(world, lambda shard: tiny_mlp_peer(address, shard, world, 3, quant, **options))
+    assert len({outer for outer, _, _ in results}) == 1
+    assert all(local == outer for outer, local, _ in results)  # finish() leaves theta in the model
+    # Only plain DiLoCo ends an outer step with local == theta; with overlap or fragments
+    # (staggered), the local copies hold progress that theta lacks until finish().
+    plain = not options.get("overlap") and options.get("fragments", 1) == 1
+    assert all((before == outer) == plain for outer, _, before in results)
 
 
-def test_state_dict_round_trips_and_resumes_bit_identically():
+@pytest.mark.parametrize("layers,options", [
+    (1, dict(sync_every=SYNC_EVERY)),
+    (2, dict(sync_every=4, fragments=2)),
+    (2, dict(sync_every=4, fragments=2, overlap=True)),
+], ids=["diloco", "fragments", "streaming-overlapped"])
+def test_state_dict_round_trips_and_resumes_bit_identically(layers, options):
     """Two peers run 3 outer steps straight; two others stop after 1 outer step and 1 inner
-    step, save (through torch.save), load into fresh objects, and run on: same bits."""
+    step, save (through torch.save), load into fresh objects, and run on: same bits. The inner
+    SGD has momentum (state a resumed peer must keep); overlapped, the checkpoint holds the
+    reduction in flight, which the resumed peers issue again."""
 
     def run(address, shard, stop_at=None, state=None):
         with ferry.Communicator(address, **PEER_ARGS) as comm:
-            diloco = toy(comm, min_peers=2)
+            diloco = toy(comm, layers, inner_momentum=0.5, min_peers=2, **options)
             if state is not None:
                 diloco.load_state_dict(torch.load(io.BytesIO(state)))
             diloco.join()
@@ -90,8 +191,10 @@ def test_state_dict_round_trips_and_resumes_bit_identically():
                 if (diloco.outer_step, diloco.inner_step) == stop_at:
                     saved = io.BytesIO()
                     torch.save(diloco.state_dict(), saved)
+                    assert (diloco.state_dict().get("in_flight") is not None) == bool(options.get("overlap"))
                     return saved.getvalue()
                 inner_step(diloco, shard)
+            diloco.finish()
             return bits(diloco.outer_params + diloco.outer_momentum + list(diloco.model.parameters()))
 
     def with_master(body):
