@@ -210,51 +210,87 @@ def test_state_dict_round_trips_and_resumes_bit_identically(layers, options):
     assert straight[0] == straight[1] == resumed[0] == resumed[1]
 
 
-def test_a_newcomer_receives_the_outer_model_and_momentum(address):
+MODES = {  # toy(layers, **options) settings: plain DiLoCo, and Streaming DiLoCo overlapped
+    "diloco": (1, dict(sync_every=SYNC_EVERY)),
+    "streaming-overlapped": (2, dict(sync_every=4, fragments=2, overlap=True)),
+}
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_a_newcomer_receives_the_outer_model_and_momentum(address, mode):
     """Two peers train; a third connects after their first outer step and is handed theta and
-    the momentum at a boundary; all three end with bit-identical outer state."""
+    the momentum (of every fragment) at a boundary; all three end with bit-identical outer
+    state."""
+    layers, options = MODES[mode]
     outer_steps = 4
-    seen = {}  # outer step -> the members' (theta, momentum) bits after it
+    seen = {}  # sync point -> the members' (theta, momentum) bits after it
     first_done = threading.Event()
 
     def body(shard):
         if shard == 2:
             first_done.wait(20)
         with ferry.Communicator(address, **PEER_ARGS) as comm, \
-                toy(comm, min_peers=2 if shard < 2 else 1) as diloco:
+                toy(comm, layers, min_peers=2 if shard < 2 else 1, **options) as diloco:
             if shard == 2:
-                joined = (diloco.outer_step, bits(diloco.outer_params + diloco.outer_momentum))
+                joined = (diloco.position // diloco.period, bits(diloco.outer_params + diloco.outer_momentum))
             while diloco.outer_step < outer_steps:
-                if inner_step(diloco, shard) and shard < 2:
-                    seen[diloco.outer_step] = bits(diloco.outer_params + diloco.outer_momentum)
+                outer_done = inner_step(diloco, shard)
+                if shard < 2 and diloco.position % diloco.period == 0:
+                    seen[diloco.position // diloco.period] = bits(diloco.outer_params + diloco.outer_momentum)
+                if shard < 2 and outer_done:
                     first_done.set()
                     time.sleep(0.3)  # leave the newcomer time to arrive mid-run
+            diloco.finish()
             final = bits(diloco.outer_params + diloco.outer_momentum)
             return final if shard < 2 else (final, joined, diloco.group.comm.group_world_size)
 
     a, b, (c, (joined_at, joined_state), world) = run_threads(3, body)
     assert a == b == c and world == 3
-    assert 1 <= joined_at < outer_steps
+    assert 1 <= joined_at < max(seen)  # mid-run
     assert joined_state == seen[joined_at]  # received, not its own zeros
-    assert any(torch.frombuffer(bytearray(joined_state), dtype=torch.float32)[4:] != 0)  # momentum too
+    momentum = torch.frombuffer(bytearray(joined_state), dtype=torch.float32)[4 * layers:]
+    assert any(momentum != 0)  # momentum too
+
+
+KILL_MODES = {  # name: (layers, options, outer steps, replay-checked)
+    "diloco": (1, dict(sync_every=SYNC_EVERY), 4, True),
+    "overlapped": (1, dict(sync_every=SYNC_EVERY, overlap=True), 5, True),
+    "streaming-overlapped": (2, dict(sync_every=4, fragments=2, overlap=True), 4, False),
+}
 
 
 @pytest.mark.deadline(90)
 @pytest.mark.parametrize("newcomer", [False, True], ids=["kill", "kill-and-join"])
-def test_a_peer_killed_inside_an_outer_all_reduce_leaves_no_partial_update(address, newcomer):
+@pytest.mark.parametrize("mode", list(KILL_MODES))
+def test_a_peer_killed_inside_an_outer_all_reduce_leaves_no_partial_update(address, mode, newcomer):
     """Three peers (one a process); at outer step 2 the process enters the all-reduce and is
     SIGKILLed there. The survivors redo the step between themselves: their weights equal a
     replay in which steps 0-1 average shards {0,1,2} and steps 2-3 average {0,1}, bit for bit.
 
     kill-and-join: a fourth peer connects while the others wait in that all-reduce; the vote
     after the failure admits it mid-reduction, so it joins the retried reduction with weight 0
-    (adding nothing) and trains from step 3: step 3 averages {0,1,3}."""
-    die_at, outer_steps, diverge = 2, 4, 2 * SYNC_EVERY
+    (adding nothing) and trains from step 3: step 3 averages {0,1,3}.
+
+    Overlapped, the process dies where it would issue outer step 2's reduction (after the
+    boundary), the survivors find it failed when they wait for it H/F inner steps later, and
+    a newcomer (started once the process is dead) is admitted by that retry's vote: it adds
+    weight 0 to the retried reduction and to the one issued as it arrives (it trained
+    neither window), then trains; with one fragment the replay is the blocking one (the toy's
+    gradients ignore the weights, so the "progress" merge keeps every window whole), with one
+    more window of {0,1}. With two fragments the check is bit-identity of all survivors."""
+    layers, options, outer_steps, replayed = KILL_MODES[mode]
+    overlap, sync_every, fragments = options.get("overlap", False), options["sync_every"], options.get("fragments", 1)
+    die_at = 2
+    diverge = die_at * sync_every
+    label = (die_at + 1) * fragments if overlap else die_at  # the failing reduction's step in the logs
+    pause_at = (die_at + 1) * sync_every + sync_every // fragments - 1 if overlap else (die_at + 1) * sync_every - 1
     child = subprocess.Popen([sys.executable, str(HERE / "diloco_peer.py"), address, "3", str(outer_steps),
-                              str(die_at), "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env=child_env())
+                              str(die_at), "2", str(layers), str(fragments), str(int(overlap)), str(sync_every)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
     logs, newcomer_logs = [], []
     waiting = threading.Event()
+    if overlap:
+        threading.Thread(target=lambda: (child.wait(), waiting.set()), daemon=True).start()
     try:
         def body(index):
             shard = (0, 1, 3)[index]  # shard 2 is the process's
@@ -262,13 +298,16 @@ def test_a_peer_killed_inside_an_outer_all_reduce_leaves_no_partial_update(addre
                 waiting.wait(30)
             log = newcomer_logs.append if shard == 3 else logs.append
             with ferry.Communicator(address, **PEER_ARGS) as comm, \
-                    toy(comm, min_peers=3 if shard < 3 else 1, log=log) as diloco:
+                    toy(comm, layers, min_peers=3 if shard < 3 else 1, log=log, **options) as diloco:
                 while diloco.outer_step < outer_steps:
-                    if diloco.outer_step == die_at and diloco.inner_step == SYNC_EVERY - 1 and shard < 3:
+                    if diloco.position == pause_at and shard < 3:
                         waiting.set()
-                        time.sleep(0.6)  # the process is inside the all-reduce, and dies there
+                        # blocking: the process is inside the all-reduce, and dies there;
+                        # overlapped: it is dead, the newcomer connects before this wait fails
+                        time.sleep(1.5 if overlap else 0.6)
                     inner_step(diloco, shard, diverge_from=diverge)
-                return diloco.outer_params[0].clone(), diloco.outer_momentum[0].clone(), comm.group_world_size
+                diloco.finish()
+                return [t.clone() for t in diloco.outer_params + diloco.outer_momentum], comm.group_world_size
 
         results = run_threads(3 if newcomer else 2, body, timeout_s=60)
         assert child.wait(10) == -9  # SIGKILL, as planned
@@ -278,13 +317,19 @@ def test_a_peer_killed_inside_an_outer_all_reduce_leaves_no_partial_update(addre
         child.wait(10)
         child.stdout.close()
         child.stderr.close()
-    after = [[0, 1, 3]] if newcomer else [[0, 1]]
-    expected = replay([[0, 1, 2]] * die_at + [[0, 1]] + after, diverge_from=diverge)
-    with_the_dead = replay([[0, 1, 2]] * (die_at + 1) + after, diverge_from=diverge)
-    assert not torch.equal(expected["theta"], with_the_dead["theta"])  # the test can tell them apart
-    assert sum("reduce of step 2 failed" in line for line in logs) == 2  # both survivors retried
+    assert sum(f"reduce of step {label} failed" in line for line in logs) == 2, logs  # both survivors retried
     if newcomer:
-        assert any("joined at step 2 (reduce)" in line for line in newcomer_logs), newcomer_logs
-    for theta, momentum, world in results:
+        assert any(f"joined at step {label} (reduce)" in line for line in newcomer_logs), newcomer_logs
+    for tensors, world in results:
         assert world == (3 if newcomer else 2)
-        assert torch.equal(theta, expected["theta"]) and torch.equal(momentum, expected["momentum"])
+        assert bits(tensors) == bits(results[0][0])
+    if not replayed:
+        return
+    first_with_newcomer = die_at + (2 if overlap else 1)
+    windows = [[0, 1, 2] if w < die_at else [0, 1, 3] if newcomer and w >= first_with_newcomer else [0, 1]
+               for w in range(outer_steps)]
+    expected = replay(windows, diverge_from=diverge)
+    with_the_dead = replay(windows[:die_at] + [[0, 1, 2]] + windows[die_at + 1:], diverge_from=diverge)
+    assert not torch.equal(expected["theta"], with_the_dead["theta"])  # the test can tell them apart
+    theta, momentum = results[0][0]
+    assert torch.equal(theta, expected["theta"]) and torch.equal(momentum, expected["momentum"])
