@@ -252,10 +252,12 @@ def test_a_newcomer_receives_the_outer_model_and_momentum(address, mode):
     assert any(momentum != 0)  # momentum too
 
 
-KILL_MODES = {  # name: (layers, options, outer steps, replay-checked)
-    "diloco": (1, dict(sync_every=SYNC_EVERY), 4, True),
-    "overlapped": (1, dict(sync_every=SYNC_EVERY, overlap=True), 5, True),
-    "streaming-overlapped": (2, dict(sync_every=4, fragments=2, overlap=True), 4, False),
+KILL_MODES = {  # name: (layers, options, outer steps, the outer step the process dies in, replay-checked)
+    "diloco": (1, dict(sync_every=SYNC_EVERY), 4, 2, True),
+    "overlapped": (1, dict(sync_every=SYNC_EVERY, overlap=True), 5, 2, True),
+    # the last reduction, drained by finish(): a newcomer admitted there has nothing left to do
+    "overlapped-last": (1, dict(sync_every=SYNC_EVERY, overlap=True), 3, 2, True),
+    "streaming-overlapped": (2, dict(sync_every=4, fragments=2, overlap=True), 4, 2, False),
 }
 
 
@@ -277,13 +279,15 @@ def test_a_peer_killed_inside_an_outer_all_reduce_leaves_no_partial_update(addre
     weight 0 to the retried reduction and to the one issued as it arrives (it trained
     neither window), then trains; with one fragment the replay is the blocking one (the toy's
     gradients ignore the weights, so the "progress" merge keeps every window whole), with one
-    more window of {0,1}. With two fragments the check is bit-identity of all survivors."""
-    layers, options, outer_steps, replayed = KILL_MODES[mode]
+    more window of {0,1}. With two fragments the check is bit-identity of all survivors.
+    overlapped-last: the failing reduction is the last, waited in finish(); the newcomer
+    admitted there learns it is the final one and stops with the group."""
+    layers, options, outer_steps, die_at, replayed = KILL_MODES[mode]
     overlap, sync_every, fragments = options.get("overlap", False), options["sync_every"], options.get("fragments", 1)
-    die_at = 2
     diverge = die_at * sync_every
     label = (die_at + 1) * fragments if overlap else die_at  # the failing reduction's step in the logs
     pause_at = (die_at + 1) * sync_every + sync_every // fragments - 1 if overlap else (die_at + 1) * sync_every - 1
+    pause_at = min(pause_at, outer_steps * sync_every)  # the last reduction is waited in finish()
     child = subprocess.Popen([sys.executable, str(HERE / "diloco_peer.py"), address, "3", str(outer_steps),
                               str(die_at), "2", str(layers), str(fragments), str(int(overlap)), str(sync_every)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
@@ -299,13 +303,18 @@ def test_a_peer_killed_inside_an_outer_all_reduce_leaves_no_partial_update(addre
             log = newcomer_logs.append if shard == 3 else logs.append
             with ferry.Communicator(address, **PEER_ARGS) as comm, \
                     toy(comm, layers, min_peers=3 if shard < 3 else 1, log=log, **options) as diloco:
-                while diloco.outer_step < outer_steps:
+
+                def pause():
                     if diloco.position == pause_at and shard < 3:
                         waiting.set()
                         # blocking: the process is inside the all-reduce, and dies there;
                         # overlapped: it is dead, the newcomer connects before this wait fails
                         time.sleep(1.5 if overlap else 0.6)
+
+                while diloco.outer_step < outer_steps:
+                    pause()
                     inner_step(diloco, shard, diverge_from=diverge)
+                pause()  # overlapped-last: before the drain
                 diloco.finish()
                 return [t.clone() for t in diloco.outer_params + diloco.outer_momentum], comm.group_world_size
 
@@ -319,7 +328,8 @@ def test_a_peer_killed_inside_an_outer_all_reduce_leaves_no_partial_update(addre
         child.stderr.close()
     assert sum(f"reduce of step {label} failed" in line for line in logs) == 2, logs  # both survivors retried
     if newcomer:
-        assert any(f"joined at step {label} (reduce)" in line for line in newcomer_logs), newcomer_logs
+        phase = "final reduce" if label == outer_steps * fragments else "reduce"
+        assert any(f"joined at step {label} ({phase})" in line for line in newcomer_logs), newcomer_logs
     for tensors, world in results:
         assert world == (3 if newcomer else 2)
         assert bits(tensors) == bits(results[0][0])
