@@ -37,12 +37,38 @@ optimizer's ``step`` and take a user-built outer optimizer):
   the start so that a newcomer can receive them before its first outer step.
 - A failed outer step is retried in the re-formed group, not discarded.
 - ``state_dict()`` holds theta, the momentum, the counters, the model and the inner
-  optimizer: everything one peer needs to resume bit-identically.
+  optimizer (and, overlapped, the reduction in flight): everything one peer needs to resume
+  bit-identically.
+- One class for every variant (options ``fragments``, ``overlap``, ``merge``, ``alpha``):
+  F = 1 without overlap *is* DiLoCo, and every variant shares the joins, the retries and
+  the checkpoints; only where a sync point puts its collectives differs.
 
-Not here yet (issue 20): Streaming DiLoCo's fragments (arXiv 2501.18512: F fragments synced
-on a staggered schedule) and the overlapped outer step (the all-reduce of step t running
-during the inner steps of t+1, merged as "progress" or Streaming DiLoCo's "mix"); the
-examples ``async_diloco.py`` and ``streaming_diloco.py`` still carry them (overlapped.py).
+**Fragments** (``fragments=F``; Streaming DiLoCo, Douillard et al., arXiv 2501.18512): the
+parameters are cut into F fragments of whole top-level layers, each with its own theta and
+momentum. Every H/F inner steps comes a *sync point*; the n-th syncs fragment (n - 1) mod F
+alone, by the steps above. So each fragment syncs once every H inner steps, staggered, and
+the bytes per sync point are a 1/F share of DiLoCo's: the same total, spread out in time.
+
+**Overlap** (``overlap=True``; the overlapped outer step of Streaming DiLoCo, same paper;
+with F = 1 it is "async DiLoCo", one outer step of delay): a sync point *issues* its
+fragment's pseudo-gradient with ``all_reduce_async`` and returns; the all-reduce runs on
+ferry's threads during the next H/F inner steps, and the next sync point waits for it,
+applies the outer step and merges the local copy with the new theta:
+
+    "progress": local = theta_new + (local - local_at_issue)   # keep what was learnt meanwhile
+    "mix":      local = alpha * local + (1 - alpha) * theta_new  # Streaming DiLoCo's mixing
+
+then comes its boundary (admissions; nothing is in flight then) and its own issue. After
+the loop, :meth:`finish` waits for the last reduction (a collective). A newcomer admitted at
+a boundary adds weight 0 to the reduction issued there; one admitted while a reduction is
+retried adds weight 0 to it and to the next (it trained neither window); one admitted while
+the last reduction is retried in finish() stops with the group (``ferry.elastic.FINAL``).
+
+Checkpoints: ``state_dict()`` may be taken between any two ``step()`` calls; with overlap it
+holds the reduction in flight (its input and weight) and each fragment's local copy at its
+last issue. Every peer restores the same checkpoint step before ``join()``: a restored peer
+that finds the group where its checkpoint stands keeps its own model and inner optimizer
+(others are newcomers), and the reduction in flight is issued again with the same inputs.
 
 Threads: one DiLoCo object belongs to one training thread; it makes collective calls on
 its Communicator, which no other code may use for collectives meanwhile.
@@ -86,8 +112,7 @@ class DiLoCo:
         alpha: the local share of "mix" (Streaming DiLoCo: 0.5).
 
     One class with options rather than a ``StreamingDiLoCo`` beside it: F = 1 without overlap
-    *is* DiLoCo, and every mode shares the joins, the retries and the checkpoints, which
-    differ only in where a sync point puts its collectives.
+    *is* DiLoCo, and a second class would repeat every join, retry and checkpoint path.
 
     Raises InvalidArgumentError for bad options or a model whose parameters do not share one
     dtype and device (a fragment's pseudo-gradient travels as one flat tensor). ``step()``,
