@@ -16,7 +16,9 @@ The protocol (every peer issues the same collectives in the same order):
   survivors get the same error), the survivors vote, sync (a newcomer admitted by this vote
   learns the phase is REDUCE and joins the reduction with weight 0) and reduce again. Inputs
   are kept intact (results go to separate outputs), so the retry reduces the same values in
-  the new world.
+  the new world. A reduction issued with ``all_reduce_async`` (start_reduce) may run while
+  the caller trains, and is waited (and retried) later by finish_reduce; the phase FINAL
+  (mark_final) tells a newcomer admitted during such a retry that the group stops after it.
 
 The sync revision counts syncs (ferry requires +1 per sync); the step travels in ``progress``.
 """

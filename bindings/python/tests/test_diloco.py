@@ -257,6 +257,7 @@ KILL_MODES = {  # name: (layers, options, outer steps, the outer step the proces
     "overlapped": (1, dict(sync_every=SYNC_EVERY, overlap=True), 5, 2, True),
     # the last reduction, drained by finish(): a newcomer admitted there has nothing left to do
     "overlapped-last": (1, dict(sync_every=SYNC_EVERY, overlap=True), 3, 2, True),
+    "fragments": (2, dict(sync_every=4, fragments=2), 4, 2, False),
     "streaming-overlapped": (2, dict(sync_every=4, fragments=2, overlap=True), 4, 2, False),
 }
 
@@ -279,13 +280,15 @@ def test_a_peer_killed_inside_an_outer_all_reduce_leaves_no_partial_update(addre
     weight 0 to the retried reduction and to the one issued as it arrives (it trained
     neither window), then trains; with one fragment the replay is the blocking one (the toy's
     gradients ignore the weights, so the "progress" merge keeps every window whole), with one
-    more window of {0,1}. With two fragments the check is bit-identity of all survivors.
+    more window of {0,1}. With two fragments (blocking or overlapped) the check is
+    bit-identity of all survivors.
     overlapped-last: the failing reduction is the last, waited in finish(); the newcomer
     admitted there learns it is the final one and stops with the group."""
     layers, options, outer_steps, die_at, replayed = KILL_MODES[mode]
     overlap, sync_every, fragments = options.get("overlap", False), options["sync_every"], options.get("fragments", 1)
     diverge = die_at * sync_every
-    label = (die_at + 1) * fragments if overlap else die_at  # the failing reduction's step in the logs
+    # the failing reduction's step in the logs: its sync point's number, or the one before blocking
+    label = (die_at + 1) * fragments - (0 if overlap else 1)
     pause_at = (die_at + 1) * sync_every + sync_every // fragments - 1 if overlap else (die_at + 1) * sync_every - 1
     pause_at = min(pause_at, outer_steps * sync_every)  # the last reduction is waited in finish()
     child = subprocess.Popen([sys.executable, str(HERE / "diloco_peer.py"), address, "3", str(outer_steps),
@@ -328,7 +331,7 @@ def test_a_peer_killed_inside_an_outer_all_reduce_leaves_no_partial_update(addre
         child.stderr.close()
     assert sum(f"reduce of step {label} failed" in line for line in logs) == 2, logs  # both survivors retried
     if newcomer:
-        phase = "final reduce" if label == outer_steps * fragments else "reduce"
+        phase = "final reduce" if overlap and label == outer_steps * fragments else "reduce"
         assert any(f"joined at step {label} ({phase})" in line for line in newcomer_logs), newcomer_logs
     for tensors, world in results:
         assert world == (3 if newcomer else 2)
@@ -343,3 +346,24 @@ def test_a_peer_killed_inside_an_outer_all_reduce_leaves_no_partial_update(addre
     assert not torch.equal(expected["theta"], with_the_dead["theta"])  # the test can tell them apart
     theta, momentum = results[0][0]
     assert torch.equal(theta, expected["theta"]) and torch.equal(momentum, expected["momentum"])
+
+
+def test_options_are_checked(address):
+    """Bad options fail at construction; fragments given as lists are used as given."""
+    model = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Linear(3, 2), torch.nn.Linear(2, 1))
+    inner = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def make(**options):
+        return DiLoCo(ferry.Communicator(address, **PEER_ARGS), model, inner, **{"sync_every": 6, **options})
+
+    layers = [list(m.parameters()) for m in model]
+    for bad in (dict(fragments=4), dict(fragments=0), dict(fragments=4, sync_every=8), dict(sync_every=5, fragments=2),
+                dict(merge="mix"), dict(overlap=True, merge="other"), dict(overlap=True, alpha=1.5),
+                dict(fragments=[layers[0], layers[1]]), dict(fragments=[layers[0] + layers[1], layers[1] + layers[2]])):
+        with pytest.raises(ferry.InvalidArgumentError):
+            make(**bad)
+    assert [len(f.params) for f in make(fragments=2).fragments] == [4, 2]  # whole layers, the first longer
+    given = make(fragments=[layers[2], layers[0] + layers[1]], overlap=True)
+    assert [[id(p) for p in f.params] for f in given.fragments] == [[id(p) for p in layers[2]],
+                                                                  [id(p) for p in layers[0] + layers[1]]]
+    assert given.period == 3
