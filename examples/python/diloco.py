@@ -70,21 +70,25 @@ def elastic_loop(peer: Peer, group: ElasticGroup, steps: int, zeros: Callable[[]
         step += 1
 
 
-def run_diloco(peer: Peer) -> None:
-    """DiLoCo through the library: ferry.diloco.DiLoCo does the outer step, joins and retries."""
+def run_diloco(peer: Peer, **options) -> None:
+    """DiLoCo through the library: ferry.diloco.DiLoCo does the outer step, joins and retries.
+    ``options``: DiLoCo's fragments, overlap, merge, alpha (async_diloco.py, streaming_diloco.py)."""
     args = peer.args
     with peer.communicator() as comm:
         diloco = DiLoCo(comm, peer.model, peer.optimizer, args.inner_steps, outer_lr=args.outer_lr,
                         outer_momentum=args.outer_momentum, quant=args.quant, min_peers=args.min_peers,
-                        log=peer.log)
+                        log=peer.log, **options)
         diloco.join()
+        # With overlap the model is not theta between outer steps: no held-out loss per step.
+        evaluated = None if options.get("overlap") else peer.model
         losses = []
         while diloco.outer_step < args.outer_steps:
             losses.append(train_step(peer.model, peer.optimizer, peer.batches.next()))
             if diloco.step():
-                peer.report(diloco.outer_step - 1, sum(losses) / len(losses), peer.model, comm.group_world_size,
+                peer.report(diloco.outer_step - 1, sum(losses) / len(losses), evaluated, comm.group_world_size,
                             diloco.bytes_sent)
                 losses = []
+        diloco.finish()
         peer.finish(peer.model, content_hash(diloco.outer_params), diloco.bytes_sent,
                     world=comm.group_world_size)
 

@@ -37,12 +37,38 @@ optimizer's ``step`` and take a user-built outer optimizer):
   the start so that a newcomer can receive them before its first outer step.
 - A failed outer step is retried in the re-formed group, not discarded.
 - ``state_dict()`` holds theta, the momentum, the counters, the model and the inner
-  optimizer: everything one peer needs to resume bit-identically.
+  optimizer (and, overlapped, the reduction in flight): everything one peer needs to resume
+  bit-identically.
+- One class for every variant (options ``fragments``, ``overlap``, ``merge``, ``alpha``):
+  F = 1 without overlap *is* DiLoCo, and every variant shares the joins, the retries and
+  the checkpoints; only where a sync point puts its collectives differs.
 
-Not here yet (issue 20): Streaming DiLoCo's fragments (arXiv 2501.18512: F fragments synced
-on a staggered schedule) and the overlapped outer step (the all-reduce of step t running
-during the inner steps of t+1, merged as "progress" or Streaming DiLoCo's "mix"); the
-examples ``async_diloco.py`` and ``streaming_diloco.py`` still carry them (overlapped.py).
+**Fragments** (``fragments=F``; Streaming DiLoCo, Douillard et al., arXiv 2501.18512): the
+parameters are cut into F fragments of whole top-level layers, each with its own theta and
+momentum. Every H/F inner steps comes a *sync point*; the n-th syncs fragment (n - 1) mod F
+alone, by the steps above. So each fragment syncs once every H inner steps, staggered, and
+the bytes per sync point are a 1/F share of DiLoCo's: the same total, spread out in time.
+
+**Overlap** (``overlap=True``; the overlapped outer step of Streaming DiLoCo, same paper;
+with F = 1 it is "async DiLoCo", one outer step of delay): a sync point *issues* its
+fragment's pseudo-gradient with ``all_reduce_async`` and returns; the all-reduce runs on
+ferry's threads during the next H/F inner steps, and the next sync point waits for it,
+applies the outer step and merges the local copy with the new theta:
+
+    "progress": local = theta_new + (local - local_at_issue)   # keep what was learnt meanwhile
+    "mix":      local = alpha * local + (1 - alpha) * theta_new  # Streaming DiLoCo's mixing
+
+then comes its boundary (admissions; nothing is in flight then) and its own issue. After
+the loop, :meth:`finish` waits for the last reduction (a collective). A newcomer admitted at
+a boundary adds weight 0 to the reduction issued there; one admitted while a reduction is
+retried adds weight 0 to it and to the next (it trained neither window); one admitted while
+the last reduction is retried in finish() stops with the group (``ferry.elastic.FINAL``).
+
+Checkpoints: ``state_dict()`` may be taken between any two ``step()`` calls; with overlap it
+holds the reduction in flight (its input and weight) and each fragment's local copy at its
+last issue. Every peer restores the same checkpoint step before ``join()``: a restored peer
+that finds the group where its checkpoint stands keeps its own model and inner optimizer
+(others are newcomers), and the reduction in flight is issued again with the same inputs.
 
 Threads: one DiLoCo object belongs to one training thread; it makes collective calls on
 its Communicator, which no other code may use for collectives meanwhile.
@@ -50,68 +76,16 @@ its Communicator, which no other code may use for collectives meanwhile.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import torch
 
 from .communicator import Communicator
-from .elastic import REDUCE, ElasticGroup
+from .elastic import BOUNDARY, FINAL, REDUCE, ElasticGroup, PendingReduce
 from .errors import InvalidArgumentError, InvalidUsageError
+from .outer import MERGES, Fragment, OuterOptimizer, fragment_parameters, split_flat
 
 __all__ = ["DiLoCo", "OuterOptimizer", "split_flat"]
-
-
-class OuterOptimizer:
-    """Outer parameters (identical on every peer) and their SGD with Nesterov momentum.
-
-    The momentum buffers exist from the start (zeros: torch's SGD then does exactly what it
-    does on a first step), so a newcomer can receive them through a shared-state sync before
-    its first outer step.
-    """
-
-    def __init__(self, params: Sequence[torch.Tensor], lr: float, momentum: float, prefix: str = "outer") -> None:
-        self.params = [p.detach().clone() for p in params]
-        self.optimizer = torch.optim.SGD(self.params, lr=lr, momentum=momentum, nesterov=momentum > 0)
-        self.buffers = []
-        for p in self.params:
-            buf = torch.zeros_like(p)
-            self.optimizer.state[p]["momentum_buffer"] = buf
-            self.buffers.append(buf)
-        self.prefix = prefix
-
-    def shared(self) -> Dict[str, torch.Tensor]:
-        """The tensors a newcomer needs, by name (for ElasticGroup)."""
-        named = {f"{self.prefix}.param.{i}": p for i, p in enumerate(self.params)}
-        if self.optimizer.defaults["momentum"] > 0:
-            named.update({f"{self.prefix}.momentum.{i}": b for i, b in enumerate(self.buffers)})
-        return named
-
-    def numel(self) -> int:
-        return sum(p.numel() for p in self.params)
-
-    def pseudo_gradient(self, local: Sequence[torch.Tensor]) -> torch.Tensor:
-        """outer - local, flattened into one tensor (one all-reduce per outer step)."""
-        return torch.cat([(o - p.detach()).reshape(-1) for o, p in zip(self.params, local)])
-
-    def step(self, flat_gradient: torch.Tensor) -> None:
-        """One outer step with the averaged pseudo-gradient (flattened as pseudo_gradient made it)."""
-        for p, g in zip(self.params, split_flat(flat_gradient, self.params)):
-            p.grad = g
-        self.optimizer.step()
-
-    @torch.no_grad()
-    def load_into(self, local: Sequence[torch.Tensor]) -> None:
-        for o, p in zip(self.params, local):
-            p.copy_(o)
-
-
-def split_flat(flat: torch.Tensor, like: Sequence[torch.Tensor]) -> List[torch.Tensor]:
-    """Views of `flat` shaped like each tensor of `like`, in order."""
-    out, offset = [], 0
-    for t in like:
-        out.append(flat[offset:offset + t.numel()].view_as(t))
-        offset += t.numel()
-    return out
 
 
 class DiLoCo:
@@ -129,61 +103,127 @@ class DiLoCo:
         quant: wire quantization of the pseudo-gradient all-reduce (None: full precision).
         min_peers: before the first outer interval, wait until the group has this many.
         log: where membership events go, one line each (default: nowhere).
+        fragments: Streaming DiLoCo's F (an int: the model's top-level layers cut into F
+            runs of consecutive layers), or the fragments' parameter lists. Must divide H.
+        overlap: run each outer all-reduce while the next H/F inner steps do (see the module
+            docstring); then call :meth:`finish` after the loop.
+        merge: with overlap, how the local copy meets the late outer weights: "progress" or
+            "mix" (module docstring).
+        alpha: the local share of "mix" (Streaming DiLoCo: 0.5).
+
+    One class with options rather than a ``StreamingDiLoCo`` beside it: F = 1 without overlap
+    *is* DiLoCo, and a second class would repeat every join, retry and checkpoint path.
 
     Raises InvalidArgumentError for bad options or a model whose parameters do not share one
-    dtype and device (the pseudo-gradient travels as one flat tensor). ``step()`` and
-    ``join()`` raise what the Communicator raises that is not retryable (MasterLostError,
-    KickedError, MismatchError, ...); retryable errors are handled inside.
+    dtype and device (a fragment's pseudo-gradient travels as one flat tensor). ``step()``,
+    ``join()`` and ``finish()`` raise what the Communicator raises that is not retryable
+    (MasterLostError, KickedError, MismatchError, ...); retryable errors are handled inside.
 
-    Every peer must run the same number of outer steps; a peer that stops early is a lost
-    peer to the others.
+    Every peer must use the same options and run the same number of outer steps; a peer that
+    stops early is a lost peer to the others.
     """
 
     def __init__(self, comm: Communicator, model: torch.nn.Module, inner_optimizer: torch.optim.Optimizer,
                  sync_every: int, outer_lr: float = 0.7, outer_momentum: float = 0.9,
                  quant: Optional[str] = None, min_peers: int = 1,
-                 log: Optional[Callable[[str], None]] = None) -> None:
+                 log: Optional[Callable[[str], None]] = None,
+                 fragments: Union[int, Sequence[Sequence[torch.nn.Parameter]]] = 1, overlap: bool = False,
+                 merge: str = "progress", alpha: float = 0.5) -> None:
         if not isinstance(sync_every, int) or sync_every < 1:
             raise InvalidArgumentError(f"sync_every must be a positive int, got {sync_every!r}")
         if outer_lr <= 0 or not 0 <= outer_momentum < 1:
             raise InvalidArgumentError(f"need outer_lr > 0 and 0 <= outer_momentum < 1, got {outer_lr}, {outer_momentum}")
+        if merge not in MERGES or not 0 <= alpha <= 1:
+            raise InvalidArgumentError(f"merge must be one of {MERGES} and 0 <= alpha <= 1, got {merge!r}, {alpha}")
+        if merge != "progress" and not overlap:
+            raise InvalidArgumentError("merge applies to late outer steps: it needs overlap=True")
         self.comm = comm
         self.model = model
         self.inner_optimizer = inner_optimizer
         self.sync_every = sync_every
         self.quant = quant
         self.min_peers = min_peers
+        self.overlap, self.merge, self.alpha = overlap, merge, alpha
         self.params = list(model.parameters())
         if not self.params or len({(p.dtype, p.device) for p in self.params}) != 1:
-            # One flat pseudo-gradient, one all-reduce per outer step: one dtype, one device.
+            # One flat pseudo-gradient, one all-reduce per sync point: one dtype, one device.
             raise InvalidArgumentError("DiLoCo needs a model whose parameters share one dtype and device")
-        self.outer = OuterOptimizer(self.params, outer_lr, outer_momentum)
-        self.group = ElasticGroup(comm, self.outer.shared(), log or (lambda _: None))
-        self.outer_step = 0  # outer steps completed
-        self.inner_step = 0  # inner steps since the last outer step
+        lists = fragment_parameters(model, fragments)
+        if sync_every % len(lists):
+            raise InvalidArgumentError(f"sync_every ({sync_every}) must be a multiple of the fragments ({len(lists)})")
+        self.period = sync_every // len(lists)  # inner steps between sync points
+        prefix = (lambda i: "outer") if len(lists) == 1 else (lambda i: f"outer{i}")
+        self.fragments = [Fragment(f, outer_lr, outer_momentum, prefix(i)) for i, f in enumerate(lists)]
+        shared = {name: t for f in self.fragments for name, t in f.outer.shared().items()}
+        self.group = ElasticGroup(comm, shared, log or (lambda _: None))
+        self.position = 0  # inner steps into the run, as the schedule counts them
+        self.pending: Optional[PendingReduce] = None  # overlap: the reduction in flight
+        self.owed: List[Callable[[], None]] = []  # a newcomer's share of the sync point it arrived in
+        self.restored = False
         self.joined = False
+
+    # ------------------------------------------------------------------ schedule
+
+    @property
+    def outer_step(self) -> int:
+        """Outer steps completed: every fragment synced this many times (H inner steps each)."""
+        return self.position // self.sync_every
+
+    @property
+    def inner_step(self) -> int:
+        """Inner steps since the last outer step."""
+        return self.position % self.sync_every
+
+    def _fragment_at(self, sync_point: int) -> Fragment:
+        """Sync points count from 1; fragment (n - 1) mod F syncs at the n-th: a staggered
+        round robin in which each fragment syncs once every H inner steps."""
+        return self.fragments[(sync_point - 1) % len(self.fragments)]
 
     # ------------------------------------------------------------------ lifecycle
 
     def join(self) -> None:
         """Connects and takes this peer's place in the run: the first peer's theta starts the
         run; a newcomer receives theta, the momentum and the step, and its model is set to
-        theta. Blocks until admitted (and, at step 0, until ``min_peers`` are there)."""
+        theta. A peer restored by load_state_dict() that finds the group where its checkpoint
+        stands keeps its own state instead. Blocks until admitted (and, at step 0, until
+        ``min_peers`` are there)."""
         if self.joined:
             raise InvalidUsageError("DiLoCo.join(): already joined")
         progress = self.group.join()
         self.joined = True
+        done = self.position // self.period
         if progress is None:
-            self.group.boundary(self.outer_step, self.min_peers)
-            return
-        self.outer_step = int(progress[0])
-        self.inner_step = 0
-        if progress[1] == REDUCE:  # admitted during a reduction: take part with weight 0
-            zeros = torch.zeros(self.outer.numel(), dtype=self.params[0].dtype, device=self.params[0].device)
-            self._outer_step(zeros, 0.0)
+            self.group.boundary(done, self.min_peers)
+            self._reissue()
+        elif self.restored and (int(progress[0]), int(progress[1])) == (done, BOUNDARY):
+            self.group.grow(self.min_peers)  # as the first restored peer does
+            self._reissue()
         else:
-            self.group.grow(self.min_peers if self.outer_step == 0 else 1)
-            self.outer.load_into(self.params)
+            self._arrive(int(progress[0]), int(progress[1]))
+
+    def _arrive(self, label: int, phase: int) -> None:
+        """A newcomer takes its place at progress (label, phase) with weight 0 where the
+        group reduces what it trained; see the module docstring for the collectives."""
+        self.pending = None
+        for f in self.fragments:
+            f.reset()
+        if phase == BOUNDARY:
+            self.position = label * self.period
+            self.group.grow(self.min_peers if label == 0 else 1)
+            if self.overlap and label > 0:
+                self.owed = [lambda: self._issue(label, 0.0)]
+        elif not self.overlap:  # inside the reduction of sync point label + 1
+            self.position = (label + 1) * self.period
+            self._blocking_sync(label + 1, 0.0)
+        else:  # inside the reduction issued at sync point label (finished at label + 1, or FINAL)
+            self.pending = self.group.start_reduce(label, [self._zeros(label)], 0.0, self.quant, phase)
+            self._finish_pending()
+            self._fragment_at(label).reset()
+            if phase == FINAL:
+                self.position = label * self.period
+            else:
+                self.position = (label + 1) * self.period
+                self.owed = [lambda: self.group.boundary(label + 1), lambda: self._issue(label + 1, 0.0)]
 
     def __enter__(self) -> "DiLoCo":
         if not self.joined:
@@ -191,36 +231,99 @@ class DiLoCo:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        pass  # the Communicator is the caller's to close
+        pass  # the Communicator is the caller's to close; finish() is a collective, so explicit
+
+    def finish(self) -> None:
+        """Ends the run (a collective: every peer calls it after the same outer step): waits for
+        the reduction in flight (overlap) and applies it, then sets the model to theta, the
+        outer weights, bit-identical on every peer."""
+        if not self.joined:
+            raise InvalidUsageError("DiLoCo.finish() before join()")
+        self._settle_owed()
+        if self.pending is not None:
+            self.group.mark_final(self.pending)
+            self._finish_pending()
+        for f in self.fragments:
+            f.outer.load_into(f.params)
 
     # ------------------------------------------------------------------ training
 
     def step(self) -> bool:
-        """Call once after every ``inner_optimizer.step()``. Every ``sync_every``-th call runs
-        the outer step (a collective; blocks through re-forms after a peer loss) and returns
-        True; the model then holds the new theta. Other calls return False at once."""
+        """Call once after every ``inner_optimizer.step()``. Every H/F-th call is a sync point
+        (a collective; blocks through re-forms after a peer loss). Returns True when it
+        completes an outer step (every ``sync_every``-th call); with one fragment and no overlap
+        the model then holds the new theta. Other calls return False at once."""
         if not self.joined:
             raise InvalidUsageError("DiLoCo.step() before join() (or `with DiLoCo(...)`)")
-        self.inner_step += 1
-        if self.inner_step < self.sync_every:
+        self._settle_owed()
+        self.position += 1
+        if self.position % self.period:
             return False
-        self._outer_step(self.outer.pseudo_gradient(self.params), 1.0)
-        return True
+        sync_point = self.position // self.period
+        if self.overlap:
+            self._overlapped_sync(sync_point)
+        else:
+            self._blocking_sync(sync_point, 1.0)
+        return self.inner_step == 0
 
-    def _outer_step(self, pseudo_gradient: torch.Tensor, weight: float) -> None:
+    def _blocking_sync(self, sync_point: int, weight: float) -> None:
         """Reduce (retried in the re-formed group until it succeeds), then apply, then the
         next boundary (admissions). theta changes only after the reduction succeeded."""
-        mean = self.group.reduce(self.outer_step, [pseudo_gradient], weight, self.quant)[0]
-        self.outer.step(mean)
-        self.outer.load_into(self.params)
-        self.outer_step += 1
-        self.inner_step = 0
-        self.group.boundary(self.outer_step)
+        fragment = self._fragment_at(sync_point)
+        delta = fragment.outer.pseudo_gradient(fragment.params) if weight else self._zeros(sync_point)
+        mean = self.group.reduce(sync_point - 1, [delta], weight, self.quant)[0]
+        fragment.outer.step(mean)
+        fragment.outer.load_into(fragment.params)
+        self.group.boundary(sync_point)
+
+    def _overlapped_sync(self, sync_point: int) -> None:
+        """Apply the reduction issued at the last sync point (it ran during the inner steps
+        since), admit at the boundary (nothing in flight), issue this one's and return."""
+        if self.pending is not None:
+            self._finish_pending()
+        self.group.boundary(sync_point)
+        self._issue(sync_point, 1.0)
+
+    def _issue(self, sync_point: int, weight: float) -> None:
+        fragment = self._fragment_at(sync_point)
+        if weight:
+            delta = fragment.outer.pseudo_gradient(fragment.params)
+            fragment.snapshot()
+        else:  # a newcomer: nothing trained, its snapshot is the theta it started from
+            delta = self._zeros(sync_point)
+        self.pending = self.group.start_reduce(sync_point, [delta], weight, self.quant)
+
+    def _finish_pending(self) -> None:
+        pending, self.pending = self.pending, None
+        fragment = self._fragment_at(pending.step)
+        fragment.outer.step(self.group.finish_reduce(pending)[0])
+        fragment.merge(self.merge, self.alpha)
+
+    def _reissue(self) -> None:
+        """After a restore: the reduction the checkpoint had in flight, again (same inputs)."""
+        if self.pending is not None:
+            p = self.pending
+            self.pending = self.group.start_reduce(p.step, p.inputs, p.weight, self.quant)
+
+    def _settle_owed(self) -> None:
+        owed, self.owed = self.owed, []
+        for action in owed:
+            action()
+
+    def _zeros(self, sync_point: int) -> torch.Tensor:
+        fragment = self._fragment_at(sync_point)
+        return torch.zeros(fragment.outer.numel(), dtype=self.params[0].dtype, device=self.params[0].device)
 
     @property
     def outer_params(self) -> List[torch.Tensor]:
-        """theta, the outer parameters (bit-identical on every peer after each outer step)."""
-        return self.outer.params
+        """theta, the outer parameters fragment by fragment (bit-identical on every peer after
+        each sync point)."""
+        return [p for f in self.fragments for p in f.outer.params]
+
+    @property
+    def outer_momentum(self) -> List[torch.Tensor]:
+        """The outer Nesterov momentum buffers, in the order of outer_params."""
+        return [b for f in self.fragments for b in f.outer.buffers]
 
     @property
     def bytes_sent(self) -> int:
@@ -231,30 +334,47 @@ class DiLoCo:
 
     def state_dict(self) -> Dict[str, Any]:
         """Everything needed to resume bit-identically: theta, the outer momentum, the
-        counters, the model (the local copy) and the inner optimizer. Tensors are copies."""
-        return {
+        counters, the model (the local copy), the inner optimizer and, with overlap, the
+        reduction in flight (its input and weight) and each fragment's snapshot at its last
+        issue. Tensors are copies. Take it between step() calls, after this peer's first."""
+        if self.owed:
+            raise InvalidUsageError("DiLoCo.state_dict(): a newcomer checkpoints after its first step()")
+        state = {
             "outer_step": self.outer_step,
             "inner_step": self.inner_step,
-            "outer_params": [p.clone() for p in self.outer.params],
-            "outer_momentum": [b.clone() for b in self.outer.buffers],
+            "outer_params": [p.clone() for p in self.outer_params],
+            "outer_momentum": [b.clone() for b in self.outer_momentum],
             "model": {k: v.clone() for k, v in self.model.state_dict().items()},
             "inner_optimizer": self.inner_optimizer.state_dict(),
         }
+        if self.overlap:
+            pending = self.pending
+            state["in_flight"] = None if pending is None else {
+                "step": pending.step, "input": pending.inputs[0].clone(), "weight": pending.weight}
+            state["issued"] = [None if f.issued is None else [t.clone() for t in f.issued] for f in self.fragments]
+        return state
 
     @torch.no_grad()
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Restores what state_dict() saved, in place (the tensors ferry syncs stay the same
         objects). Call it before join(): the first peer's restored theta then starts the run,
-        and a newcomer's is replaced by the group's."""
+        and a newcomer's is replaced by the group's. The whole group restarts from one
+        checkpoint step; each restored peer reissues the reduction it had in flight."""
         if self.joined:
             raise InvalidUsageError("DiLoCo.load_state_dict() after join(): restore first, then join")
-        if len(state["outer_params"]) != len(self.outer.params):
-            raise InvalidArgumentError("state_dict does not match this model (parameter count)")
-        for dst, src in zip(self.outer.params, state["outer_params"]):
+        if len(state["outer_params"]) != len(self.outer_params) or self.overlap != ("in_flight" in state):
+            raise InvalidArgumentError("state_dict does not match this model or mode (parameters, overlap)")
+        for dst, src in zip(self.outer_params, state["outer_params"]):
             dst.copy_(src)
-        for dst, src in zip(self.outer.buffers, state["outer_momentum"]):
+        for dst, src in zip(self.outer_momentum, state["outer_momentum"]):
             dst.copy_(src)
         self.model.load_state_dict(state["model"])
         self.inner_optimizer.load_state_dict(state["inner_optimizer"])
-        self.outer_step = int(state["outer_step"])
-        self.inner_step = int(state["inner_step"])
+        self.position = int(state["outer_step"]) * self.sync_every + int(state["inner_step"])
+        if self.overlap:
+            for f, issued in zip(self.fragments, state["issued"]):
+                f.issued = None if issued is None else [t.clone() for t in issued]
+            flight = state["in_flight"]
+            self.pending = None if flight is None else PendingReduce(
+                flight["step"], [flight["input"].clone()], [], flight["weight"], self.quant)
+        self.restored = True

@@ -16,7 +16,9 @@ The protocol (every peer issues the same collectives in the same order):
   survivors get the same error), the survivors vote, sync (a newcomer admitted by this vote
   learns the phase is REDUCE and joins the reduction with weight 0) and reduce again. Inputs
   are kept intact (results go to separate outputs), so the retry reduces the same values in
-  the new world.
+  the new world. A reduction issued with ``all_reduce_async`` (start_reduce) may run while
+  the caller trains, and is waited (and retried) later by finish_reduce; the phase FINAL
+  (mark_final) tells a newcomer admitted during such a retry that the group stops after it.
 
 The sync revision counts syncs (ferry requires +1 per sync); the step travels in ``progress``.
 """
@@ -33,9 +35,12 @@ from .communicator import Communicator
 from .errors import PeerLostError, TimeoutError
 from .handle import Handle
 
-__all__ = ["BOUNDARY", "REDUCE", "RETRYABLE", "PendingReduce", "ElasticGroup"]
+__all__ = ["BOUNDARY", "FINAL", "REDUCE", "RETRYABLE", "PendingReduce", "ElasticGroup"]
 
-BOUNDARY, REDUCE = 0, 1
+# FINAL: a reduction after which the group stops (an overlapped run's last one, drained after
+# the loop): a newcomer admitted during it takes part with weight 0 and then has nothing to do.
+BOUNDARY, REDUCE, FINAL = 0, 1, 2
+PHASE_NAMES = {BOUNDARY: "boundary", REDUCE: "reduce", FINAL: "final reduce"}
 RETRYABLE = (PeerLostError, TimeoutError)
 
 
@@ -48,6 +53,7 @@ class PendingReduce:
     outputs: List[torch.Tensor]
     weight: float
     quant: Optional[str]
+    phase: int = REDUCE
     handles: List[Handle] = field(default_factory=list)
     weight_in: torch.Tensor = field(default_factory=lambda: torch.zeros(1, dtype=torch.float64))
     weight_out: torch.Tensor = field(default_factory=lambda: torch.zeros(1, dtype=torch.float64))
@@ -91,7 +97,7 @@ class ElasticGroup:
                 self.log(f"sync failed ({type(e).__name__}); voting again")
                 self._vote()
         self.revision = info.revision
-        self.log(f"joined at step {int(self.progress[0])} ({'reduce' if self.progress[1] else 'boundary'}), "
+        self.log(f"joined at step {int(self.progress[0])} ({PHASE_NAMES[int(self.progress[1])]}), "
                  f"received {len(info.changed)} tensors, {info.bytes_received / 1e3:.1f} kB")
         return self.progress.clone()
 
@@ -146,10 +152,10 @@ class ElasticGroup:
     # ------------------------------------------------------------------ reductions
 
     def start_reduce(self, step: int, inputs: Sequence[torch.Tensor], weight: float,
-                     quant: Optional[str] = None) -> PendingReduce:
+                     quant: Optional[str] = None, phase: int = REDUCE) -> PendingReduce:
         """Issues the weighted sum of ``inputs`` (kept intact) and returns at once."""
-        self.progress[0], self.progress[1] = step, REDUCE
-        pending = PendingReduce(step, inputs, [torch.empty_like(t) for t in inputs], weight, quant)
+        self.progress[0], self.progress[1] = step, phase
+        pending = PendingReduce(step, inputs, [torch.empty_like(t) for t in inputs], weight, quant, phase)
         pending.weight_in.fill_(weight)
         pending.handles.append(self.comm.all_reduce_async(pending.weight_in, op="sum", out=pending.weight_out))
         for i, t in enumerate(inputs):
@@ -171,11 +177,16 @@ class ElasticGroup:
                 break
             self.log(f"reduce of step {pending.step} failed ({type(error).__name__}); re-forming the ring")
             self.vote_and_sync()
-            pending = self.start_reduce(pending.step, pending.inputs, pending.weight, pending.quant)
+            pending = self.start_reduce(pending.step, pending.inputs, pending.weight, pending.quant, pending.phase)
         total = float(pending.weight_out[0])
         for out in pending.outputs:
             out.div_(total)
         return pending.outputs
+
+    def mark_final(self, pending: PendingReduce) -> None:
+        """Says, to a newcomer admitted while ``pending`` is retried, that no step follows it."""
+        pending.phase = FINAL
+        self.progress[1] = FINAL
 
     def reduce(self, step: int, inputs: Sequence[torch.Tensor], weight: float,
                quant: Optional[str] = None) -> List[torch.Tensor]:

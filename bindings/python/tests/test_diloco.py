@@ -1,6 +1,8 @@
-"""ferry.diloco: the outer step's math against a hand-computed Nesterov reference, bit-identical
-peers (full precision and quantized), checkpoint and resume, a newcomer, and a peer killed
-inside an outer all-reduce (the survivors' weights equal a replay without the dead peer)."""
+"""ferry.diloco: the outer step's math against a hand-computed Nesterov reference (whole model
+and per fragment, blocking and overlapped), the fragments' schedule, bit-identical peers (full
+precision and quantized, every mode), checkpoint and resume (with a reduction in flight), a
+newcomer, and a peer killed inside an outer all-reduce (the survivors' weights equal a replay
+without the dead peer)."""
 
 from __future__ import annotations
 
@@ -52,13 +54,93 @@ def test_outer_step_is_nesterov_sgd_on_the_mean_pseudo_gradient(address):
         assert torch.equal(local, outer)  # the model restarts from theta
 
 
-def tiny_mlp_peer(address, shard, world, outer_steps, quant):
+def sync_positions(fragment: int, fragments: int, sync_every: int, steps: int):
+    """Where fragment `fragment` issues its reductions: H/F inner steps in for fragment 0,
+    H/F later for each next one (staggered), then every H."""
+    first = (fragment + 1) * sync_every // fragments
+    return list(range(first, steps + 1, sync_every))
+
+
+@pytest.mark.parametrize("overlap", [False, True], ids=["blocking", "overlapped"])
+def test_fragment_outer_steps_against_a_hand_reference(address, overlap):
+    """Two peers, two layers in two fragments, H = 4, 2 outer steps. Each fragment's theta and
+    momentum are computed by hand from the gradients of its own windows of inner steps (the
+    toy's gradients ignore the weights, so the overlapped "progress" merge keeps each window's
+    gradients whole and lands on the same values as blocking)."""
+    fragments, sync_every, outer_steps = 2, 4, 2
+
+    def body(shard):
+        with ferry.Communicator(address, **PEER_ARGS) as comm, \
+                toy(comm, layers=2, sync_every=sync_every, min_peers=2, fragments=fragments,
+                    overlap=overlap) as diloco:
+            returned = [inner_step(diloco, shard) for _ in range(outer_steps * sync_every)]
+            diloco.finish()
+            return returned, [t.clone() for t in diloco.outer_params + diloco.outer_momentum]
+
+    results = run_threads(2, body)
+    lr, m = 0.5, 0.5
+    expected = []
+    for layer in range(fragments):
+        theta, b, start = torch.zeros(4, dtype=torch.float64), torch.zeros(4, dtype=torch.float64), 0
+        for end in sync_positions(layer, fragments, sync_every, outer_steps * sync_every):
+            delta = sum(gradient(s, i, layer=layer).double() for s in (0, 1) for i in range(start, end)) / 2
+            b = m * b + delta
+            theta = theta - lr * (delta + m * b)
+            start = end
+        expected.append((theta, b))
+    assert not torch.equal(expected[0][0], expected[1][0])
+    for returned, (theta0, theta1, b0, b1) in results:
+        assert returned == [False, False, False, True] * 2
+        assert torch.equal(theta0.double(), expected[0][0]) and torch.equal(b0.double(), expected[0][1])
+        assert torch.equal(theta1.double(), expected[1][0]) and torch.equal(b1.double(), expected[1][1])
+
+
+@pytest.mark.parametrize("fragments,overlap", [(3, False), (3, True), (2, True)])
+def test_each_fragment_syncs_once_every_h_inner_steps(address, fragments, overlap):
+    """Three layers; after every inner step, which fragments' outer weights changed (each
+    change is one applied reduction). Fragment j must change exactly at its staggered sync
+    positions, one sync point (H/F steps) later when overlapped, the last one in finish()."""
+    sync_every, outer_steps = 6, 3
+    steps = outer_steps * sync_every
+
+    def body(shard):
+        with ferry.Communicator(address, **PEER_ARGS) as comm, \
+                toy(comm, layers=3, sync_every=sync_every, min_peers=2, fragments=fragments,
+                    overlap=overlap) as diloco:
+            changes = {j: [] for j in range(fragments)}
+
+            def note(position):
+                for j, f in enumerate(diloco.fragments):
+                    now = bits(f.outer.params)
+                    if now != seen[j]:
+                        changes[j].append(position)
+                        seen[j] = now
+
+            seen = [bits(f.outer.params) for f in diloco.fragments]
+            for position in range(1, steps + 1):
+                inner_step(diloco, shard)
+                note(position)
+            diloco.finish()
+            note("finish")
+            return changes
+
+    period = sync_every // fragments
+    expected = {}
+    for j in range(fragments):
+        issued = sync_positions(j, fragments, sync_every, steps)
+        assert len(issued) == outer_steps
+        expected[j] = [p + period if p + period <= steps else "finish" for p in issued] if overlap else issued
+    for changes in run_threads(2, body):
+        assert changes == expected
+
+
+def tiny_mlp_peer(address, shard, world, outer_steps, quant, **options):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
     inner = torch.optim.AdamW(model.parameters(), lr=1e-2)
     data = torch.Generator().manual_seed(100 + shard)
     with ferry.Communicator(address, **PEER_ARGS) as comm, \
-            DiLoCo(comm, model, inner, sync_every=4, quant=quant, min_peers=world) as diloco:
+            DiLoCo(comm, model, inner, sync_every=4, quant=quant, min_peers=world, **options) as diloco:
         while diloco.outer_step < outer_steps:
             x = torch.randn(16, 8, generator=data)
             loss = torch.nn.functional.cross_entropy(model(x), (x[:, 0] > 0).long())
@@ -66,23 +148,42 @@ def tiny_mlp_peer(address, shard, world, outer_steps, quant):
             loss.backward()
             inner.step()
             diloco.step()
-        return bits(diloco.outer_params), bits(model.parameters())
+        before = bits(model.parameters())
+        diloco.finish()
+        return bits(diloco.outer_params), bits(model.parameters()), before
 
 
-@pytest.mark.parametrize("world,quant", [(2, None), (3, None), (3, "u8")])
-def test_peers_end_with_bit_identical_weights(address, world, quant):
-    results = run_threads(world, lambda shard: tiny_mlp_peer(address, shard, world, 3, quant))
-    assert len({outer for outer, _ in results}) == 1
-    assert all(local == outer for outer, local in results)
+@pytest.mark.parametrize("world,quant,options", [
+    (2, None, {}), (3, None, {}), (3, "u8", {}),
+    (2, None, dict(overlap=True)),
+    (3, None, dict(fragments=2, overlap=True, merge="mix", alpha=0.5)),
+    (3, "u8", dict(fragments=2, overlap=True)),
+    (3, None, dict(fragments=2)),
+], ids=["2", "3", "3-u8", "2-overlap", "3-streaming-mix", "3-streaming-u8", "3-fragments"])
+def test_peers_end_with_bit_identical_weights(address, world, quant, options):
+    results = run_threads(world, lambda shard: tiny_mlp_peer(address, shard, world, 3, quant, **options))
+    assert len({outer for outer, _, _ in results}) == 1
+    assert all(local == outer for outer, local, _ in results)  # finish() leaves theta in the model
+    # Only plain DiLoCo ends an outer step with local == theta; with overlap or fragments
+    # (staggered), the local copies hold progress that theta lacks until finish().
+    plain = not options.get("overlap") and options.get("fragments", 1) == 1
+    assert all((before == outer) == plain for outer, _, before in results)
 
 
-def test_state_dict_round_trips_and_resumes_bit_identically():
+@pytest.mark.parametrize("layers,options", [
+    (1, dict(sync_every=SYNC_EVERY)),
+    (2, dict(sync_every=4, fragments=2)),
+    (2, dict(sync_every=4, fragments=2, overlap=True)),
+], ids=["diloco", "fragments", "streaming-overlapped"])
+def test_state_dict_round_trips_and_resumes_bit_identically(layers, options):
     """Two peers run 3 outer steps straight; two others stop after 1 outer step and 1 inner
-    step, save (through torch.save), load into fresh objects, and run on: same bits."""
+    step, save (through torch.save), load into fresh objects, and run on: same bits. The inner
+    SGD has momentum (state a resumed peer must keep); overlapped, the checkpoint holds the
+    reduction in flight, which the resumed peers issue again."""
 
     def run(address, shard, stop_at=None, state=None):
         with ferry.Communicator(address, **PEER_ARGS) as comm:
-            diloco = toy(comm, min_peers=2)
+            diloco = toy(comm, layers, inner_momentum=0.5, min_peers=2, **options)
             if state is not None:
                 diloco.load_state_dict(torch.load(io.BytesIO(state)))
             diloco.join()
@@ -90,9 +191,11 @@ def test_state_dict_round_trips_and_resumes_bit_identically():
                 if (diloco.outer_step, diloco.inner_step) == stop_at:
                     saved = io.BytesIO()
                     torch.save(diloco.state_dict(), saved)
+                    assert (diloco.state_dict().get("in_flight") is not None) == bool(options.get("overlap"))
                     return saved.getvalue()
                 inner_step(diloco, shard)
-            return bits(diloco.outer_params + diloco.outer.buffers + list(diloco.model.parameters()))
+            diloco.finish()
+            return bits(diloco.outer_params + diloco.outer_momentum + list(diloco.model.parameters()))
 
     def with_master(body):
         master = ferry.Master("127.0.0.1:0").start()
@@ -107,51 +210,94 @@ def test_state_dict_round_trips_and_resumes_bit_identically():
     assert straight[0] == straight[1] == resumed[0] == resumed[1]
 
 
-def test_a_newcomer_receives_the_outer_model_and_momentum(address):
+MODES = {  # toy(layers, **options) settings: plain DiLoCo, and Streaming DiLoCo overlapped
+    "diloco": (1, dict(sync_every=SYNC_EVERY)),
+    "streaming-overlapped": (2, dict(sync_every=4, fragments=2, overlap=True)),
+}
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_a_newcomer_receives_the_outer_model_and_momentum(address, mode):
     """Two peers train; a third connects after their first outer step and is handed theta and
-    the momentum at a boundary; all three end with bit-identical outer state."""
+    the momentum (of every fragment) at a boundary; all three end with bit-identical outer
+    state."""
+    layers, options = MODES[mode]
     outer_steps = 4
-    seen = {}  # outer step -> the members' (theta, momentum) bits after it
+    seen = {}  # sync point -> the members' (theta, momentum) bits after it
     first_done = threading.Event()
 
     def body(shard):
         if shard == 2:
             first_done.wait(20)
         with ferry.Communicator(address, **PEER_ARGS) as comm, \
-                toy(comm, min_peers=2 if shard < 2 else 1) as diloco:
+                toy(comm, layers, min_peers=2 if shard < 2 else 1, **options) as diloco:
             if shard == 2:
-                joined = (diloco.outer_step, bits(diloco.outer_params + diloco.outer.buffers))
+                joined = (diloco.position // diloco.period, bits(diloco.outer_params + diloco.outer_momentum))
             while diloco.outer_step < outer_steps:
-                if inner_step(diloco, shard) and shard < 2:
-                    seen[diloco.outer_step] = bits(diloco.outer_params + diloco.outer.buffers)
+                outer_done = inner_step(diloco, shard)
+                if shard < 2 and diloco.position % diloco.period == 0:
+                    seen[diloco.position // diloco.period] = bits(diloco.outer_params + diloco.outer_momentum)
+                if shard < 2 and outer_done:
                     first_done.set()
                     time.sleep(0.3)  # leave the newcomer time to arrive mid-run
-            final = bits(diloco.outer_params + diloco.outer.buffers)
+            diloco.finish()
+            final = bits(diloco.outer_params + diloco.outer_momentum)
             return final if shard < 2 else (final, joined, diloco.group.comm.group_world_size)
 
     a, b, (c, (joined_at, joined_state), world) = run_threads(3, body)
     assert a == b == c and world == 3
-    assert 1 <= joined_at < outer_steps
+    assert 1 <= joined_at < max(seen)  # mid-run
     assert joined_state == seen[joined_at]  # received, not its own zeros
-    assert any(torch.frombuffer(bytearray(joined_state), dtype=torch.float32)[4:] != 0)  # momentum too
+    momentum = torch.frombuffer(bytearray(joined_state), dtype=torch.float32)[4 * layers:]
+    assert any(momentum != 0)  # momentum too
+
+
+KILL_MODES = {  # name: (layers, options, outer steps, the outer step the process dies in, replay-checked)
+    "diloco": (1, dict(sync_every=SYNC_EVERY), 4, 2, True),
+    "overlapped": (1, dict(sync_every=SYNC_EVERY, overlap=True), 5, 2, True),
+    # the last reduction, drained by finish(): a newcomer admitted there has nothing left to do
+    "overlapped-last": (1, dict(sync_every=SYNC_EVERY, overlap=True), 3, 2, True),
+    "fragments": (2, dict(sync_every=4, fragments=2), 4, 2, False),
+    "streaming-overlapped": (2, dict(sync_every=4, fragments=2, overlap=True), 4, 2, False),
+}
 
 
 @pytest.mark.deadline(90)
 @pytest.mark.parametrize("newcomer", [False, True], ids=["kill", "kill-and-join"])
-def test_a_peer_killed_inside_an_outer_all_reduce_leaves_no_partial_update(address, newcomer):
+@pytest.mark.parametrize("mode", list(KILL_MODES))
+def test_a_peer_killed_inside_an_outer_all_reduce_leaves_no_partial_update(address, mode, newcomer):
     """Three peers (one a process); at outer step 2 the process enters the all-reduce and is
     SIGKILLed there. The survivors redo the step between themselves: their weights equal a
     replay in which steps 0-1 average shards {0,1,2} and steps 2-3 average {0,1}, bit for bit.
 
     kill-and-join: a fourth peer connects while the others wait in that all-reduce; the vote
     after the failure admits it mid-reduction, so it joins the retried reduction with weight 0
-    (adding nothing) and trains from step 3: step 3 averages {0,1,3}."""
-    die_at, outer_steps, diverge = 2, 4, 2 * SYNC_EVERY
+    (adding nothing) and trains from step 3: step 3 averages {0,1,3}.
+
+    Overlapped, the process dies where it would issue outer step 2's reduction (after the
+    boundary), the survivors find it failed when they wait for it H/F inner steps later, and
+    a newcomer (started once the process is dead) is admitted by that retry's vote: it adds
+    weight 0 to the retried reduction and to the one issued as it arrives (it trained
+    neither window), then trains; with one fragment the replay is the blocking one (the toy's
+    gradients ignore the weights, so the "progress" merge keeps every window whole), with one
+    more window of {0,1}. With two fragments (blocking or overlapped) the check is
+    bit-identity of all survivors.
+    overlapped-last: the failing reduction is the last, waited in finish(); the newcomer
+    admitted there learns it is the final one and stops with the group."""
+    layers, options, outer_steps, die_at, replayed = KILL_MODES[mode]
+    overlap, sync_every, fragments = options.get("overlap", False), options["sync_every"], options.get("fragments", 1)
+    diverge = die_at * sync_every
+    # the failing reduction's step in the logs: its sync point's number, or the one before blocking
+    label = (die_at + 1) * fragments - (0 if overlap else 1)
+    pause_at = (die_at + 1) * sync_every + sync_every // fragments - 1 if overlap else (die_at + 1) * sync_every - 1
+    pause_at = min(pause_at, outer_steps * sync_every)  # the last reduction is waited in finish()
     child = subprocess.Popen([sys.executable, str(HERE / "diloco_peer.py"), address, "3", str(outer_steps),
-                              str(die_at), "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env=child_env())
+                              str(die_at), "2", str(layers), str(fragments), str(int(overlap)), str(sync_every)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
     logs, newcomer_logs = [], []
     waiting = threading.Event()
+    if overlap:
+        threading.Thread(target=lambda: (child.wait(), waiting.set()), daemon=True).start()
     try:
         def body(index):
             shard = (0, 1, 3)[index]  # shard 2 is the process's
@@ -159,13 +305,21 @@ def test_a_peer_killed_inside_an_outer_all_reduce_leaves_no_partial_update(addre
                 waiting.wait(30)
             log = newcomer_logs.append if shard == 3 else logs.append
             with ferry.Communicator(address, **PEER_ARGS) as comm, \
-                    toy(comm, min_peers=3 if shard < 3 else 1, log=log) as diloco:
-                while diloco.outer_step < outer_steps:
-                    if diloco.outer_step == die_at and diloco.inner_step == SYNC_EVERY - 1 and shard < 3:
+                    toy(comm, layers, min_peers=3 if shard < 3 else 1, log=log, **options) as diloco:
+
+                def pause():
+                    if diloco.position == pause_at and shard < 3:
                         waiting.set()
-                        time.sleep(0.6)  # the process is inside the all-reduce, and dies there
+                        # blocking: the process is inside the all-reduce, and dies there;
+                        # overlapped: it is dead, the newcomer connects before this wait fails
+                        time.sleep(1.5 if overlap else 0.6)
+
+                while diloco.outer_step < outer_steps:
+                    pause()
                     inner_step(diloco, shard, diverge_from=diverge)
-                return diloco.outer_params[0].clone(), diloco.outer.buffers[0].clone(), comm.group_world_size
+                pause()  # overlapped-last: before the drain
+                diloco.finish()
+                return [t.clone() for t in diloco.outer_params + diloco.outer_momentum], comm.group_world_size
 
         results = run_threads(3 if newcomer else 2, body, timeout_s=60)
         assert child.wait(10) == -9  # SIGKILL, as planned
@@ -175,13 +329,41 @@ def test_a_peer_killed_inside_an_outer_all_reduce_leaves_no_partial_update(addre
         child.wait(10)
         child.stdout.close()
         child.stderr.close()
-    after = [[0, 1, 3]] if newcomer else [[0, 1]]
-    expected = replay([[0, 1, 2]] * die_at + [[0, 1]] + after, diverge_from=diverge)
-    with_the_dead = replay([[0, 1, 2]] * (die_at + 1) + after, diverge_from=diverge)
-    assert not torch.equal(expected["theta"], with_the_dead["theta"])  # the test can tell them apart
-    assert sum("reduce of step 2 failed" in line for line in logs) == 2  # both survivors retried
+    assert sum(f"reduce of step {label} failed" in line for line in logs) == 2, logs  # both survivors retried
     if newcomer:
-        assert any("joined at step 2 (reduce)" in line for line in newcomer_logs), newcomer_logs
-    for theta, momentum, world in results:
+        phase = "final reduce" if overlap and label == outer_steps * fragments else "reduce"
+        assert any(f"joined at step {label} ({phase})" in line for line in newcomer_logs), newcomer_logs
+    for tensors, world in results:
         assert world == (3 if newcomer else 2)
-        assert torch.equal(theta, expected["theta"]) and torch.equal(momentum, expected["momentum"])
+        assert bits(tensors) == bits(results[0][0])
+    if not replayed:
+        return
+    first_with_newcomer = die_at + (2 if overlap else 1)
+    windows = [[0, 1, 2] if w < die_at else [0, 1, 3] if newcomer and w >= first_with_newcomer else [0, 1]
+               for w in range(outer_steps)]
+    expected = replay(windows, diverge_from=diverge)
+    with_the_dead = replay(windows[:die_at] + [[0, 1, 2]] + windows[die_at + 1:], diverge_from=diverge)
+    assert not torch.equal(expected["theta"], with_the_dead["theta"])  # the test can tell them apart
+    theta, momentum = results[0][0]
+    assert torch.equal(theta, expected["theta"]) and torch.equal(momentum, expected["momentum"])
+
+
+def test_options_are_checked(address):
+    """Bad options fail at construction; fragments given as lists are used as given."""
+    model = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Linear(3, 2), torch.nn.Linear(2, 1))
+    inner = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def make(**options):
+        return DiLoCo(ferry.Communicator(address, **PEER_ARGS), model, inner, **{"sync_every": 6, **options})
+
+    layers = [list(m.parameters()) for m in model]
+    for bad in (dict(fragments=4), dict(fragments=0), dict(fragments=4, sync_every=8), dict(sync_every=5, fragments=2),
+                dict(merge="mix"), dict(overlap=True, merge="other"), dict(overlap=True, alpha=1.5),
+                dict(fragments=[layers[0], layers[1]]), dict(fragments=[layers[0] + layers[1], layers[1] + layers[2]])):
+        with pytest.raises(ferry.InvalidArgumentError):
+            make(**bad)
+    assert [len(f.params) for f in make(fragments=2).fragments] == [4, 2]  # whole layers, the first longer
+    given = make(fragments=[layers[2], layers[0] + layers[1]], overlap=True)
+    assert [[id(p) for p in f.params] for f in given.fragments] == [[id(p) for p in layers[2]],
+                                                                  [id(p) for p in layers[0] + layers[1]]]
+    assert given.period == 3
