@@ -30,7 +30,7 @@ from typing import Callable, List, Sequence
 
 import torch
 
-from ferry.diloco import DiLoCo
+from ferry.diloco import CommTime, DiLoCo
 from task import content_hash, train_step
 from elastic import REDUCE, ElasticGroup
 from outer import split_flat
@@ -70,6 +70,11 @@ def elastic_loop(peer: Peer, group: ElasticGroup, steps: int, zeros: Callable[[]
         step += 1
 
 
+def comm_figures(t: CommTime) -> dict:
+    """The run's time in collectives, for the --result summary (seconds, whole run)."""
+    return dict(reduce_s=t.reduce_s, hidden_s=t.hidden_s, exposed_s=t.exposed_s)
+
+
 def run_diloco(peer: Peer, **options) -> None:
     """DiLoCo through the library: ferry.diloco.DiLoCo does the outer step, joins and retries.
     ``options``: DiLoCo's fragments, overlap, merge, alpha (async_diloco.py, streaming_diloco.py)."""
@@ -90,7 +95,7 @@ def run_diloco(peer: Peer, **options) -> None:
                 losses = []
         diloco.finish()
         peer.finish(peer.model, content_hash(diloco.outer_params), diloco.bytes_sent,
-                    world=comm.group_world_size)
+                    world=comm.group_world_size, **comm_figures(diloco.comm_time))
 
 
 def adamw_state(optimizer: torch.optim.Optimizer, params: Sequence[torch.Tensor]) -> dict:
@@ -126,7 +131,8 @@ def run_ddp(peer: Peer) -> None:
         group = ElasticGroup(comm, shared, peer.log)
         elastic_loop(peer, group, args.outer_steps * args.inner_steps, zeros, work, apply,
                      report_every=args.inner_steps)
-        peer.finish(peer.model, content_hash(params), group.bytes_sent, world=comm.group_world_size)
+        peer.finish(peer.model, content_hash(params), group.bytes_sent, world=comm.group_world_size,
+                    **comm_figures(group.time))
 
 
 def run_alone(peer: Peer) -> None:

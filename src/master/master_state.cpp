@@ -981,12 +981,22 @@ void MasterState::kick(ConnId conn, Errc code, const std::string& reason) {
 
 void MasterState::forget_revision_holder(Group& group, PeerId id) {
   if (!group.revision_holders.erase(id) || !group.revision_holders.empty() || !group.shared_revision) return;
-  const std::string what = "group " + std::to_string(group.id) + " lost its shared state at revision " +
-                           std::to_string(*group.shared_revision) + " with " + peer_name(id) +
+  const std::string revision = std::to_string(*group.shared_revision);
+  group.shared_revision.reset();
+  // The last member of all leaving is how every run ends: worth a line, not a warning.
+  const bool members_left = std::any_of(peers_.begin(), peers_.end(), [&](const auto& p) {
+    return p.first != id && p.second.group == group.id;
+  });
+  if (!members_left) {
+    log().info("group {} ended at shared-state revision {}: its last member {} left", group.id, revision,
+               peer_name(id));
+    return;
+  }
+  const std::string what = "group " + std::to_string(group.id) + " lost its shared state at revision " + revision +
+                           " with " + peer_name(id) +
                            ", its last holder; the next sync takes the highest revision its members offer";
   log().warn("{}", what);
   journal_.event(now_ms_, "revision", group.id, id, what);
-  group.shared_revision.reset();
 }
 
 void MasterState::remove_peer(PeerId id, const std::string& reason) {

@@ -1705,3 +1705,22 @@ TEST_CASE("master: a shared-state revision whose last holder left is forgotten, 
   f.expect_verdicts(1, Errc::ok);
   CHECK(f.state.shared_revision(0) == 5);
 }
+
+TEST_CASE("master: the last member of a group leaving ends it quietly, without a lost-state warning",
+          "[master][shared_state]") {
+  // Every run ends this way; the warning above is for members left behind without the state.
+  Fixture f;
+  LogCapture log("info");
+  f.join(1);
+  const uint64_t e = f.all_ready();
+  f.state.on_message(1, SyncBegin{e, 0, 4, 0, {{"w", 10, 100, 0xA, 0}}});
+  f.step();
+  f.state.on_message(1, CollectiveEnd{e, 0, 0, ""});
+  f.step();
+  REQUIRE(f.state.shared_revision(0) == 4);
+  f.state.on_disconnected(1, "closed by the peer");
+  f.step();
+  CHECK(f.state.shared_revision(0) == std::nullopt);
+  CHECK(log.lines("warn").empty());
+  CHECK(log.lines("group 0 ended at shared-state revision 4").size() == 1);
+}

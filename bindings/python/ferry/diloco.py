@@ -81,11 +81,11 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 import torch
 
 from .communicator import Communicator
-from .elastic import BOUNDARY, FINAL, REDUCE, ElasticGroup, PendingReduce
+from .elastic import BOUNDARY, FINAL, CommTime, ElasticGroup, PendingReduce
 from .errors import InvalidArgumentError, InvalidUsageError
 from .outer import MERGES, Fragment, OuterOptimizer, fragment_parameters, split_flat
 
-__all__ = ["DiLoCo", "OuterOptimizer", "split_flat"]
+__all__ = ["CommTime", "DiLoCo", "OuterOptimizer", "split_flat"]
 
 
 class DiLoCo:
@@ -329,6 +329,13 @@ class DiLoCo:
     def bytes_sent(self) -> int:
         """Wire bytes this peer sent: all-reduce payload and shared state served."""
         return self.group.bytes_sent
+
+    @property
+    def comm_time(self) -> CommTime:
+        """Where this peer's time in the run's collectives went (live, summed since join()):
+        ``reduce_s`` the outer all-reduces took, ``hidden_s`` of it behind inner steps (with
+        overlap), ``exposed_s`` the training loop lost to them and to admissions."""
+        return self.group.time
 
     # ------------------------------------------------------------------ checkpoints
 

@@ -26,8 +26,9 @@ The sync revision counts syncs (ferry requires +1 per sync); the step travels in
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, Iterator, List, Optional, Sequence
 
 import torch
 
@@ -35,13 +36,40 @@ from .communicator import Communicator
 from .errors import PeerLostError, TimeoutError
 from .handle import Handle
 
-__all__ = ["BOUNDARY", "FINAL", "REDUCE", "RETRYABLE", "PendingReduce", "ElasticGroup"]
+__all__ = ["BOUNDARY", "FINAL", "REDUCE", "RETRYABLE", "CommTime", "PendingReduce", "ElasticGroup"]
 
 # FINAL: a reduction after which the group stops (an overlapped run's last one, drained after
 # the loop): a newcomer admitted during it takes part with weight 0 and then has nothing to do.
 BOUNDARY, REDUCE, FINAL = 0, 1, 2
 PHASE_NAMES = {BOUNDARY: "boundary", REDUCE: "reduce", FINAL: "final reduce"}
 RETRYABLE = (PeerLostError, TimeoutError)
+
+
+@dataclass
+class CommTime:
+    """Where one peer's time in the group's collectives went, in seconds summed over the run.
+
+    Attributes:
+        reduce_s: the reductions' own durations, each from its call to the master's commit
+            (the longest of its operations; retried attempts included).
+        waited_s: of the caller's time, what it spent inside start_reduce and finish_reduce:
+            issuing the reductions and blocked on them.
+        membership_s: what it spent at boundaries (pending checks, votes, shared-state syncs).
+    """
+
+    reduce_s: float = 0.0
+    waited_s: float = 0.0
+    membership_s: float = 0.0
+
+    @property
+    def hidden_s(self) -> float:
+        """Reduction time the caller did not wait for: it ran behind the caller's own work."""
+        return max(0.0, self.reduce_s - self.waited_s)
+
+    @property
+    def exposed_s(self) -> float:
+        """The caller's time lost to the group: waiting on reductions and at boundaries."""
+        return self.waited_s + self.membership_s
 
 
 @dataclass
@@ -74,6 +102,7 @@ class ElasticGroup:
         self.log = log
         self.revision = 0
         self.bytes_sent = 0  # all-reduce payload and shared state served, by this peer
+        self.time = CommTime()
 
     # ------------------------------------------------------------------ joining
 
@@ -131,9 +160,10 @@ class ElasticGroup:
         """Collective at a step boundary (nothing in flight): admits waiting peers; with
         ``min_peers`` > 1, keeps admitting until the group has that many (use it at the first
         step only: after deaths the group may stay smaller)."""
-        self.progress[0], self.progress[1] = step, BOUNDARY
-        self._admit()
-        self.grow(min_peers)
+        with self._membership():
+            self.progress[0], self.progress[1] = step, BOUNDARY
+            self._admit()
+            self.grow(min_peers)
 
     def grow(self, min_peers: int) -> None:
         """The tail of boundary(): a newcomer admitted at a boundary continues here."""
@@ -154,6 +184,28 @@ class ElasticGroup:
     def start_reduce(self, step: int, inputs: Sequence[torch.Tensor], weight: float,
                      quant: Optional[str] = None, phase: int = REDUCE) -> PendingReduce:
         """Issues the weighted sum of ``inputs`` (kept intact) and returns at once."""
+        with self._waiting():
+            return self._issue(step, inputs, weight, quant, phase)
+
+    def finish_reduce(self, pending: PendingReduce) -> List[torch.Tensor]:
+        """Waits for the reduction; through peer loss votes, syncs and reduces again. Returns
+        the weighted means sum(w_i x_i) / sum(w_i), bit-identical on every peer."""
+        with self._waiting():
+            return self._settle(pending)
+
+    def reduce(self, step: int, inputs: Sequence[torch.Tensor], weight: float,
+               quant: Optional[str] = None) -> List[torch.Tensor]:
+        """start_reduce + finish_reduce (timed as one wait: nothing of it is hidden)."""
+        with self._waiting():
+            return self._settle(self._issue(step, inputs, weight, quant, REDUCE))
+
+    def mark_final(self, pending: PendingReduce) -> None:
+        """Says, to a newcomer admitted while ``pending`` is retried, that no step follows it."""
+        pending.phase = FINAL
+        self.progress[1] = FINAL
+
+    def _issue(self, step: int, inputs: Sequence[torch.Tensor], weight: float, quant: Optional[str],
+               phase: int) -> PendingReduce:
         self.progress[0], self.progress[1] = step, phase
         pending = PendingReduce(step, inputs, [torch.empty_like(t) for t in inputs], weight, quant, phase)
         pending.weight_in.fill_(weight)
@@ -163,32 +215,41 @@ class ElasticGroup:
                                                               quant=quant))
         return pending
 
-    def finish_reduce(self, pending: PendingReduce) -> List[torch.Tensor]:
-        """Waits for the reduction; through peer loss votes, syncs and reduces again. Returns
-        the weighted means sum(w_i x_i) / sum(w_i), bit-identical on every peer."""
+    def _settle(self, pending: PendingReduce) -> List[torch.Tensor]:
         while True:
-            error = None
+            error, longest = None, 0.0
             for handle in pending.handles:
                 try:
-                    self.bytes_sent += handle.wait().bytes_sent
+                    info = handle.wait()
+                    self.bytes_sent += info.bytes_sent
+                    longest = max(longest, info.duration_s)
                 except RETRYABLE as e:  # wait for every op: a vote needs none in flight
                     error = e
+            self.time.reduce_s += longest  # its ops ran side by side
             if error is None:
                 break
             self.log(f"reduce of step {pending.step} failed ({type(error).__name__}); re-forming the ring")
-            self.vote_and_sync()
-            pending = self.start_reduce(pending.step, pending.inputs, pending.weight, pending.quant, pending.phase)
+            with self._membership():
+                self.vote_and_sync()
+            pending = self._issue(pending.step, pending.inputs, pending.weight, pending.quant, pending.phase)
         total = float(pending.weight_out[0])
         for out in pending.outputs:
             out.div_(total)
         return pending.outputs
 
-    def mark_final(self, pending: PendingReduce) -> None:
-        """Says, to a newcomer admitted while ``pending`` is retried, that no step follows it."""
-        pending.phase = FINAL
-        self.progress[1] = FINAL
+    @contextmanager
+    def _waiting(self) -> Iterator[None]:
+        """Adds the block's time to waited_s, less what it spent on membership (counted there)."""
+        began, membership = time.monotonic(), self.time.membership_s
+        try:
+            yield
+        finally:
+            self.time.waited_s += time.monotonic() - began - (self.time.membership_s - membership)
 
-    def reduce(self, step: int, inputs: Sequence[torch.Tensor], weight: float,
-               quant: Optional[str] = None) -> List[torch.Tensor]:
-        """start_reduce + finish_reduce."""
-        return self.finish_reduce(self.start_reduce(step, inputs, weight, quant))
+    @contextmanager
+    def _membership(self) -> Iterator[None]:
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            self.time.membership_s += time.monotonic() - began

@@ -1,8 +1,8 @@
 """ferry.diloco: the outer step's math against a hand-computed Nesterov reference (whole model
 and per fragment, blocking and overlapped), the fragments' schedule, bit-identical peers (full
 precision and quantized, every mode), checkpoint and resume (with a reduction in flight), a
-newcomer, and a peer killed inside an outer all-reduce (the survivors' weights equal a replay
-without the dead peer)."""
+newcomer, a peer killed inside an outer all-reduce (the survivors' weights equal a replay
+without the dead peer), and the accounting of time spent in collectives."""
 
 from __future__ import annotations
 
@@ -168,6 +168,29 @@ def test_peers_end_with_bit_identical_weights(address, world, quant, options):
     # (staggered), the local copies hold progress that theta lacks until finish().
     plain = not options.get("overlap") and options.get("fragments", 1) == 1
     assert all((before == outer) == plain for outer, _, before in results)
+
+
+@pytest.mark.parametrize("overlap", [False, True], ids=["blocking", "overlapped"])
+def test_comm_time_says_how_much_of_the_outer_all_reduce_was_hidden(address, overlap):
+    """Blocking, the loop waits for every reduction from its call to its commit, so nothing
+    is hidden; overlapped, with inner steps that take a while, the reductions run behind them."""
+
+    def body(shard):
+        with ferry.Communicator(address, **PEER_ARGS) as comm, toy(comm, min_peers=2, overlap=overlap) as diloco:
+            for _ in range(3 * SYNC_EVERY):
+                if overlap:
+                    time.sleep(0.05)  # the inner step's compute
+                inner_step(diloco, shard)
+            diloco.finish()
+            return diloco.comm_time
+
+    for t in run_threads(2, body):
+        assert t.reduce_s > 0
+        assert t.exposed_s >= t.waited_s > 0
+        if overlap:
+            assert t.hidden_s > 0
+        else:
+            assert t.waited_s >= t.reduce_s and t.hidden_s == 0
 
 
 @pytest.mark.parametrize("layers,options", [
