@@ -72,7 +72,7 @@ def elastic_loop(peer: Peer, group: ElasticGroup, steps: int, zeros: Callable[[]
 
 def comm_figures(t: CommTime) -> dict:
     """The run's time in collectives, for the --result summary (seconds, whole run)."""
-    return dict(reduce_s=t.reduce_s, hidden_s=t.hidden_s, exposed_s=t.exposed_s)
+    return dict(reduce_s=t.reduce_s, hidden_s=t.hidden_s, exposed_s=t.exposed_s, membership_s=t.membership_s)
 
 
 def run_diloco(peer: Peer, **options) -> None:
