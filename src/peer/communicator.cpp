@@ -345,10 +345,13 @@ void Communicator::wait_for_world(uint32_t min_peers, std::optional<std::chrono:
     require_accepted("wait_for_world");
     const size_t world = membership_.view().ring.size();
     if (world >= min_peers) return;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0)
+    if (Clock::now() >= deadline)
       throw Error(Errc::timeout, "wait_for_world: the group has " + std::to_string(world) + " of " +
                                      std::to_string(min_peers) + " peers after " + ms(timeout));
+    // Rounded up, plus 1 ms: the master counts the hold on its millisecond clock from the
+    // vote's arrival, and a hold ending a hair before our deadline meant a second vote.
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()) +
+                      std::chrono::milliseconds(1);
     wire::TopologyVote ballot;
     ballot.min_world = min_peers;
     ballot.hold_ms = static_cast<uint32_t>(std::min<int64_t>(left.count(), UINT32_MAX));
