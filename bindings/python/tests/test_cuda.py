@@ -9,6 +9,8 @@ tensor untouched, shared state and DiLoCo with outer weights on the GPU.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 
@@ -22,7 +24,7 @@ from ferry.cuda_stage import side_stream
 from ferry.issue_queue import IssueQueue
 from ferry.pinned_pool import PinnedPool
 from ferry.tensors import ReducePlan
-from harness import join, make_peer, run_threads
+from harness import child_env, join, make_peer, run_threads
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(),
                                 reason="needs a CUDA device (torch.cuda.is_available() is False)")
@@ -154,6 +156,31 @@ def test_an_issue_still_queued_when_the_communicator_closes_fails_its_wait(addre
         return "closed" in repr(handle) or "failed" in repr(handle)
 
     assert run_threads(2, body) == [True, True]
+
+
+NUMPY_ONLY = """
+import sys, threading, numpy as np, ferry
+master = ferry.Master("127.0.0.1:0"); master.start()
+out = [None, None]
+def peer(i):
+    with ferry.Communicator(f"127.0.0.1:{master.port}", listen_host="127.0.0.1", timeout_ms=10000) as c:
+        c.connect(); c.wait_for_peers(2, timeout_s=15)
+        a = np.ones(8, np.float32); c.all_reduce(a)
+        b = np.ones(8, np.float32); c.all_reduce_async(b).wait()
+        out[i] = float(a[0] + b[0])
+threads = [threading.Thread(target=peer, args=(i,)) for i in range(2)]
+[t.start() for t in threads]; [t.join(30) for t in threads]
+master.close()
+assert "torch" not in sys.modules, "ferry imported torch"
+print(out)
+"""
+
+
+def test_host_arrays_need_no_torch():
+    done = subprocess.run([sys.executable, "-c", NUMPY_ONLY], env=child_env(), capture_output=True, text=True,
+                          timeout=50)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[4.0, 4.0]"
 
 
 # ------------------------------------------------------------------ on a GPU
