@@ -67,23 +67,23 @@ class DeviceStage:
         self.stream = side_stream(tensor.device)
         self.key = (tensor.numel(), tensor.dtype)
         self.nbytes = tensor.numel() * tensor.element_size()
-        self.host: Optional[Any] = pinned_pool().take(self.key, self.nbytes)
+        self.host: Optional[Any] = pinned_pool().take(self.key, self.nbytes, self.stream)
         self.ptr: int = self.host.data_ptr()
         issued = torch.cuda.Event()
         issued.record(torch.cuda.current_stream(self.device))
-        self.copied: Optional[Any] = None  # ferry's event after the copy in
         with torch.cuda.stream(self.stream):
             self.stream.wait_event(issued)
             if copy_in:
                 self.host.copy_(self.tensor.reshape(-1), non_blocking=True)
-                self.copied = torch.cuda.Event()
-                self.copied.record(self.stream)
+            # After the copy in; without one, after the pooled buffer's last copy back on this
+            # stream: either way the library may touch the buffer once it has completed.
+            self.copied = torch.cuda.Event()
+            self.copied.record(self.stream)
         self.tensor.record_stream(self.stream)
 
     def wait_copied(self) -> None:
         """Blocks this thread until the copy in has landed (ferry's event; GIL released)."""
-        if self.copied is not None:
-            self.copied.synchronize()
+        self.copied.synchronize()
 
     def copy_back(self) -> Any:
         """Enqueues the host result's copy into the tensor on ferry's stream; returns
@@ -94,7 +94,7 @@ class DeviceStage:
             self.tensor.view(-1).copy_(self.host, non_blocking=True)
             done = torch.cuda.Event()
             done.record(self.stream)
-        pinned_pool().give(self.key, self.host, self.nbytes, done)
+        pinned_pool().give(self.key, self.host, self.nbytes, done, self.stream)
         self.host = None
         return (self.device, done)
 
@@ -102,5 +102,5 @@ class DeviceStage:
         """The library is done with the buffer and nothing is copied back (a failed or
         read-only operation): it goes back to the pool (after the copy in, if any)."""
         if self.host is not None:
-            pinned_pool().give(self.key, self.host, self.nbytes, self.copied)
+            pinned_pool().give(self.key, self.host, self.nbytes, self.copied, self.stream)
             self.host = None

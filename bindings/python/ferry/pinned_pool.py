@@ -10,8 +10,11 @@ cache (``torch.cuda.host_memory_*``), not to the system: freeing page-locked mem
 synchronise the whole device, which is what staging on a side stream avoids.
 
 A buffer is returned with the event of the last copy that reads or writes it (the copy back
-on ferry's stream); it is handed out again only once that event has completed, so a new
-staging never overwrites bytes a copy still moves.
+on ferry's stream) and that stream; it is handed out again once that event has completed, or
+at once to a user of the same stream, whose copies run after it in stream order (and who
+waits for its own first copy on that stream before the library touches the buffer). So the
+next outer step reuses the buffer the last one is still copying back, and a new staging never
+overwrites bytes a copy still moves.
 
 Threads: any thread; every member is guarded by ``_lock``.
 """
@@ -39,8 +42,8 @@ class PinnedPool:
     def __init__(self, allocate: Allocate, limit_bytes: int = DEFAULT_LIMIT_BYTES) -> None:
         self._allocate = allocate
         self._lock = threading.Lock()
-        # Guarded by _lock: idle (key, buffer, nbytes, event or None), oldest first, by a serial number.
-        self._idle: "OrderedDict[int, Tuple[Hashable, Any, int, Any]]" = OrderedDict()
+        # Guarded by _lock: idle (key, buffer, nbytes, event or None, its stream), oldest first, by serial.
+        self._idle: "OrderedDict[int, Tuple[Hashable, Any, int, Any, Any]]" = OrderedDict()
         self._serial = 0  # guarded by _lock
         self._held = 0  # bytes in _idle; guarded by _lock
         self._limit = limit_bytes  # guarded by _lock
@@ -61,20 +64,22 @@ class PinnedPool:
             dropped = self._trim()
         del dropped  # released outside the lock
 
-    def take(self, key: Hashable, nbytes: int) -> Any:
-        """An idle buffer for ``key`` whose last copy has completed, else a new one."""
+    def take(self, key: Hashable, nbytes: int, stream: Optional[Any] = None) -> Any:
+        """An idle buffer for ``key`` whose last copy has completed or ran on ``stream``, else a new one."""
         with self._lock:
-            for serial, (k, buf, size, event) in self._idle.items():
-                if k == key and (event is None or event.query()):
+            for serial, (k, buf, size, event, last) in self._idle.items():
+                if k == key and (event is None or (stream is not None and last == stream) or event.query()):
                     del self._idle[serial]
                     self._held -= size
                     return buf
         return self._allocate(key, nbytes)
 
-    def give(self, key: Hashable, buf: Any, nbytes: int, event: Optional[Any] = None) -> None:
-        """Returns ``buf`` (``nbytes`` long); ``event``: the last copy using it, or None when none is pending."""
+    def give(self, key: Hashable, buf: Any, nbytes: int, event: Optional[Any] = None,
+             stream: Optional[Any] = None) -> None:
+        """Returns ``buf`` (``nbytes`` long); ``event``: the last copy using it (on ``stream``), or
+        None when none is pending."""
         with self._lock:
-            self._idle[self._serial] = (key, buf, nbytes, event)
+            self._idle[self._serial] = (key, buf, nbytes, event, stream)
             self._serial += 1
             self._held += nbytes
             dropped = self._trim()
@@ -85,7 +90,7 @@ class PinnedPool:
         Returns them so that their release (torch's allocator) happens after the lock is let go."""
         dropped = []
         while self._held > self._limit and self._idle:
-            _, (_, buf, size, _) = self._idle.popitem(last=False)
+            _, (_, buf, size, _, _) = self._idle.popitem(last=False)
             self._held -= size
             dropped.append(buf)
         return dropped

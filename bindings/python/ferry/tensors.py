@@ -172,8 +172,11 @@ class ReducePlan:
         self.on_device = self._send.stage is not None or self._recv.stage is not None
 
     def wait_copied(self) -> None:
-        """Blocks until staged CUDA inputs are in host memory (call before the C call)."""
+        """Blocks until staged CUDA inputs are in host memory and a staged output buffer is
+        free of earlier copies (call before the C call)."""
         self._send.wait_copied()
+        if self._recv is not self._send:
+            self._recv.wait_copied()
 
     def copy_back(self) -> List[Any]:
         """After success: enqueues the staged CUDA result's copy back on ferry's stream and lets

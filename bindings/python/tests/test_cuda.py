@@ -61,6 +61,12 @@ def test_the_pool_reuses_a_buffer_by_key_once_its_copy_has_completed():
     assert pool.take((10, "i32"), 40) is not b  # another dtype: never shared
     assert pool.take((10, "f32"), 40) is b
     assert pool.held_bytes == 40  # a is still idle
+    assert pool.take((10, "f32"), 40, stream="other") is not a
+    assert pool.take((10, "f32"), 40, stream="ferry's") is not a
+    c = pool.take((10, "f32"), 40)
+    pool.give((10, "f32"), c, 40, FakeEvent(False), "ferry's")
+    # Its copy back still runs, but on the stream the new user's copies will follow it on.
+    assert pool.take((10, "f32"), 40, stream="ferry's") is c
 
 
 def test_the_pool_drops_the_oldest_idle_buffers_beyond_its_limit():
