@@ -15,6 +15,7 @@ from ._interruptible import run_interruptibly
 from .dtypes import DType, ReduceOp, parse_op, parse_quant
 from .errors import InvalidArgumentError, InvalidUsageError
 from .handle import Handle, OpInfo
+from .completion_watch import CompletionWatch
 from .issue_queue import IssueQueue
 from .links import Link, LinkMatrix
 from .params import comm_params, uint
@@ -160,6 +161,8 @@ class Communicator:
         self._local = threading.local()  # per-thread last_info
         # Async all-reduces of CUDA tensors, issued once ferry's copy reached host memory.
         self._issues = IssueQueue("ferry-issue")
+        # ... and reaped as soon as they finish, so that the result's copy back starts then.
+        self._completions = CompletionWatch("ferry-copy-back")
 
         lib = _lib.lib()
         params, strings = comm_params(
@@ -525,6 +528,8 @@ class Communicator:
             handle: Handle[T] = Handle(None, plan, self)
             with self._pending_lock:
                 self._pending.add(handle)
+            if plan.on_device:
+                self._completions.watch(handle)
             if plan.on_device or self._issues.busy():  # behind a queued issue too: collectives keep their order
                 self._issues.submit(lambda: self._issue_async(handle, plan, desc))
                 return handle

@@ -10,7 +10,8 @@ network -> pinned buffer -> device. What this file keeps off the caller's (train
   copy's event: the thread that calls into C (Communicator's issue thread for the async form,
   so ``all_reduce_async`` returns at once; the caller itself for the blocking calls, which
   block anyway). That waits on ferry's event, never on the caller's stream.
-- **Copy back**: on success, on the side stream, and an event recorded after it. The caller's
+- **Copy back**: on success, on the side stream (for an async op as soon as it finishes:
+  ferry.completion_watch), and an event recorded after it. The caller's
   current stream then waits on that event (``publish``): the training stream waits only for
   this copy, never for the network, and the host never waits for the device.
 

@@ -71,9 +71,10 @@ class Handle(Generic[T]):
 
     CUDA tensors: the C op is issued by the communicator's issue thread once ferry's
     copy of the input has reached host memory (see ferry.issue_queue); until then the
-    handle is not done. :meth:`wait` makes the calling thread's current CUDA stream wait
-    for the result's copy back (an event on ferry's stream); it does not block the host
-    on the device, so work the caller enqueues after wait() sees the result.
+    handle is not done. The result's copy back is enqueued on ferry's stream as soon as
+    the op finishes (ferry.completion_watch); :meth:`wait` makes the calling thread's
+    current CUDA stream wait for it (an event); it does not block the host on the
+    device, so work the caller enqueues after wait() sees the result.
     """
 
     def __init__(self, op: Optional[_lib.OpPtr], plan: ReducePlan, owner: "Communicator") -> None:
@@ -145,6 +146,28 @@ class Handle(Generic[T]):
         assert self._info is not None
         publish(self._copied_back)  # this thread's current stream waits for the copy back
         return self._info
+
+    def _reap_if_done(self) -> bool:
+        """CompletionWatch: reaps the op if it has finished, which enqueues a CUDA result's copy
+        back at once. True once the handle is settled, or is close()'s to settle."""
+        if self._finished.is_set():
+            return True
+        if not self._issued.is_set():
+            return False
+        owner = self._owner()
+        if owner is None:
+            return True
+        try:
+            owner._begin_call("wait")  # close() does not destroy under the reap
+        except InvalidUsageError:
+            return True  # closing: close() settles it
+        try:
+            if self.done():
+                self._reap()  # ferry_op_wait of a finished op: returns at once
+                return True
+            return False
+        finally:
+            owner._end_call()
 
     def _issue_done(self, op: _lib.OpPtr) -> None:
         """The issue thread issued the C op."""

@@ -152,6 +152,21 @@ def test_an_async_issue_waiting_for_its_copy_returns_at_once_and_keeps_the_order
     assert run_threads(2, body) == [(3.0, 2.0, 2.0)] * 2
 
 
+def test_a_finished_cuda_op_is_reaped_before_wait_so_its_copy_back_starts_at_once(address, slow_copies):
+    def body(i):
+        with join(address, 2) as comm:
+            a = np.full(1000, float(i + 1), np.float32)
+            handle = comm.all_reduce_async(a)
+            deadline = time.monotonic() + 10
+            while "done" not in repr(handle):  # settled (results in place) without a wait()
+                assert time.monotonic() < deadline, "the finished op was not reaped"
+                time.sleep(0.01)
+            assert handle.wait().world_size == 2
+            return float(a[0])
+
+    assert run_threads(2, body) == [3.0, 3.0]
+
+
 def test_an_issue_still_queued_when_the_communicator_closes_fails_its_wait(address, slow_copies):
     def body(i):
         comm = join(address, 2)
