@@ -49,6 +49,9 @@ def parse_args(argv=None):
     p.add_argument("--io-threads", type=int, default=4)
     p.add_argument("--matrix", type=int, default=8192, help="side of the bf16 matmuls of a step")
     p.add_argument("--skip-sync-staging", action="store_true", help="skip mode 3 (the old staging)")
+    p.add_argument("--device", default="cuda", choices=("cuda", "cpu"),
+                   help="cpu: the same run without a GPU, to check the script itself")
+    p.add_argument("--timeout", type=float, default=170.0, help="seconds before the peers are killed")
     p.add_argument("--role", default="launcher", help=argparse.SUPPRESS)
     p.add_argument("--master", help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -57,13 +60,19 @@ def parse_args(argv=None):
 # ------------------------------------------------------------------ one peer
 
 
+def sync_of(torch, device: str):
+    """Waits for the work enqueued on the current stream (nothing to wait for on the CPU)."""
+    return (lambda: torch.cuda.current_stream().synchronize()) if device == "cuda" else (lambda: None)
+
+
 class Step:
     """A bf16 matmul chain of about step_ms, calibrated on this GPU."""
 
-    def __init__(self, torch, side: int, step_ms: float) -> None:
-        self.torch = torch
-        self.a = torch.randn(side, side, device="cuda", dtype=torch.bfloat16) / side ** 0.5
-        self.b = torch.randn(side, side, device="cuda", dtype=torch.bfloat16) / side ** 0.5
+    def __init__(self, torch, device: str, side: int, step_ms: float) -> None:
+        self.sync = sync_of(torch, device)
+        # x @ b keeps x's scale (b's columns have norm ~1): no overflow, no denormals.
+        self.a = torch.randn(side, side, device=device, dtype=torch.bfloat16)
+        self.b = torch.randn(side, side, device=device, dtype=torch.bfloat16) / side ** 0.5
         self.matmuls = 4
         for _ in range(2):  # the second pass measures with the first's estimate
             began = time.monotonic()
@@ -77,7 +86,7 @@ class Step:
         x = self.a
         for _ in range(self.matmuls):
             x = x @ self.b
-        self.torch.cuda.current_stream().synchronize()
+        self.sync()
 
 
 def timed_steps(step: Step, steps: int, at_sync_point=None) -> list:
@@ -97,17 +106,19 @@ def peer(args) -> None:
 
     import ferry
 
-    step = Step(torch, args.matrix, args.step_ms)
     comm = ferry.Communicator(args.master, listen_host="127.0.0.1", io_threads=args.io_threads,
                               timeout_ms=120_000, progress_timeout_ms=60_000)
     comm.connect()
     comm.wait_for_peers(args.peers, timeout_s=120)
-    params = torch.randn(args.size, device="cuda") * 1e-3
+    comm.barrier()
+    step = Step(torch, args.device, args.matrix, args.step_ms)
+    sync = step.sync  # calibrated while every peer shares the GPU
+    params = torch.randn(args.size, device=args.device) * 1e-3
     host = params.cpu()
     ferry.set_pinned_pool_limit(max(8 << 30, 2 * params.numel() * params.element_size()))
     comm.all_reduce(params, op="avg")  # warm-up: ferry's stream, the pinned buffer pooled
     comm.all_reduce(host, op="avg")
-    torch.cuda.synchronize()
+    sync()
     result = {"rank": comm.rank, "matmuls_per_step": step.matmuls}
 
     comm.barrier()
@@ -130,7 +141,7 @@ def peer(args) -> None:
         if pending:
             settle(pending.pop())
             reduces[0] += 1
-        torch.cuda.synchronize()
+        sync()
         return times, reduces[0]
 
     # ferry's staging: the copy on ferry's stream, the stream (not the host) waits for the copy back.
@@ -154,7 +165,7 @@ def peer(args) -> None:
         comm.barrier()
         began = time.monotonic()
         comm.all_reduce(params, op="avg")
-        torch.cuda.current_stream().synchronize()
+        sync()
         gpu.append(time.monotonic() - began)
         comm.barrier()
         began = time.monotonic()
@@ -210,9 +221,10 @@ def launch(args) -> int:
                                *forwarded], stdout=subprocess.PIPE, env=env, text=True)
              for _ in range(args.peers)]
     peers, failed = [], False
+    deadline = time.monotonic() + args.timeout
     for proc in procs:
         try:
-            out, _ = proc.communicate(timeout=600)
+            out, _ = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             proc.kill()
             out, _ = proc.communicate()
