@@ -38,6 +38,7 @@ from .errors import TimeoutError as _FerryTimeoutError
 from .handle import Handle, OpInfo
 from .links import Link, LinkMatrix
 from .master import Master
+from .pinned_pool import set_pinned_pool_limit
 from .shared_state import SyncInfo, SyncStrategy
 
 # ferry.TimeoutError (a subclass of the builtin); not in __all__, so `from ferry import *` keeps the builtin.
@@ -49,7 +50,7 @@ __all__ = [
     "FerryError", "InvalidArgumentError", "InvalidUsageError", "PeerLostError",
     "MasterLostError", "ConnectError", "MismatchError", "KickedError", "ProtocolError", "AuthError",
     "ResourceError", "InternalError", "LibraryNotFoundError",
-    "library_path", "library_version", "strerror",
+    "library_path", "library_version", "strerror", "set_pinned_pool_limit",
 ]
 
 

@@ -15,6 +15,8 @@ from ._interruptible import run_interruptibly
 from .dtypes import DType, ReduceOp, parse_op, parse_quant
 from .errors import InvalidArgumentError, InvalidUsageError
 from .handle import Handle, OpInfo
+from .completion_watch import CompletionWatch
+from .issue_queue import IssueQueue
 from .links import Link, LinkMatrix
 from .params import comm_params, uint
 from .shared_state import SyncInfo, SyncStrategy, sync_shared_state
@@ -157,6 +159,10 @@ class Communicator:
         self._pending: Set[Handle] = set()  # unwaited async ops (they hold the borrowed tensors)
         self._pending_lock = threading.Lock()
         self._local = threading.local()  # per-thread last_info
+        # Async all-reduces of CUDA tensors, issued once ferry's copy reached host memory.
+        self._issues = IssueQueue("ferry-issue")
+        # ... and reaped as soon as they finish, so that the result's copy back starts then.
+        self._completions = CompletionWatch("ferry-copy-back")
 
         lib = _lib.lib()
         params, strings = comm_params(
@@ -213,7 +219,9 @@ class Communicator:
 
         On the main thread Ctrl-C interrupts it (see "Ctrl-C" in the class docstring).
         ``call`` must hold what the C call borrows: when interrupted it returns after this.
+        Async issues still queued (CUDA inputs) go first: collectives keep their order.
         """
+        self._issues.drain()
         ptr = self._begin_call(what)
         return self._run_blocking(ptr, what, lambda: call(ptr))
 
@@ -454,6 +462,7 @@ class Communicator:
         desc = _lib.AllreduceDesc.from_buffer_copy(self._desc)
         self._fill_desc(desc, plan.dtype, op, tag, quant)
         info = _lib.OpInfoC.empty()
+        plan.wait_copied()  # a CUDA input: ferry's copy to host memory, not the caller's stream
         # The closure holds plan, desc and info: an interrupted call still borrows them.
         self._blocking("all_reduce", lambda ptr: _lib.check(_lib.lib().ferry_allreduce(
             ptr, plan.send_ptr, plan.recv_ptr, plan.count, ctypes.byref(desc), ctypes.byref(info)), "all_reduce"))
@@ -485,6 +494,7 @@ class Communicator:
         plan = plan_allreduce(tensor)
         root = uint("root", root, 32)
         info = _lib.OpInfoC.empty()
+        plan.wait_copied()
         # The closure holds plan and info: an interrupted call still borrows them.
         self._blocking("broadcast", lambda ptr: _lib.check(_lib.lib().ferry_broadcast(
             ptr, plan.recv_ptr, plan.count * plan.dtype.itemsize, root, ctypes.byref(info)), "broadcast"))
@@ -503,20 +513,43 @@ class Communicator:
         order on every peer. update_topology() is refused while ops are in flight.
         Raises at once only InvalidArgumentError, InvalidUsageError, MasterLostError,
         KickedError; everything else is raised by ``wait()``.
+
+        CUDA tensors: returns without waiting for the device. ferry copies the input on its
+        own stream after the work already enqueued on the caller's current stream, and its
+        issue thread issues the C op once the copy has landed (errors of that issue,
+        including those listed above, are then raised by ``wait()``); ``wait()`` makes the
+        caller's current stream wait for the result's copy back. See ferry.cuda_stage.
         """
         plan = plan_allreduce(tensor, out)
         desc = _lib.AllreduceDesc.from_buffer_copy(self._desc)
         self._fill_desc(desc, plan.dtype, op, tag, quant)
-        op_ptr = _lib.OpPtr()
-        with self._call("all_reduce_async") as ptr:
-            code = _lib.lib().ferry_allreduce_async(ptr, plan.send_ptr, plan.recv_ptr, plan.count,
-                                                    ctypes.byref(desc), ctypes.byref(op_ptr))
-            _lib.check(code, "all_reduce_async")
-            # Registered before close() can run, so close() always reaps it.
-            handle = Handle(op_ptr, plan, self)
+        with self._call("all_reduce_async"):
+            # Registered before close() can run, so close() always reaps it (or fails its issue).
+            handle: Handle[T] = Handle(None, plan, self)
             with self._pending_lock:
                 self._pending.add(handle)
+            if plan.on_device:
+                self._completions.watch(handle)
+            if plan.on_device or self._issues.busy():  # behind a queued issue too: collectives keep their order
+                self._issues.submit(lambda: self._issue_async(handle, plan, desc))
+                return handle
+        self._issue_async(handle, plan, desc)
+        if handle._error is not None:
+            raise handle._error  # issued on the caller's thread: its errors are raised at once, as before
         return handle
+
+    def _issue_async(self, handle: Handle, plan: Any, desc: _lib.AllreduceDesc) -> None:
+        """ferry_allreduce_async once the input is in host memory; the outcome goes to ``handle``."""
+        try:
+            plan.wait_copied()
+            op_ptr = _lib.OpPtr()
+            with self._call("all_reduce_async") as ptr:
+                code = _lib.lib().ferry_allreduce_async(ptr, plan.send_ptr, plan.recv_ptr, plan.count,
+                                                        ctypes.byref(desc), ctypes.byref(op_ptr))
+                _lib.check(code, "all_reduce_async")
+                handle._issue_done(op_ptr)
+        except Exception as e:  # noqa: BLE001 - raised by wait() (or at once on the caller's thread)
+            handle._issue_failed(e)
 
     def all_reduce_many(self, tensors: Sequence[T], op: Op = "sum", tag: int = 0,
                         outs: Optional[Sequence[Optional[T]]] = None, max_in_flight: int = 4,
@@ -553,6 +586,8 @@ class Communicator:
             job.send, job.recv, job.count = plan.send_ptr, plan.recv_ptr, plan.count
             self._fill_desc(job.desc, plan.dtype, op, tag + i, quant)
         info = _lib.OpInfoC.empty()
+        for plan in plans:
+            plan.wait_copied()
         # The closure holds jobs, plans and info: an interrupted call still borrows them.
         self._blocking("all_reduce_many", lambda ptr: _lib.check(_lib.lib().ferry_allreduce_multiple_with_retry(
             ptr, jobs, len(plans), max_in_flight, ctypes.byref(info)), "all_reduce_many"))
@@ -624,6 +659,8 @@ class Communicator:
                 return
             self._closing = True
         try:
+            # Queued issues (CUDA inputs) now fail with "closed": every handle has its op or its error.
+            self._issues.drain()
             with self._pending_lock:
                 pending = list(self._pending)
             # Unwaited ops that already finished are reaped while the communicator still exists.

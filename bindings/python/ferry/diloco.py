@@ -111,6 +111,11 @@ class DiLoCo:
         merge: with overlap, how the local copy meets the late outer weights: "progress" or
             "mix" (module docstring).
         alpha: the local share of "mix" (Streaming DiLoCo: 0.5).
+        outer_device: where theta and the outer momentum live, and where the pseudo-gradient
+            is formed and all-reduced from (None, the default: the model's device). A CUDA
+            device keeps the outer step on the GPU: the all-reduce stages through pinned host
+            memory on ferry's own stream (ferry.cuda_stage), beside the training stream; "cpu"
+            keeps them in host memory, off the GPU's memory.
 
     One class with options rather than a ``StreamingDiLoCo`` beside it: F = 1 without overlap
     *is* DiLoCo, and a second class would repeat every join, retry and checkpoint path.
@@ -129,7 +134,8 @@ class DiLoCo:
                  quant: Optional[str] = None, min_peers: int = 1,
                  log: Optional[Callable[[str], None]] = None,
                  fragments: Union[int, Sequence[Sequence[torch.nn.Parameter]]] = 1, overlap: bool = False,
-                 merge: str = "progress", alpha: float = 0.5) -> None:
+                 merge: str = "progress", alpha: float = 0.5,
+                 outer_device: Union[None, str, torch.device] = None) -> None:
         if not isinstance(sync_every, int) or sync_every < 1:
             raise InvalidArgumentError(f"sync_every must be a positive int, got {sync_every!r}")
         if outer_lr <= 0 or not 0 <= outer_momentum < 1:
@@ -154,7 +160,9 @@ class DiLoCo:
             raise InvalidArgumentError(f"sync_every ({sync_every}) must be a multiple of the fragments ({len(lists)})")
         self.period = sync_every // len(lists)  # inner steps between sync points
         prefix = (lambda i: "outer") if len(lists) == 1 else (lambda i: f"outer{i}")
-        self.fragments = [Fragment(f, outer_lr, outer_momentum, prefix(i)) for i, f in enumerate(lists)]
+        self.outer_device = torch.device(outer_device) if outer_device is not None else self.params[0].device
+        self.fragments = [Fragment(f, outer_lr, outer_momentum, prefix(i), self.outer_device)
+                          for i, f in enumerate(lists)]
         shared = {name: t for f in self.fragments for name, t in f.outer.shared().items()}
         self.group = ElasticGroup(comm, shared, log or (lambda _: None))
         self.position = 0  # inner steps into the run, as the schedule counts them
@@ -320,7 +328,7 @@ class DiLoCo:
 
     def _zeros(self, sync_point: int) -> torch.Tensor:
         fragment = self._fragment_at(sync_point)
-        return torch.zeros(fragment.outer.numel(), dtype=self.params[0].dtype, device=self.params[0].device)
+        return torch.zeros(fragment.outer.numel(), dtype=self.params[0].dtype, device=self.outer_device)
 
     @property
     def outer_params(self) -> List[torch.Tensor]:

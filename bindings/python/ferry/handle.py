@@ -6,10 +6,11 @@ import ctypes
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, List, Optional, TypeVar
 
 from . import _lib
-from .errors import FerryError, InvalidUsageError
+from .cuda_stage import publish
+from .errors import InvalidUsageError
 from .tensors import ReducePlan
 
 if TYPE_CHECKING:
@@ -67,16 +68,28 @@ class Handle(Generic[T]):
     exception. The communicator also holds every unwaited handle, so
     dropping a handle never frees memory the library still writes; closing
     the communicator settles the handles still unwaited (see Communicator.close).
+
+    CUDA tensors: the C op is issued by the communicator's issue thread once ferry's
+    copy of the input has reached host memory (see ferry.issue_queue); until then the
+    handle is not done. The result's copy back is enqueued on ferry's stream as soon as
+    the op finishes (ferry.completion_watch); :meth:`wait` makes the calling thread's
+    current CUDA stream wait for it (an event); it does not block the host on the
+    device, so work the caller enqueues after wait() sees the result.
     """
 
-    def __init__(self, op: _lib.OpPtr, plan: ReducePlan, owner: "Communicator") -> None:
+    def __init__(self, op: Optional[_lib.OpPtr], plan: ReducePlan, owner: "Communicator") -> None:
         self._lock = threading.Lock()  # guards _op: ferry_op_test and the hand-over to wait
         self._op: Optional[_lib.OpPtr] = op
+        # Set once the C op exists (op given, or the issue thread issued it) or its issue failed.
+        self._issued = threading.Event()
+        if op is not None:
+            self._issued.set()
         self._finished = threading.Event()  # set once ferry_op_wait has returned and results are in place
         self._plan: Optional[ReducePlan] = plan
         self._output: T = plan.result
         self._info: Optional[OpInfo] = None
-        self._error: Optional[FerryError] = None
+        self._error: Optional[Exception] = None
+        self._copied_back: List[Any] = []  # (device, event) of CUDA results' copies back, for publish()
         # Weak: the communicator holds its unwaited handles; when it is collected it has
         # closed, and close() settled every handle.
         self._owner = weakref.ref(owner)
@@ -89,7 +102,9 @@ class Handle(Generic[T]):
 
     def done(self) -> bool:
         """Non-blocking: True once the operation finished, i.e. :meth:`wait` will not block.
-        (A staged CUDA result is copied back only by wait().) Any thread."""
+        (A staged CUDA result becomes visible to the caller's stream only by wait().) Any thread."""
+        if not self._issued.is_set():
+            return False
         with self._lock:
             if self._op is None:
                 return self._finished.is_set()
@@ -111,6 +126,7 @@ class Handle(Generic[T]):
         KeyboardInterrupt at once and closes the communicator (see Communicator, "Ctrl-C").
         """
         if not self._finished.is_set():
+            self._issued.wait()  # a CUDA input: the issue thread waits for ferry's copy, then issues
             owner = self._owner()
             if owner is not None:
                 try:
@@ -128,19 +144,61 @@ class Handle(Generic[T]):
         if self._error is not None:
             raise self._error
         assert self._info is not None
+        publish(self._copied_back)  # this thread's current stream waits for the copy back
         return self._info
+
+    def _reap_if_done(self) -> bool:
+        """CompletionWatch: reaps the op if it has finished, which enqueues a CUDA result's copy
+        back at once. True once the handle is settled, or is close()'s to settle."""
+        if self._finished.is_set():
+            return True
+        if not self._issued.is_set():
+            return False
+        owner = self._owner()
+        if owner is None:
+            return True
+        try:
+            owner._begin_call("wait")  # close() does not destroy under the reap
+        except InvalidUsageError:
+            return True  # closing: close() settles it
+        try:
+            if self.done():
+                self._reap()  # ferry_op_wait of a finished op: returns at once
+                return True
+            return False
+        finally:
+            owner._end_call()
+
+    def _issue_done(self, op: _lib.OpPtr) -> None:
+        """The issue thread issued the C op."""
+        with self._lock:
+            self._op = op
+        self._issued.set()
+
+    def _issue_failed(self, error: Exception) -> None:
+        """The issue thread could not issue the op (e.g. the communicator closed): wait() raises error."""
+        try:
+            self._error = error
+            if self._plan is not None:
+                self._plan.release()
+        finally:
+            self._plan = None
+            self._forget()
+            self._finished.set()
+            self._issued.set()
 
     def _complete(self, op: _lib.OpPtr) -> None:
         """Runs ferry_op_wait (exactly once per op) and records the outcome."""
         try:
             info = _lib.OpInfoC.empty()
             code = _lib.lib().ferry_op_wait(op, ctypes.byref(info))
+            assert self._plan is not None
             try:
                 _lib.check(code, "all_reduce")
-                assert self._plan is not None
-                self._plan.finish()
+                self._copied_back = self._plan.copy_back()  # published by wait(), on the caller's thread
                 self._info = OpInfo.from_c(info)
-            except FerryError as e:
+            except Exception as e:  # noqa: BLE001 - FerryError, or a CUDA error copying back: wait() raises it
+                self._plan.release()
                 self._error = e
         finally:
             self._plan = None  # the library no longer borrows the buffers
@@ -170,6 +228,8 @@ class Handle(Generic[T]):
         finally:
             self._error = InvalidUsageError(
                 "all_reduce: the communicator was closed while this operation was in flight")
+            if self._plan is not None:
+                self._plan.release()
             self._plan = None
             self._forget()
             self._finished.set()

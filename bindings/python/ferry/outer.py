@@ -21,10 +21,15 @@ class OuterOptimizer:
     The momentum buffers exist from the start (zeros: torch's SGD then does exactly what it
     does on a first step), so a newcomer can receive them through a shared-state sync before
     its first outer step.
+
+    ``device``: where the outer parameters and the momentum live (None: each parameter's
+    own device); the pseudo-gradient is formed there, and the model's copy is updated
+    from there.
     """
 
-    def __init__(self, params: Sequence[torch.Tensor], lr: float, momentum: float, prefix: str = "outer") -> None:
-        self.params = [p.detach().clone() for p in params]
+    def __init__(self, params: Sequence[torch.Tensor], lr: float, momentum: float, prefix: str = "outer",
+                 device: Optional[torch.device] = None) -> None:
+        self.params = [p.detach().to(device, copy=True) for p in params]
         self.optimizer = torch.optim.SGD(self.params, lr=lr, momentum=momentum, nesterov=momentum > 0)
         self.buffers = []
         for p in self.params:
@@ -45,7 +50,7 @@ class OuterOptimizer:
 
     def pseudo_gradient(self, local: Sequence[torch.Tensor]) -> torch.Tensor:
         """outer - local, flattened into one tensor (one all-reduce per outer step)."""
-        return torch.cat([(o - p.detach()).reshape(-1) for o, p in zip(self.params, local)])
+        return torch.cat([(o - p.detach().to(o.device)).reshape(-1) for o, p in zip(self.params, local)])
 
     def step(self, flat_gradient: torch.Tensor) -> None:
         """One outer step with the averaged pseudo-gradient (flattened as pseudo_gradient made it)."""
@@ -72,9 +77,10 @@ class Fragment:
     """Some of the model's parameters (whole layers), their outer optimizer, and the local
     values when their pseudo-gradient was last issued (what the "progress" merge adds to)."""
 
-    def __init__(self, params: List[torch.nn.Parameter], lr: float, momentum: float, prefix: str) -> None:
+    def __init__(self, params: List[torch.nn.Parameter], lr: float, momentum: float, prefix: str,
+                 device: Optional[torch.device] = None) -> None:
         self.params = params
-        self.outer = OuterOptimizer(params, lr, momentum, prefix)
+        self.outer = OuterOptimizer(params, lr, momentum, prefix, device)
         self.issued: Optional[List[torch.Tensor]] = None
 
     def snapshot(self) -> None:
@@ -90,6 +96,7 @@ class Fragment:
         """After a late outer step: bring the local copy to the new outer weights, keeping some
         of what it learnt while the reduction ran."""
         for p, o, issued in zip(self.params, self.outer.params, self.issued):
+            o = o.to(p.device)  # the outer weights may live elsewhere (DiLoCo's outer_device)
             if rule == "mix":
                 p.mul_(alpha).add_(o, alpha=1 - alpha)
             else:  # "progress": the new outer weights plus the local progress since the issue

@@ -10,6 +10,7 @@ from typing import Any, Collection, List, Mapping, Tuple, Union
 
 from . import _lib
 from .errors import InvalidArgumentError
+from .cuda_stage import publish
 from .params import uint
 from .tensors import HostView, ferry_dtype
 
@@ -100,6 +101,8 @@ def sync_shared_state(comm_ptr: _lib.CommPtr, tensors: Mapping[str, Any], revisi
         entry.dtype, entry.device = int(dtype), _DEVICE_CPU
         entry.allow_content_inequality = 1 if name in allow_inequality else 0
 
+    for view in views:
+        view.wait_copied()  # CUDA tensors: ferry's copies to host memory, not the caller's stream
     state = _lib.defaults(_lib.SharedState, "ferry_shared_state_init")
     state.revision = revision
     state.tensors = ctypes.cast(array, ctypes.POINTER(_lib.Tensor))
@@ -108,10 +111,12 @@ def sync_shared_state(comm_ptr: _lib.CommPtr, tensors: Mapping[str, Any], revisi
     info = _lib.SyncInfoC.empty()
     code = lib.ferry_sync_shared_state(comm_ptr, ctypes.byref(state), int(strategy), ctypes.byref(info))
     _lib.check(code, "sync_shared_state")
-    changed = []
+    changed, copied_back = [], []
     for i, (name, view) in enumerate(zip(tensors, views)):
         if array[i].changed:
-            view.copy_back()
+            copied_back += view.copy_back()  # on ferry's stream
             changed.append(name)
+        view.release()
+    publish(copied_back)  # the caller's current stream waits for the copies back, the host does not
     return SyncInfo(int(state.revision), tuple(changed), int(info.bytes_sent), int(info.bytes_received),
                     float(info.duration_s))

@@ -4,12 +4,13 @@ Zero-copy: a contiguous CPU tensor (``tensor.data_ptr()``) or C-contiguous
 array (``array.ctypes.data``) is handed to libferry as is; the result is
 written into that very memory, so every view of it sees the result.
 
-CUDA tensors are staged through host memory until ferry reduces on the
-device: the input is copied to a CPU tensor when the operation is issued,
-reduced there, and copied back into the CUDA tensor (or ``out``) when the
-operation finishes successfully (``all_reduce`` returns, or ``Handle.wait()``
-returns). A failed reduction leaves the CUDA tensor untouched. Other devices
-are refused.
+CUDA tensors are staged through pinned host memory on ferry's own stream
+(``cuda_stage``): the input is copied in on that stream after an event recorded on
+the caller's current stream when the operation is issued, reduced on the host,
+and copied back on ferry's stream when it succeeds; the caller's current stream
+then waits on the copy back's event (``all_reduce`` returns, or ``Handle.wait()``
+returns), never on the network and never with a host-side device sync. A failed
+reduction leaves the CUDA tensor untouched. Other devices are refused.
 
 Neither torch nor NumPy is imported here: an object is recognised only if its
 module is already loaded, so ``import ferry`` stays light.
@@ -33,6 +34,7 @@ from __future__ import annotations
 import sys
 from typing import Any, List, Optional, Sequence, Tuple
 
+from .cuda_stage import DeviceStage, publish
 from .dtypes import DType
 from .errors import InvalidArgumentError
 
@@ -90,11 +92,11 @@ def ferry_dtype(obj: Any, name: str = "tensor") -> DType:
 
 
 class HostView:
-    """One tensor's memory as a host pointer: the tensor itself, or a CPU staging copy of it."""
+    """One tensor's memory as a host pointer: the tensor itself, or a pinned staging copy of it."""
 
     def __init__(self, obj: Any, name: str, writable: bool, copy_in: bool) -> None:
         self.obj = obj
-        self.stage: Any = None  # CPU copy of a CUDA tensor, else None
+        self.stage: Optional[DeviceStage] = None  # a CUDA tensor's host copy, else None
         torch = _torch(obj)
         if torch is not None:
             if obj.layout != torch.strided:
@@ -103,11 +105,8 @@ class HostView:
                 raise InvalidArgumentError(f"{name} is not contiguous; pass {name}.contiguous()")
             if obj.is_cuda:
                 # Staged through host memory until ferry reduces on the device.
-                if copy_in:
-                    self.stage = obj.detach().to("cpu", copy=True)
-                else:
-                    self.stage = torch.empty(obj.shape, dtype=obj.dtype, device="cpu")
-                self.ptr = self.stage.data_ptr()
+                self.stage = DeviceStage(obj, copy_in)
+                self.ptr = self.stage.ptr
             elif obj.device.type == "cpu":
                 self.ptr = obj.data_ptr()
             else:
@@ -124,12 +123,20 @@ class HostView:
         else:
             raise _kind_error(name, obj)
 
-    def copy_back(self) -> None:
-        """Moves a staged result into the CUDA tensor (no-op for host memory)."""
+    def wait_copied(self) -> None:
+        """Blocks until a staged input is in host memory (ferry's copy event, not the caller's stream)."""
         if self.stage is not None:
-            torch = sys.modules["torch"]
-            with torch.no_grad():
-                self.obj.copy_(self.stage)
+            self.stage.wait_copied()
+
+    def copy_back(self) -> List[Any]:
+        """Enqueues a staged result's copy into the CUDA tensor on ferry's stream; returns the
+        events to publish (none for host memory)."""
+        return [] if self.stage is None else [self.stage.copy_back()]
+
+    def release(self) -> None:
+        """The library no longer borrows the staging buffer and nothing is copied back."""
+        if self.stage is not None:
+            self.stage.release()
 
 
 def _shape(obj: Any) -> Tuple[int, ...]:
@@ -162,10 +169,31 @@ class ReducePlan:
         self.count = self._send.count
         self.send_ptr = self._send.ptr
         self.recv_ptr = self._recv.ptr
+        self.on_device = self._send.stage is not None or self._recv.stage is not None
+
+    def wait_copied(self) -> None:
+        """Blocks until staged CUDA inputs are in host memory and a staged output buffer is
+        free of earlier copies (call before the C call)."""
+        self._send.wait_copied()
+        if self._recv is not self._send:
+            self._recv.wait_copied()
+
+    def copy_back(self) -> List[Any]:
+        """After success: enqueues the staged CUDA result's copy back on ferry's stream and lets
+        go of the staging buffers; returns the events for publish()."""
+        events = self._recv.copy_back()
+        self.release()
+        return events
+
+    def release(self) -> None:
+        """After the library let go of the buffers: staging buffers back to the pool."""
+        self._send.release()
+        self._recv.release()
 
     def finish(self) -> Any:
-        """After success: copies staged CUDA results back; returns the output tensor."""
-        self._recv.copy_back()
+        """After success, on the caller's thread: copies staged CUDA results back and makes the
+        caller's current stream wait for that copy; returns the output tensor."""
+        publish(self.copy_back())
         return self.result
 
 
