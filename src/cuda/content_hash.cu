@@ -24,7 +24,7 @@ using namespace device_core;
 __constant__ uint8_t c_secret[kXxh3SecretSize] = {FERRY_XXH3_SECRET_BYTES};
 
 constexpr unsigned kThreads = 32;  // one warp a CTA: a few blocks still spread over all SMs
-constexpr size_t kPrefetch = 4;    // 1 KiB XXH3 blocks loaded ahead by each warp
+constexpr size_t kPrefetch = 8;    // 1 KiB XXH3 blocks loaded ahead by each warp
 
 template <bool Aligned>
 __device__ uint64_t load64(const uint8_t* p) {
