@@ -1,7 +1,10 @@
 // The device codecs and content hash against the CPU's, byte for byte: every
 // quant mode (u8, i8, u4, i8h, i4h, i8h-sr, i4h-sr) on random and edge-case
 // data (NaN, inf, -0, subnormals, odd counts, partial last blocks), and the
-// content hash of sizes around and across its 4 MiB blocks, aligned or not.
+// content hash of sizes around and across its 4 MiB blocks, aligned or not;
+// and on a stream of the caller's.
+#include <cuda_runtime.h>
+
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <algorithm>
@@ -157,4 +160,26 @@ TEST_CASE("device content hash of float data with NaN, inf and subnormals is con
     INFO(input.name);
     REQUIRE(hash == content_hash(input.values.data(), size));
   }
+}
+
+TEST_CASE("device codecs run on the caller's stream", "[cuda]") {
+  cudaStream_t stream = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
+  const std::vector<float> values = float_cases<float>(100003, 5)[0].values;
+  const size_t size = values.size() * sizeof(float);
+  const DeviceBuffer x = upload(values);
+  const QuantSpec spec{Quant::u8, kDefaultQuantBlock};
+  const size_t bytes = quant_encoded_bytes<float>(spec, values.size());
+  std::vector<uint8_t> cpu(bytes);
+  quant_encode<float>(spec, values.data(), values.size(), cpu.data());
+  DeviceBuffer out(bytes);
+  require_ok(device::quant_encode<float>(spec, x.as<float>(), values.size(), out.as<uint8_t>(), stream));
+  std::vector<uint8_t> device_bytes(bytes);
+  REQUIRE(cudaMemcpyAsync(device_bytes.data(), out.data(), bytes, cudaMemcpyDeviceToHost, stream) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+  REQUIRE(difference(device_bytes, cpu) == "");
+  uint64_t hash = 0;
+  require_ok(device::content_hash(x.data(), size, stream, &hash));  // synchronizes the stream itself
+  REQUIRE(hash == content_hash(values.data(), size));
+  REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
 }
