@@ -1,21 +1,24 @@
 # Flags every ferry target shares, as one interface target.
 add_library(ferry_compile_options INTERFACE)
 
+# C and C++ only: CUDA sources (src/cuda/) set nvcc's own flags, and a target that
+# links a ferry library must not hand these to nvcc.
+set(_ferry_cxx "$<COMPILE_LANGUAGE:C,CXX>")
 target_compile_options(ferry_compile_options INTERFACE
-  -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion
+  "$<${_ferry_cxx}:-Wall;-Wextra;-Wpedantic;-Wshadow;-Wconversion;-Wno-sign-conversion>"
   # Bit-exactness across machines: an FMA that one compiler contracts and another
   # does not would give two peers different bits for the same dequantize.
-  -ffp-contract=off)
+  "$<${_ferry_cxx}:-ffp-contract=off>")
 if(FERRY_WERROR)
-  target_compile_options(ferry_compile_options INTERFACE -Werror)
+  target_compile_options(ferry_compile_options INTERFACE "$<${_ferry_cxx}:-Werror>")
 endif()
 if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
   # The kernels ask for vectorization (pragmas); instrumented builds (sanitizers,
   # fuzzing) cannot always honour it. A missed hint is not a bug.
-  target_compile_options(ferry_compile_options INTERFACE -Wno-pass-failed)
+  target_compile_options(ferry_compile_options INTERFACE "$<${_ferry_cxx}:-Wno-pass-failed>")
 endif()
 if(FERRY_NATIVE)
-  target_compile_options(ferry_compile_options INTERFACE -march=native)
+  target_compile_options(ferry_compile_options INTERFACE "$<${_ferry_cxx}:-march=native>")
 endif()
 
 if(FERRY_SANITIZE)
