@@ -4,6 +4,7 @@
 #include <asio/dispatch.hpp>
 #include <asio/strand.hpp>
 
+#include "core/duration_text.h"
 #include "net/frame_io.h"
 #include "net/host_identity.h"
 #include "net/shm_stream.h"
@@ -64,8 +65,7 @@ void LinkSetup::deadline_passed(bool whole, std::chrono::milliseconds waited) {
   const auto& blame = outgoing_missing ? next_ : prev_;
   finish({Status::failure(Errc::timeout, std::string(outgoing_missing ? "links to" : "links from") + " peer " +
                                              std::to_string(blame.peer_id) + " (" + blame.host + ":" +
-                                             std::to_string(blame.port) + ") not up within " +
-                                             std::to_string(waited.count()) + " ms"),
+                                             std::to_string(blame.port) + ") not up within " + ms(waited)),
           nullptr, blame.peer_id});
 }
 
