@@ -64,6 +64,15 @@ T read_versioned(const T* given, void (*init)(T*), const char* name) {
   return out;
 }
 
+// Writes `full` back into a caller's versioned struct that is `size` bytes
+// long (its struct_size): only the fields an older, smaller struct has, and
+// struct_size left as the caller set it.
+template <class T>
+void write_versioned(void* given, uint32_t size, T full) {
+  full.struct_size = size;
+  std::memcpy(given, &full, std::min<size_t>(size, sizeof(T)));
+}
+
 // A C enum as the caller passed it. C may pass any int in an enum; in C++ a
 // load of a value outside the enum's range is undefined (UBSan flags it), so
 // the bytes are copied out instead of the enum being read.

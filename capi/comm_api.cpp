@@ -2,7 +2,6 @@
 // peer/ does the work.
 #include <cstddef>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <set>
 
@@ -146,7 +145,6 @@ void check_buffers(const void* send, void* recv, size_t count, ferry::DType dtyp
 void fill_info(ferry_op_info* info, const ferry::peer::OpInfo& from) {
   if (!info) return;
   ferry_op_info full{};
-  full.struct_size = info->struct_size;
   full.world_size = from.world_size;
   full.bytes_sent = from.bytes_sent;
   full.bytes_received = from.bytes_received;
@@ -155,9 +153,7 @@ void fill_info(ferry_op_info* info, const ferry::peer::OpInfo& from) {
   full.longest_stall_s = from.phases.longest_stall_s;
   full.commit_s = from.phases.commit_s;
   full.quant_agreement_s = from.agreement_s;
-  // Write only as much as the caller's (possibly older) struct holds.
-  size_t n = std::min<size_t>(info->struct_size, sizeof full);
-  std::memcpy(static_cast<void*>(info), &full, n);
+  ferry::capi::write_versioned(info, info->struct_size, full);
 }
 
 }  // namespace
@@ -466,13 +462,12 @@ ferry_result ferry_sync_shared_state(ferry_comm* comm, ferry_shared_state* state
     }
     if (info) {
       ferry_sync_info full{};
-      full.struct_size = info->struct_size;
       full.bytes_sent = outcome.bytes_sent;
       full.bytes_received = outcome.bytes_received;
       full.tensors_changed = changed;
       full.revision = outcome.revision;
       full.duration_s = outcome.duration_s;
-      std::memcpy(static_cast<void*>(info), &full, std::min<size_t>(info->struct_size, sizeof full));
+      ferry::capi::write_versioned(info, info->struct_size, full);
     }
     if (!st.ok()) throw Error(st.code, st.message);
     state->revision = outcome.revision;

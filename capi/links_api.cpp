@@ -1,5 +1,4 @@
 // ferry_comm_link_matrix: the master's link matrix, translated into the caller's array.
-#include <cstring>
 
 #include "capi/api_guard.h"
 #include "capi/comm_handle.h"
@@ -13,7 +12,6 @@ namespace {
 
 ferry_link_info to_info(const ferry::wire::LinkEntry& e) {
   ferry_link_info out{};
-  out.struct_size = sizeof out;
   out.shared_memory = e.shared_memory ? 1 : 0;
   out.from_peer = e.from_peer;
   out.to_peer = e.to_peer;
@@ -48,9 +46,7 @@ ferry_result ferry_comm_link_matrix(ferry_comm* comm, ferry_link_info* links, si
     *count = matrix.size();
     auto* base = reinterpret_cast<uint8_t*>(links);
     for (size_t i = 0; i < std::min(capacity, matrix.size()); ++i) {
-      ferry_link_info full = to_info(matrix[i]);
-      full.struct_size = static_cast<uint32_t>(stride);
-      std::memcpy(base + i * stride, &full, std::min<size_t>(stride, sizeof full));
+      ferry::capi::write_versioned(base + i * stride, static_cast<uint32_t>(stride), to_info(matrix[i]));
     }
   });
 }

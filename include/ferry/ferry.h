@@ -14,8 +14,16 @@
  *   - Every blocking call has a deadline; nothing waits forever.
  *
  * Conventions
- *   - Every call returns a ferry_result. On failure, ferry_last_error() gives
- *     the precise message for the calling thread.
+ *   - Every call returns a ferry_result, except these fifteen, which report
+ *     no failure: ferry_version, ferry_version_number, ferry_strerror,
+ *     ferry_last_error, ferry_result_is_retryable, ferry_dtype_size (0 for
+ *     an invalid dtype), ferry_quant_name ("unknown" for an invalid value),
+ *     the *_init functions (ferry_master_params_init,
+ *     ferry_comm_params_init, ferry_allreduce_desc_init,
+ *     ferry_allreduce_job_init, ferry_tensor_init, ferry_shared_state_init)
+ *     and the destroy functions (ferry_master_destroy, ferry_comm_destroy).
+ *     On a failed ferry_result, ferry_last_error() gives the precise message
+ *     for the calling thread.
  *   - Handles are opaque and typed. Destroy functions accept NULL.
  *   - Parameter structs start with `struct_size` and are filled by their
  *     *_init function; fields added later keep old callers working.
@@ -32,20 +40,24 @@
  *     internally. It serves on one library thread of its own.
  *   - A ferry_comm may be used from several threads; calls are serialized
  *     where they must be. Collective calls (ferry_connect,
- *     ferry_update_topology, ferry_peers_pending, the all-reduces) must be
+ *     ferry_update_topology, ferry_optimize_topology, ferry_wait_for_world,
+ *     ferry_peers_pending, the all-reduces (ferry_allreduce,
+ *     ferry_allreduce_async, ferry_allreduce_multiple_with_retry),
+ *     ferry_barrier, ferry_broadcast and ferry_sync_shared_state) must be
  *     issued in the same order on every peer of a group, as with MPI; the
  *     master checks this and fails mismatches with FERRY_ERR_MISMATCH: an
  *     all-reduce whose parameters differ (the message names the fields,
  *     e.g. "dtype f32 vs f64"), and calls out of order (a peer in
- *     ferry_update_topology, ferry_wait_for_world or ferry_peers_pending
- *     where another began a collective: both calls fail at once, naming
- *     what each called). After a failed collective the check rests until
+ *     ferry_update_topology, ferry_optimize_topology, ferry_wait_for_world
+ *     or ferry_peers_pending where another began a collective: both calls
+ *     fail at once, naming what each called). After a failed collective the check rests until
  *     the next vote, as peers may then have issued different numbers.
  *     The communicator runs its network I/O and reductions on its own
  *     threads (ferry_comm_params.io_threads). ferry_connect,
- *     ferry_update_topology and ferry_peers_pending run one at a time on a
- *     communicator: one called while another thread's is in progress waits
- *     for it first, and the bounds given for each do not count that wait.
+ *     ferry_update_topology, ferry_optimize_topology, ferry_wait_for_world
+ *     and ferry_peers_pending run one at a time on a communicator: one
+ *     called while another thread's is in progress waits for it first, and
+ *     the bounds given for each do not count that wait.
  *   - No call may race with the destroy of the handle it uses. To end calls
  *     blocked on a communicator from another thread (Ctrl-C), use
  *     ferry_comm_abort, then destroy it once they have returned.
@@ -363,8 +375,9 @@ typedef struct ferry_comm_params {
      FERRY_ERR_PEER_LOST (retryable), except those that had ended here and
      waited for the master's verdict, which wait for the next master (it
      commits them when some member saw them committed, else aborts them);
-     new collectives fail at once with FERRY_ERR_PEER_LOST;
-     ferry_update_topology and ferry_peers_pending wait for the master. A
+     new collectives fail at once with FERRY_ERR_PEER_LOST, and so does
+     ferry_comm_link_matrix; ferry_update_topology, ferry_optimize_topology,
+     ferry_wait_for_world and ferry_peers_pending wait for the master. A
      master started again on the same address (same secret, certificates)
      rebuilds the groups from what their members tell it, keeps the ring
      that was last committed, and the next ferry_update_topology re-forms
@@ -417,6 +430,10 @@ FERRY_API ferry_result ferry_connect(ferry_comm* comm);
    links and the pairs nobody measured were probed (ferry_link_info: up to
    8 rounds of at most ~3.5 s each; 0.25 s each on a LAN). Must not be
    called with operations in flight. Blocks at most timeout_ms per attempt.
+   That bound ignores a lost master being dialed again
+   (master_reconnect_timeout_ms): the call first waits for it, up to the
+   rest of that window, and a vote the master's loss cut short starts
+   again with the master that comes back.
    Errors: FERRY_ERR_INVALID_ARGUMENT (NULL), FERRY_ERR_INVALID_USAGE (not
    connected, operations in flight), FERRY_ERR_TIMEOUT, FERRY_ERR_PEER_LOST
    (a member died during the vote; call again), FERRY_ERR_MISMATCH (another
@@ -437,7 +454,10 @@ FERRY_API ferry_result ferry_update_topology(ferry_comm* comm);
    admission's own bound (timeout_ms of ferry_comm_params) once the
    newcomers are there. The master's hold ends by that deadline; the
    communicator stays usable after FERRY_ERR_TIMEOUT (call it again to keep
-   waiting). Must not be called with operations in flight.
+   waiting). That bound ignores a lost master being dialed again
+   (master_reconnect_timeout_ms): the call waits for it, up to the rest of
+   that window, before it looks at its deadline. Must not be called with
+   operations in flight.
    Errors: FERRY_ERR_INVALID_ARGUMENT (NULL, min_peers 0, timeout_ms above
    86400000), FERRY_ERR_INVALID_USAGE (not connected, operations in flight),
    FERRY_ERR_TIMEOUT (the group is still smaller; the message says how
@@ -460,7 +480,11 @@ FERRY_API ferry_result ferry_optimize_topology(ferry_comm* comm);
    admitted. Every caller gets the same answer, so all of them can decide
    alike whether to call ferry_update_topology. Unlike ferry_update_topology
    it is not refused with operations in flight: they go on running. A member
-   the master removes meanwhile is not waited for. Blocks at most timeout_ms.
+   the master removes meanwhile is not waited for. Blocks at most timeout_ms;
+   that bound ignores a lost master being dialed again
+   (master_reconnect_timeout_ms): the call first waits for it, up to the
+   rest of that window, and a question the master's loss left unanswered
+   is asked again, for another timeout_ms, of the master that comes back.
    Errors: FERRY_ERR_INVALID_ARGUMENT (NULL), FERRY_ERR_INVALID_USAGE (not
    connected), FERRY_ERR_TIMEOUT (a member did not ask in time),
    FERRY_ERR_MISMATCH (another member began a collective instead),
@@ -542,10 +566,13 @@ typedef struct ferry_link_info {
    stride is links[0].struct_size, at least 8; it may be NULL when capacity
    is 0) and the number of entries the master holds to *count. Every peer of
    a group gets the same entries (ages aside) while nothing new is reported.
-   Blocks for one round trip to the master, at most timeout_ms. Any thread.
+   Blocks for one round trip to the master, at most timeout_ms; while a
+   lost master is being dialed again (master_reconnect_timeout_ms) it does
+   not wait for it but fails at once with FERRY_ERR_PEER_LOST. Any thread.
    Errors: FERRY_ERR_INVALID_ARGUMENT (NULL comm or count, NULL links with
    capacity > 0, links[0].struct_size unset), FERRY_ERR_INVALID_USAGE (not
    connected yet), FERRY_ERR_TIMEOUT (the master did not answer in time),
+   FERRY_ERR_PEER_LOST (the master is being dialed again),
    FERRY_ERR_MASTER_LOST, FERRY_ERR_KICKED. */
 FERRY_API ferry_result ferry_comm_link_matrix(ferry_comm* comm, ferry_link_info* links, size_t capacity,
                                               size_t* count);

@@ -2,7 +2,7 @@
 // doubles a vector, whole groups only; a block's remainder goes to the scalar
 // kernels. Same IEEE operations in the same order as the scalar path, with
 // rounding given in the instruction, so the same bytes (unit-tested).
-#include "core/quant_kernels.h"
+#include "core/quant_vector_kernels.h"
 
 #if defined(__AVX2__)
 
@@ -170,18 +170,6 @@ void dequantize4_f32(const uint8_t* codes, size_t n, float min, float scale, con
   if (i < n) scalar<float>().dequantize4(codes + i / 2, n - i, min, scale, Add ? local + i : nullptr, out + i);
 }
 
-void dequantize8_f32_entry(const uint8_t* codes, size_t n, float min, float scale, uint8_t flip,
-                           const float* local, float* out) {
-  if (local == nullptr) return dequantize8_f32<false>(codes, n, min, scale, flip, local, out);
-  dequantize8_f32<true>(codes, n, min, scale, flip, local, out);
-}
-
-void dequantize4_f32_entry(const uint8_t* codes, size_t n, float min, float scale, const float* local,
-                           float* out) {
-  if (local == nullptr) return dequantize4_f32<false>(codes, n, min, scale, local, out);
-  dequantize4_f32<true>(codes, n, min, scale, local, out);
-}
-
 // ---- double: 4 lanes
 
 // AVX2 has no 64-bit min / max: compare and blend.
@@ -289,33 +277,18 @@ void dequantize4_f64(const uint8_t* codes, size_t n, double min, double scale, c
   if (i < n) scalar<double>().dequantize4(codes + i / 2, n - i, min, scale, Add ? local + i : nullptr, out + i);
 }
 
-void dequantize8_f64_entry(const uint8_t* codes, size_t n, double min, double scale, uint8_t flip,
-                           const double* local, double* out) {
-  if (local == nullptr) return dequantize8_f64<false>(codes, n, min, scale, flip, local, out);
-  dequantize8_f64<true>(codes, n, min, scale, flip, local, out);
-}
-
-void dequantize4_f64_entry(const uint8_t* codes, size_t n, double min, double scale, const double* local,
-                           double* out) {
-  if (local == nullptr) return dequantize4_f64<false>(codes, n, min, scale, local, out);
-  dequantize4_f64<true>(codes, n, min, scale, local, out);
-}
-
-constexpr QuantKernels<float> kAvx2F32 = {range_f32, quantize8_f32, quantize4_f32, dequantize8_f32_entry,
-                                          dequantize4_f32_entry};
-constexpr QuantKernels<double> kAvx2F64 = {range_f64, quantize8_f64, quantize4_f64, dequantize8_f64_entry,
-                                           dequantize4_f64_entry};
-
 }  // namespace
 
 template <>
 const QuantKernels<float>& avx2_quant_kernels<float>() {
-  return kAvx2F32;
+  return kVectorQuantKernels<float, range_f32, quantize8_f32, quantize4_f32, dequantize8_f32<false>,
+                             dequantize8_f32<true>, dequantize4_f32<false>, dequantize4_f32<true>>;
 }
 
 template <>
 const QuantKernels<double>& avx2_quant_kernels<double>() {
-  return kAvx2F64;
+  return kVectorQuantKernels<double, range_f64, quantize8_f64, quantize4_f64, dequantize8_f64<false>,
+                             dequantize8_f64<true>, dequantize4_f64<false>, dequantize4_f64<true>>;
 }
 
 }  // namespace ferry::quant_detail

@@ -4,7 +4,7 @@
 // FMA) on more lanes, with the conversion's rounding given in the instruction
 // (nearest-even, as the scalar nearbyint under the default MXCSR), so the
 // bytes are the scalar path's: the unit tests compare them on random blocks.
-#include "core/quant_kernels.h"
+#include "core/quant_vector_kernels.h"
 
 #if defined(FERRY_QUANT_AVX512)
 
@@ -179,18 +179,6 @@ void dequantize4_f32(const uint8_t* codes, size_t n, float min, float scale, con
   }
 }
 
-void dequantize8_f32_entry(const uint8_t* codes, size_t n, float min, float scale, uint8_t flip,
-                           const float* local, float* out) {
-  if (local == nullptr) return dequantize8_f32<false>(codes, n, min, scale, flip, local, out);
-  dequantize8_f32<true>(codes, n, min, scale, flip, local, out);
-}
-
-void dequantize4_f32_entry(const uint8_t* codes, size_t n, float min, float scale, const float* local,
-                           float* out) {
-  if (local == nullptr) return dequantize4_f32<false>(codes, n, min, scale, local, out);
-  dequantize4_f32<true>(codes, n, min, scale, local, out);
-}
-
 // ---- double: 8 lanes
 
 BlockRange<double> range_f64(const double* x, size_t n) {
@@ -310,33 +298,18 @@ void dequantize4_f64(const uint8_t* codes, size_t n, double min, double scale, c
   }
 }
 
-void dequantize8_f64_entry(const uint8_t* codes, size_t n, double min, double scale, uint8_t flip,
-                           const double* local, double* out) {
-  if (local == nullptr) return dequantize8_f64<false>(codes, n, min, scale, flip, local, out);
-  dequantize8_f64<true>(codes, n, min, scale, flip, local, out);
-}
-
-void dequantize4_f64_entry(const uint8_t* codes, size_t n, double min, double scale, const double* local,
-                           double* out) {
-  if (local == nullptr) return dequantize4_f64<false>(codes, n, min, scale, local, out);
-  dequantize4_f64<true>(codes, n, min, scale, local, out);
-}
-
-constexpr QuantKernels<float> kAvx512F32 = {range_f32, quantize8_f32, quantize4_f32, dequantize8_f32_entry,
-                                            dequantize4_f32_entry};
-constexpr QuantKernels<double> kAvx512F64 = {range_f64, quantize8_f64, quantize4_f64, dequantize8_f64_entry,
-                                             dequantize4_f64_entry};
-
 }  // namespace
 
 template <>
 const QuantKernels<float>& avx512_quant_kernels<float>() {
-  return kAvx512F32;
+  return kVectorQuantKernels<float, range_f32, quantize8_f32, quantize4_f32, dequantize8_f32<false>,
+                             dequantize8_f32<true>, dequantize4_f32<false>, dequantize4_f32<true>>;
 }
 
 template <>
 const QuantKernels<double>& avx512_quant_kernels<double>() {
-  return kAvx512F64;
+  return kVectorQuantKernels<double, range_f64, quantize8_f64, quantize4_f64, dequantize8_f64<false>,
+                             dequantize8_f64<true>, dequantize4_f64<false>, dequantize4_f64<true>>;
 }
 
 }  // namespace ferry::quant_detail

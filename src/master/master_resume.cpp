@@ -116,9 +116,11 @@ void MasterState::maybe_settle(Group& group) {
         const uint32_t seq = range.first + k;
         const bool ok = epoch == group.epoch && wire::in_seq_ranges(r.committed, seq);
         ++(ok ? committed : aborted);
-        send(id, wire::CollectiveResult{epoch, seq, ok ? 0u : static_cast<uint32_t>(Errc::peer_lost),
-                                        ok ? "" : "the master restarted before this collective's verdict, and no "
-                                                  "member saw it committed"});
+        send(id, wire::CollectiveResult{.epoch = epoch,
+                                        .seq = seq,
+                                        .code = ok ? 0u : static_cast<uint32_t>(Errc::peer_lost),
+                                        .reason = ok ? "" : "the master restarted before this collective's verdict, "
+                                                            "and no member saw it committed"});
       }
     }
   }

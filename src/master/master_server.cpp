@@ -196,9 +196,9 @@ void MasterServer::apply_effects() {
       // A peer that was only stopped reads this when it resumes: evicted, not a lost master.
       served.conn->set_receive_timeout(
           std::chrono::milliseconds(d.timeout_ms),
-          wire::Kick{static_cast<uint32_t>(Errc::kicked),
-                     "evicted: the master heard nothing from this peer for its heartbeat deadline (" +
-                         std::to_string(d.timeout_ms) + " ms); connect again to rejoin as a newcomer"});
+          wire::Kick{.code = static_cast<uint32_t>(Errc::kicked),
+                     .reason = "evicted: the master heard nothing from this peer for its heartbeat deadline (" +
+                               std::to_string(d.timeout_ms) + " ms); connect again to rejoin as a newcomer"});
       // Heartbeats at a quarter of the deadline: three may be lost before either side gives up.
       served.conn->set_heartbeat(std::chrono::milliseconds(std::max<uint32_t>(d.timeout_ms / 4, 25)));
     }

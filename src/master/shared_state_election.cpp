@@ -135,7 +135,7 @@ ElectionOutcome elect_shared_state(const std::vector<SyncCandidate>& candidates,
       if (eligible[i] && candidates[i].begin.strategy == static_cast<uint8_t>(SyncStrategy::send_only)) continue;
       uint64_t id = candidates[i].peer_id;
       wire::SyncPlan& plan = out.plans[id];
-      plan.fetches.push_back({static_cast<uint32_t>(t), winner, holders});
+      plan.fetches.push_back({.tensor = static_cast<uint32_t>(t), .hash = winner, .holders = holders});
       for (uint64_t h : holders) {
         serve_to[h].insert(id);
         if (!addressed.insert({id, h}).second) continue;

@@ -6,6 +6,8 @@
 #include <asio/steady_timer.hpp>
 #include <asio/strand.hpp>
 
+#include "core/duration_text.h"
+
 namespace ferry::net {
 namespace {
 
@@ -18,7 +20,7 @@ struct DialAttempt : std::enable_shared_from_this<DialAttempt> {
     timer.expires_after(timeout);
     timer.async_wait([self = shared_from_this(), timeout](std::error_code ec) {
       if (ec || self->finished) return;
-      self->fail(Errc::timeout, "no connection within " + std::to_string(timeout.count()) + " ms", self->answered);
+      self->fail(Errc::timeout, "no connection within " + ms(timeout), self->answered);
     });
     resolve_next();
   }

@@ -6,6 +6,8 @@
 #include <asio/dispatch.hpp>
 #include <asio/post.hpp>
 
+#include "core/duration_text.h"
+
 namespace ferry::net {
 
 std::shared_ptr<FrameConnection> FrameConnection::create(std::shared_ptr<Stream> stream,
@@ -197,9 +199,8 @@ void FrameConnection::arm_receive_timer(std::chrono::milliseconds after) {
     // says why) is read before the silence is judged. Once per silence: a
     // process starved for good must not put its judgement off for ever.
     if (!graced && now - due > interval) return self->arm_receive_timer(kResumeGrace);
-    Status why = Status::failure(
-        Errc::timeout,
-        "silent for " + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) + " ms");
+    const auto silent_ms = std::chrono::duration_cast<std::chrono::milliseconds>(silent);
+    Status why = Status::failure(Errc::timeout, "silent for " + ms(silent_ms));
     if (self->silence_frame_.empty() || self->state_ != State::open) return self->finish(std::move(why));
     self->state_ = State::closing;
     self->close_reason_ = std::move(why);
@@ -224,7 +225,7 @@ void FrameConnection::arm_deadline_timer(std::chrono::milliseconds within, std::
   deadline_timer_.expires_after(within);
   deadline_timer_.async_wait([self = shared_from_this(), within, what = std::move(what)](std::error_code ec) {
     if (ec || self->state_ == State::closed) return;
-    self->finish(Status::failure(Errc::timeout, what + " within " + std::to_string(within.count()) + " ms"));
+    self->finish(Status::failure(Errc::timeout, what + " within " + ms(within)));
   });
 }
 

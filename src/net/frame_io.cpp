@@ -2,6 +2,7 @@
 
 #include <asio/steady_timer.hpp>
 
+#include "core/duration_text.h"
 #include "wire/frame.h"
 
 namespace ferry::net {
@@ -37,7 +38,7 @@ void read_one_message(std::shared_ptr<Stream> stream, std::chrono::milliseconds 
   op->timer.expires_after(timeout);
   op->timer.async_wait([op, timeout](std::error_code ec) {
     if (!ec)
-      op->finish(Status::failure(Errc::timeout, "no handshake within " + std::to_string(timeout.count()) + " ms"),
+      op->finish(Status::failure(Errc::timeout, "no handshake within " + ms(timeout)),
                  std::nullopt);
   });
   op->stream->read_exact(asio::buffer(op->header_bytes), [op](std::error_code ec, size_t) {

@@ -11,19 +11,9 @@
 #include <asio/write.hpp>
 
 #include "net/remote_host.h"
+#include "net/strand_socket.h"
 
 namespace ferry::net {
-namespace {
-
-asio::ip::tcp::socket rebind(asio::ip::tcp::socket socket,
-                             const asio::strand<asio::any_io_executor>& strand) {
-  auto protocol = socket.local_endpoint().protocol();
-  asio::ip::tcp::socket out(strand);
-  out.assign(protocol, socket.release());
-  return out;
-}
-
-}  // namespace
 
 TcpStream::TcpStream(asio::ip::tcp::socket socket)
     : strand_(asio::make_strand(socket.get_executor())),

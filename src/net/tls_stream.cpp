@@ -13,17 +13,10 @@
 #include <asio/write.hpp>
 
 #include "net/remote_host.h"
+#include "net/strand_socket.h"
 
 namespace ferry::net {
 namespace {
-
-// The same two helpers as TcpStream's (a socket moved onto a strand; the peer's address as text).
-asio::ip::tcp::socket rebind(asio::ip::tcp::socket socket, const asio::strand<asio::any_io_executor>& strand) {
-  auto protocol = socket.local_endpoint().protocol();
-  asio::ip::tcp::socket out(strand);
-  out.assign(protocol, socket.release());
-  return out;
-}
 
 // Counts the threads inside the SSL object; a second one is refused, not let in.
 class SoleUser {

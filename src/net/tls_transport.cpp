@@ -6,6 +6,7 @@
 #include <asio/steady_timer.hpp>
 #include <asio/write.hpp>
 
+#include "core/duration_text.h"
 #include "net/socket_options.h"
 #include "net/tls_context.h"
 #include "net/tls_stream.h"
@@ -26,8 +27,7 @@ class TlsHandshake : public std::enable_shared_from_this<TlsHandshake> {
     timer_.async_wait([self = shared_from_this()](std::error_code ec) {
       if (ec || self->finished_) return;
       self->finish(Status::failure(Errc::timeout, "TLS handshake with " + self->stream_->remote_host() +
-                                                      " did not finish within " + std::to_string(self->timeout_.count()) +
-                                                      " ms"));
+                                                      " did not finish within " + ms(self->timeout_)));
     });
     auto role = server_ ? asio::ssl::stream_base::server : asio::ssl::stream_base::client;
     stream_->ssl().async_handshake(role, [self = shared_from_this()](std::error_code ec) {

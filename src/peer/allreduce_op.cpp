@@ -91,7 +91,8 @@ void AllreduceOp::stop_transfers(const Status& why) {
 // --- driven by the lanes -----------------------------------------------------------
 
 bool AllreduceOp::queue_send(uint32_t unit, const uint8_t* data, size_t bytes, std::optional<uint64_t> checksum) {
-  wire::ChunkHeader header{seq(), unit, static_cast<uint32_t>(bytes), checksum.value_or(0)};
+  wire::ChunkHeader header{
+      .seq = seq(), .unit = unit, .length = static_cast<uint32_t>(bytes), .checksum = checksum.value_or(0)};
   if (!try_hold()) return false;
   links_->send(header, data, shared_from_this(), !checksum);
   return true;

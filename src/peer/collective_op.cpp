@@ -2,12 +2,9 @@
 
 #include <algorithm>
 
+#include "core/duration_text.h"
+
 namespace ferry::peer {
-namespace {
-
-std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()); }
-
-}  // namespace
 
 CollectiveOp::CollectiveOp(OpHost& host, uint64_t epoch, uint32_t seq, OpDeadlines deadlines)
     : host_(host), epoch_(epoch), seq_(seq), deadlines_(deadlines) {
@@ -110,7 +107,7 @@ void CollectiveOp::check_deadlines(Clock::time_point now) {
     // commit once slower members end. Ask it to abort and take its verdict
     // (the abort, or a commit that won the race); only if it stays silent for
     // another period (a dead master is caught sooner by heartbeats) conclude.
-    Status late = Status::failure(Errc::timeout, "no verdict from the master within " + ms(deadlines_.verdict) + " ms");
+    Status late = Status::failure(Errc::timeout, "no verdict from the master within " + ms(deadlines_.verdict));
     if (!abort_asked_at_) {
       abort_asked_at_ = now;
       lock.unlock();
@@ -124,14 +121,13 @@ void CollectiveOp::check_deadlines(Clock::time_point now) {
   if (phase_ == Phase::issued && !local_failure_ && now - issued_at_ > deadlines_.start) {
     lock.unlock();
     return fail_local(Status::failure(Errc::timeout, "the other peers did not start collective " +
-                                                         std::to_string(seq_) + " within " + ms(deadlines_.start) +
-                                                         " ms"));
+                                                         std::to_string(seq_) + " within " + ms(deadlines_.start)));
   }
   auto idle = now - last_progress;
   if (phase_ == Phase::running && !local_failure_ && idle > deadlines_.progress) {
     lock.unlock();
     return fail_local(Status::failure(Errc::timeout, "collective " + std::to_string(seq_) + " made no progress for " +
-                                                         ms(deadlines_.progress) + " ms"));
+                                                         ms(deadlines_.progress)));
   }
 }
 

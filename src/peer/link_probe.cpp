@@ -253,9 +253,10 @@ void LinkProber::accept(const wire::ProbeHello& hello, const std::string& welcom
   bool same_host = options_.same_host.enabled && !hello.host_key.empty() && hello.host_key == net::same_host_key();
   bool room = !stopping_ && inbound_->load() < kMaxInboundProbeStreams;
   if (room && !same_host) ++*inbound_;
-  wire::LinkWelcome welcome{room ? 0u : static_cast<uint32_t>(Errc::system),
-                            room ? "" : "too many probe connections at once", welcome_proof,
-                            static_cast<uint8_t>(same_host ? 1 : 0)};
+  wire::LinkWelcome welcome{.code = room ? 0u : static_cast<uint32_t>(Errc::system),
+                            .reason = room ? "" : "too many probe connections at once",
+                            .proof = welcome_proof,
+                            .shm = static_cast<uint8_t>(same_host ? 1 : 0)};
   auto drained = room && !same_host ? std::make_shared<Drain>(stream, inbound_) : nullptr;
   net::write_one_message(stream, welcome, [stream, drained](Status st) {
     if (!st.ok() || !drained) return stream->close();

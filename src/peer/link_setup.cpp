@@ -4,6 +4,7 @@
 #include <asio/dispatch.hpp>
 #include <asio/strand.hpp>
 
+#include "core/duration_text.h"
 #include "net/frame_io.h"
 #include "net/host_identity.h"
 #include "net/shm_stream.h"
@@ -64,14 +65,17 @@ void LinkSetup::deadline_passed(bool whole, std::chrono::milliseconds waited) {
   const auto& blame = outgoing_missing ? next_ : prev_;
   finish({Status::failure(Errc::timeout, std::string(outgoing_missing ? "links to" : "links from") + " peer " +
                                              std::to_string(blame.peer_id) + " (" + blame.host + ":" +
-                                             std::to_string(blame.port) + ") not up within " +
-                                             std::to_string(waited.count()) + " ms"),
+                                             std::to_string(blame.port) + ") not up within " + ms(waited)),
           nullptr, blame.peer_id});
 }
 
 void LinkSetup::dial_lane(uint32_t lane) {
   auto self = shared_from_this();
-  wire::LinkHello hello{self_id_, next_.peer_id, topology_.epoch, lane, static_cast<uint32_t>(out_.size()), {}, {}, {}, {}};
+  wire::LinkHello hello{.from_peer = self_id_,
+                        .to_peer = next_.peer_id,
+                        .epoch = topology_.epoch,
+                        .lane = lane,
+                        .lanes = static_cast<uint32_t>(out_.size())};
   peer::dial_lane(executor_, options_, next_, hello, true,
                   [self, lane](Status st, std::shared_ptr<net::Stream> stream, bool shared_memory) {
                     if (st.ok()) return self->lane_ready(true, lane, std::move(stream), shared_memory);
@@ -110,7 +114,7 @@ bool LinkSetup::offer_inbound(const wire::LinkHello& hello, const std::string& w
   auto lane_stream = accept_ring(hello, stream);
   uint8_t shm = lane_stream != stream ? 1 : 0;
   asio::dispatch(stream->executor(), [self, stream, lane_stream, shm, lane = hello.lane, welcome_proof] {
-    wire::LinkWelcome welcome{0, "", welcome_proof, shm};
+    wire::LinkWelcome welcome{.proof = welcome_proof, .shm = shm};
     net::write_one_message(stream, welcome, [self, stream, lane_stream, lane](Status st) {
       if (!st.ok())
         return self->finish({Status::failure(Errc::peer_lost, "link from peer " + std::to_string(self->prev_.peer_id) +
@@ -170,9 +174,9 @@ void LinkSetup::lane_ready(bool outgoing, uint32_t lane, std::shared_ptr<net::St
 
 LaneGrowth LinkSetup::growth(uint32_t lanes) const {
   // Further lanes are plain TCP: a link over shared memory never grows.
-  auto dial = [executor = executor_, options = options_, next = next_, hello_base = wire::LinkHello{
-                   self_id_, next_.peer_id, topology_.epoch, 0, lanes, {}, {}, {}, {}}](uint32_t lane,
-                                                                                      LaneGrowth::Done done) {
+  auto dial = [executor = executor_, options = options_, next = next_,
+               hello_base = wire::LinkHello{.from_peer = self_id_, .to_peer = next_.peer_id, .epoch = topology_.epoch,
+                                            .lanes = lanes}](uint32_t lane, LaneGrowth::Done done) {
     wire::LinkHello hello = hello_base;
     hello.lane = lane;
     peer::dial_lane(executor, options, next, hello, false,

@@ -63,7 +63,10 @@ void OpRegistry::links_closed(const RingLinks* links, const Status& why) {
 }
 
 void OpRegistry::send_end(uint64_t epoch, uint32_t seq, const Status& status) {
-  send_end_(wire::CollectiveEnd{epoch, seq, static_cast<uint32_t>(status.code), wire::bounded_reason(status.message)});
+  send_end_(wire::CollectiveEnd{.epoch = epoch,
+                                .seq = seq,
+                                .code = static_cast<uint32_t>(status.code),
+                                .reason = wire::bounded_reason(status.message)});
 }
 
 void OpRegistry::op_started(uint32_t seq) {

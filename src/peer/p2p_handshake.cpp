@@ -63,7 +63,7 @@ void acceptor_handshake(std::shared_ptr<net::Stream> stream, std::shared_ptr<con
                         std::chrono::milliseconds timeout,
                         std::function<void(Status, std::optional<AcceptedHello>)> done) {
   std::string nonce = random_nonce();
-  net::write_one_message(stream, wire::LinkChallenge{nonce, secret != nullptr}, [=](Status wst) {
+  net::write_one_message(stream, wire::LinkChallenge{.nonce = nonce, .required = secret != nullptr}, [=](Status wst) {
     if (!wst.ok()) return done(wst, std::nullopt);
     net::read_one_message(stream, timeout, wire::kMaxHandshakePayload, [=](Status st, std::optional<wire::Message> m) {
       if (!st.ok()) return done(st, std::nullopt);
@@ -80,7 +80,7 @@ void acceptor_handshake(std::shared_ptr<net::Stream> stream, std::shared_ptr<con
         if (!secret->verify(proof_of(*hello), auth_label::kDialer, nonce, nonce_of(*hello), context_of(*hello))) {
           Status refused = Status::failure(Errc::auth, "authentication failed: no valid proof of the run secret");
           return net::write_one_message(
-              stream, wire::LinkWelcome{static_cast<uint32_t>(Errc::auth), "authentication failed", "", 0},
+              stream, wire::LinkWelcome{.code = static_cast<uint32_t>(Errc::auth), .reason = "authentication failed"},
               [stream, done, refused](Status) {
                 stream->close();
                 done(refused, std::nullopt);

@@ -109,8 +109,10 @@ void RingMembership::on_links_ready(const std::shared_ptr<LinkSetup>& setup, Lin
   }
   if (!current) return release(outcome.links, Status::failure(Errc::peer_lost, "superseded ring"));
   if (!outcome.status.ok()) log().warn("links for epoch {} failed: {}", setup->epoch(), outcome.status.message);
-  send_ready_(wire::TopologyReady{setup->epoch(), static_cast<uint32_t>(outcome.status.code), outcome.unreachable_peer,
-                                  wire::bounded_reason(outcome.status.message)});
+  send_ready_(wire::TopologyReady{.epoch = setup->epoch(),
+                                  .code = static_cast<uint32_t>(outcome.status.code),
+                                  .unreachable_peer = outcome.unreachable_peer,
+                                  .reason = wire::bounded_reason(outcome.status.message)});
 }
 
 RingMembership::Commit RingMembership::commit(const wire::TopologyDone& done) {
@@ -176,7 +178,7 @@ void RingMembership::refuse_or_park(const wire::LinkHello& hello, const std::str
               " does not match this peer's ring";
   }
   log().debug("refused a link: {}", refusal);
-  net::write_one_message(stream, wire::LinkWelcome{static_cast<uint32_t>(Errc::protocol), refusal, "", 0},
+  net::write_one_message(stream, wire::LinkWelcome{.code = static_cast<uint32_t>(Errc::protocol), .reason = refusal},
                          [stream](Status) { stream->close(); });
 }
 
@@ -193,7 +195,7 @@ void RingMembership::welcome_further_lane(const std::shared_ptr<RingLinks>& link
                                           const std::string& welcome_proof,
                                           const std::shared_ptr<net::Stream>& stream) {
   asio::dispatch(stream->executor(), [links, lane, welcome_proof, stream] {
-    net::write_one_message(stream, wire::LinkWelcome{0, "", welcome_proof, 0}, [links, lane, stream](Status st) {
+    net::write_one_message(stream, wire::LinkWelcome{.proof = welcome_proof}, [links, lane, stream](Status st) {
       // Closed meanwhile: the dialer's lane sees the hang-up, as its link goes down anyway.
       if (!st.ok() || !links->add_in_lane(lane, stream)) stream->close();
     });

@@ -127,7 +127,11 @@ wire::SyncBegin SharedStateSync::begin_message() const {
   b.strategy = static_cast<uint8_t>(spec_.strategy);
   for (size_t c = 0; c < order_.size(); ++c) {
     const auto& t = spec_.tensors[order_[c]];
-    b.tensors.push_back({t.name, static_cast<uint8_t>(t.dtype), t.count, hashes_[c], t.allow_inequality});
+    b.tensors.push_back({.name = t.name,
+                         .dtype = static_cast<uint8_t>(t.dtype),
+                         .count = t.count,
+                         .hash = hashes_[c],
+                         .allow_inequality = t.allow_inequality});
   }
   return b;
 }
@@ -182,7 +186,8 @@ void SharedStateSync::plan(const wire::SyncPlan& plan) {
 void SharedStateSync::fetch_loop(uint64_t holder, const wire::PeerAddress& address) {
   pthread_setname_np(pthread_self(), "ferry-fetch");
   std::shared_ptr<net::Stream> stream;
-  Status st = dialer_(address, wire::FetchHello{self_id_, holder, epoch(), seq(), {}, {}}, stream);
+  Status st =
+      dialer_(address, wire::FetchHello{.from_peer = self_id_, .to_peer = holder, .epoch = epoch(), .seq = seq()}, stream);
   std::vector<uint8_t> scratch;
   std::vector<size_t> batch;
   if (st.ok()) {
@@ -289,8 +294,9 @@ void SharedStateSync::start_serving(Fetcher fetcher) {
   stream->enter_blocking_mode();
   // Only peers the master sent here may read these tensors (with a run secret, their identity is proven).
   bool ok = std::find(allowed.begin(), allowed.end(), fetcher.peer) != allowed.end();
-  auto welcome = wire::encode_message(wire::LinkWelcome{ok ? 0u : static_cast<uint32_t>(Errc::auth),
-                                                        ok ? "" : "not in this sync's plan", ok ? fetcher.welcome_proof : "", 0});
+  auto welcome = wire::encode_message(wire::LinkWelcome{.code = ok ? 0u : static_cast<uint32_t>(Errc::auth),
+                                                        .reason = ok ? "" : "not in this sync's plan",
+                                                        .proof = ok ? fetcher.welcome_proof : ""});
   std::array<asio::const_buffer, 1> buffers{asio::buffer(welcome)};
   if (!ok || stream->write_all_blocking(buffers)) {
     stream->abort();
@@ -316,7 +322,11 @@ void SharedStateSync::serve_loop(const std::shared_ptr<net::Stream>& stream) {
       break;
     }
     const uint8_t* data = tensor_bytes(req.tensor) + req.offset;
-    wire::FetchResponse resp{req.tensor, req.offset, req.length, req.length, 0, chunk_checksum(req.tensor, req.offset, req.length)};
+    wire::FetchResponse resp{.tensor = req.tensor,
+                             .offset = req.offset,
+                             .raw_length = req.length,
+                             .wire_length = req.length,
+                             .checksum = chunk_checksum(req.tensor, req.offset, req.length)};
     const uint8_t* payload = data;
     if (req.compression > 0 && req.length > 0) {
       compressed.resize(ZSTD_compressBound(req.length));

@@ -102,7 +102,7 @@ std::vector<SeqRange> seq_ranges(const std::vector<uint32_t>& sorted) {
     if (!out.empty() && out.back().first + out.back().count == seq)
       ++out.back().count;
     else
-      out.push_back({seq, 1});
+      out.push_back({.first = seq, .count = 1});
   }
   return out;
 }

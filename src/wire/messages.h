@@ -9,6 +9,9 @@
 //  - Collectives are numbered per epoch (seq = 0, 1, ...) in issue order; the
 //    master matches the seq-th collective of every member and checks that
 //    they agree.
+//
+// Every field has a default (`{}` for strings and lists), so that a message
+// built with designated initialisers names only the fields it sets.
 #pragma once
 
 #include <cstdint>
@@ -95,7 +98,7 @@ enum class SyncStrategy : uint8_t { enforce_popular = 0, receive_only = 1, send_
 // The master's first frame on every connection.
 struct AuthChallenge {
   static constexpr MessageType kType = MessageType::auth_challenge;
-  std::string nonce;
+  std::string nonce{};
   uint8_t required = 0;  // the master holds a run secret and checks proofs
   template <class V> void fields(V& v) { v(nonce, Limit{kMaxAuthField}); v(required); }
 };
@@ -114,28 +117,28 @@ bool in_seq_ranges(const std::vector<SeqRange>& ranges, uint32_t seq);
 struct Hello {
   static constexpr MessageType kType = MessageType::hello;
   uint32_t peer_group = 0;
-  std::string advertised_host;  // empty: use the address the master sees
+  std::string advertised_host{};  // empty: use the address the master sees
   uint16_t advertised_port = 0;
   uint32_t p2p_connections = 0;
   uint32_t heartbeat_timeout_ms = 0;
-  std::string nonce;
-  std::string proof;  // over (challenge nonce, this nonce); empty without a secret
+  std::string nonce{};
+  std::string proof{};  // over (challenge nonce, this nonce); empty without a secret
   // How long after a proposal this peer answers at the latest when its
   // previous peer never connects (peer/link_setup.h); 0: not said.
   uint32_t silent_link_ms = 0;
   // The listener's other addresses (IP literals; empty when advertised_host is set or the
   // listener is bound to one address): the master offers those of the family it did not see
   // this peer in, so a neighbour with only that family can still dial it.
-  std::vector<std::string> other_hosts;
+  std::vector<std::string> other_hosts{};
   // A member that lost its master and dials it again (master_reconnect_timeout_ms)
   // says what it knew, so a master started afresh can rebuild the group
   // (master_state.h, "A master started again"). resume_peer_id 0: a newcomer.
   uint64_t resume_peer_id = 0;
   uint64_t resume_epoch = 0;
-  std::vector<uint64_t> resume_ring;       // member ids in ring order at resume_epoch
+  std::vector<uint64_t> resume_ring{};       // member ids in ring order at resume_epoch
   uint64_t resume_revision = 0;            // the last committed shared-state revision + 1; 0: none
-  std::vector<SeqRange> resume_committed;  // the last collectives of resume_epoch it saw committed
-  std::vector<SeqRange> resume_awaiting;   // collectives of resume_epoch it ended ok and awaits a verdict on
+  std::vector<SeqRange> resume_committed{};  // the last collectives of resume_epoch it saw committed
+  std::vector<SeqRange> resume_awaiting{};   // collectives of resume_epoch it ended ok and awaits a verdict on
   template <class V> void fields(V& v) {
     v(peer_group); v(advertised_host, Limit{kMaxHostLength}); v(advertised_port);
     v(p2p_connections); v(heartbeat_timeout_ms); v(nonce, Limit{kMaxAuthField}); v(proof, Limit{kMaxAuthField});
@@ -148,8 +151,8 @@ struct Hello {
 struct Welcome {
   static constexpr MessageType kType = MessageType::welcome;
   uint64_t peer_id = 0;
-  std::string observed_host;  // where the master saw this peer connect from
-  std::string proof;          // the master's, over (hello nonce, challenge nonce)
+  std::string observed_host{};  // where the master saw this peer connect from
+  std::string proof{};          // the master's, over (hello nonce, challenge nonce)
   template <class V> void fields(V& v) {
     v(peer_id); v(observed_host, Limit{kMaxHostLength}); v(proof, Limit{kMaxAuthField});
   }
@@ -170,10 +173,10 @@ struct TopologyVote {
 // Where a peer takes p2p connections: ring links, probes, shared-state fetches.
 struct PeerAddress {
   uint64_t peer_id = 0;
-  std::string host;
+  std::string host{};
   uint16_t port = 0;
   // Dialled in turn when `host` cannot be (another address family: peer/dial_candidates.h).
-  std::vector<std::string> other_hosts;
+  std::vector<std::string> other_hosts{};
   template <class V> void fields(V& v) {
     v(peer_id); v(host, Limit{kMaxHostLength}); v(port); v(other_hosts, Limit{kMaxOtherHosts, kMaxHostLength});
   }
@@ -187,7 +190,7 @@ struct Topology {
   uint64_t epoch = 0;
   uint32_t peer_group = 0;
   uint32_t p2p_connections = 0;  // lanes per link, agreed for the whole ring
-  std::vector<RingMember> ring;
+  std::vector<RingMember> ring{};
   template <class V> void fields(V& v) {
     v(epoch); v(peer_group); v(p2p_connections); v(ring, Limit{kMaxRingMembers});
   }
@@ -198,7 +201,7 @@ struct TopologyReady {
   uint64_t epoch = 0;
   uint32_t code = 0;              // Errc; 0 when every link is up
   uint64_t unreachable_peer = 0;  // who could not be reached, when known
-  std::string reason;
+  std::string reason{};
   template <class V> void fields(V& v) {
     v(epoch); v(code); v(unreachable_peer); v(reason, Limit{kMaxReasonLength});
   }
@@ -263,7 +266,7 @@ struct CollectiveEnd {
   uint64_t epoch = 0;
   uint32_t seq = 0;
   uint32_t code = 0;
-  std::string reason;
+  std::string reason{};
   template <class V> void fields(V& v) { v(epoch); v(seq); v(code); v(reason, Limit{kMaxReasonLength}); }
 };
 
@@ -273,7 +276,7 @@ struct CollectiveResult {
   uint64_t epoch = 0;
   uint32_t seq = 0;
   uint32_t code = 0;
-  std::string reason;
+  std::string reason{};
   template <class V> void fields(V& v) { v(epoch); v(seq); v(code); v(reason, Limit{kMaxReasonLength}); }
 };
 
@@ -285,7 +288,7 @@ struct CollectivePending {
   static constexpr MessageType kType = MessageType::collective_pending;
   uint64_t epoch = 0;
   uint32_t seq = 0;
-  std::vector<uint64_t> waiting_for;  // members that have not ended yet
+  std::vector<uint64_t> waiting_for{};  // members that have not ended yet
   template <class V> void fields(V& v) { v(epoch); v(seq); v(waiting_for, Limit{kMaxRingMembers}); }
 };
 
@@ -295,14 +298,14 @@ struct CollectivePending {
 struct CallRefused {
   static constexpr MessageType kType = MessageType::call_refused;
   uint32_t code = 0;
-  std::string reason;
+  std::string reason{};
   template <class V> void fields(V& v) { v(code); v(reason, Limit{kMaxReasonLength}); }
 };
 
 struct Kick {
   static constexpr MessageType kType = MessageType::kick;
   uint32_t code = 0;
-  std::string reason;
+  std::string reason{};
   template <class V> void fields(V& v) { v(code); v(reason, Limit{kMaxReasonLength}); }
 };
 
@@ -319,7 +322,7 @@ struct Leave {
 // The acceptor's first frame on every p2p connection.
 struct LinkChallenge {
   static constexpr MessageType kType = MessageType::link_challenge;
-  std::string nonce;
+  std::string nonce{};
   uint8_t required = 0;
   template <class V> void fields(V& v) { v(nonce, Limit{kMaxAuthField}); v(required); }
 };
@@ -332,12 +335,12 @@ struct LinkHello {
   uint64_t epoch = 0;
   uint32_t lane = 0;
   uint32_t lanes = 0;
-  std::string nonce;
-  std::string proof;
+  std::string nonce{};
+  std::string proof{};
   // The dialer's net::same_host_key() and the shared-memory ring it made for
   // this lane (empty: TCP only). An acceptor with the same key maps the ring.
-  std::string host_key;
-  std::string shm_ring;
+  std::string host_key{};
+  std::string shm_ring{};
   template <class V> void fields(V& v) {
     v(from_peer); v(to_peer); v(epoch); v(lane); v(lanes); v(nonce, Limit{kMaxAuthField}); v(proof, Limit{kMaxAuthField});
     v(host_key, Limit{kMaxHostKey}); v(shm_ring, Limit{kMaxHostKey});
@@ -352,8 +355,8 @@ struct LinkHello {
 struct LinkWelcome {
   static constexpr MessageType kType = MessageType::link_welcome;
   uint32_t code = 0;
-  std::string reason;
-  std::string proof;  // the acceptor's, over (hello nonce, challenge nonce)
+  std::string reason{};
+  std::string proof{};  // the acceptor's, over (hello nonce, challenge nonce)
   uint8_t shm = 0;    // 1: the acceptor mapped the hello's ring; this lane's bytes go through it
   template <class V> void fields(V& v) {
     v(code); v(reason, Limit{kMaxReasonLength}); v(proof, Limit{kMaxAuthField}); v(shm);
@@ -363,7 +366,7 @@ struct LinkWelcome {
 // --- shared state ---------------------------------------------------------
 
 struct TensorDigest {
-  std::string name;
+  std::string name{};
   uint8_t dtype = 0;
   uint64_t count = 0;
   uint64_t hash = 0;  // core/content_hash.h
@@ -380,7 +383,7 @@ struct SyncBegin {
   uint32_t seq = 0;
   uint64_t revision = 0;
   uint8_t strategy = 0;  // SyncStrategy
-  std::vector<TensorDigest> tensors;
+  std::vector<TensorDigest> tensors{};
   template <class V> void fields(V& v) {
     v(epoch); v(seq); v(revision); v(strategy); v(tensors, Limit{kMaxSharedTensors});
   }
@@ -390,7 +393,7 @@ struct SyncBegin {
 struct SyncFetch {
   uint32_t tensor = 0;
   uint64_t hash = 0;              // what the fetched bytes must hash to
-  std::vector<uint64_t> holders;  // peers that hold them
+  std::vector<uint64_t> holders{};  // peers that hold them
   template <class V> void fields(V& v) { v(tensor); v(hash); v(holders, Limit{kMaxRingMembers}); }
 };
 
@@ -400,9 +403,9 @@ struct SyncPlan {
   uint64_t epoch = 0;
   uint32_t seq = 0;
   uint64_t revision = 0;              // the revision every peer ends with
-  std::vector<SyncFetch> fetches;
-  std::vector<uint64_t> serve_to;     // peers allowed to fetch from this one
-  std::vector<PeerAddress> addresses; // of the holders this peer fetches from
+  std::vector<SyncFetch> fetches{};
+  std::vector<uint64_t> serve_to{};     // peers allowed to fetch from this one
+  std::vector<PeerAddress> addresses{}; // of the holders this peer fetches from
   template <class V> void fields(V& v) {
     v(epoch); v(seq); v(revision); v(fetches, Limit{kMaxSharedTensors}); v(serve_to, Limit{kMaxRingMembers});
     v(addresses, Limit{kMaxRingMembers});
@@ -416,8 +419,8 @@ struct FetchHello {
   uint64_t to_peer = 0;
   uint64_t epoch = 0;
   uint32_t seq = 0;
-  std::string nonce;
-  std::string proof;
+  std::string nonce{};
+  std::string proof{};
   template <class V> void fields(V& v) {
     v(from_peer); v(to_peer); v(epoch); v(seq); v(nonce, Limit{kMaxAuthField}); v(proof, Limit{kMaxAuthField});
   }
@@ -451,7 +454,7 @@ struct LinkEntry {
 // A peer's measurements of its own links (from_peer is the sender). Rate-limited by the peer.
 struct LinkReport {
   static constexpr MessageType kType = MessageType::link_report;
-  std::vector<LinkEntry> links;
+  std::vector<LinkEntry> links{};
   template <class V> void fields(V& v) { v(links, Limit{kMaxRingMembers}); }
 };
 
@@ -466,7 +469,7 @@ struct LinkMatrixQuery {
 struct LinkMatrix {
   static constexpr MessageType kType = MessageType::link_matrix;
   uint64_t request = 0;
-  std::vector<LinkEntry> links;
+  std::vector<LinkEntry> links{};
   template <class V> void fields(V& v) { v(request); v(links, Limit{kMaxLinkMatrixEntries}); }
 };
 
@@ -481,8 +484,8 @@ struct ProbeRound {
   static constexpr MessageType kType = MessageType::probe_round;
   uint64_t epoch = 0;
   uint32_t round = 0;
-  std::vector<RingMember> targets;
-  std::vector<uint64_t> sources;
+  std::vector<RingMember> targets{};
+  std::vector<uint64_t> sources{};
   template <class V> void fields(V& v) {
     v(epoch); v(round); v(targets, Limit{kMaxRingMembers}); v(sources, Limit{kMaxRingMembers});
   }
@@ -494,8 +497,8 @@ struct ProbeDone {
   static constexpr MessageType kType = MessageType::probe_done;
   uint64_t epoch = 0;
   uint32_t round = 0;
-  std::vector<LinkEntry> links;
-  std::vector<uint64_t> unreachable;
+  std::vector<LinkEntry> links{};
+  std::vector<uint64_t> unreachable{};
   template <class V> void fields(V& v) {
     v(epoch); v(round); v(links, Limit{kMaxRingMembers}); v(unreachable, Limit{kMaxRingMembers});
   }
@@ -511,9 +514,9 @@ struct ProbeHello {
   uint64_t to_peer = 0;
   uint64_t epoch = 0;
   uint32_t round = 0;
-  std::string nonce;
-  std::string proof;
-  std::string host_key;
+  std::string nonce{};
+  std::string proof{};
+  std::string host_key{};
   template <class V> void fields(V& v) {
     v(from_peer); v(to_peer); v(epoch); v(round); v(nonce, Limit{kMaxAuthField}); v(proof, Limit{kMaxAuthField});
     v(host_key, Limit{kMaxHostKey});

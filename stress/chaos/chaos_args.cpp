@@ -83,8 +83,11 @@ bool parse_chaos_args(int argc, char** argv, ChaosArgs* args, int* exit_code) {
       ->check(CLI::Range(0.0, 86400.0))
       ->capture_default_str();
   tooling::add_version_flag(app, tooling::version_text("ferry-chaos", ferry_version()));
+  if (const auto status = tooling::parse_command_line(app, argc, argv)) {
+    *exit_code = *status;
+    return false;
+  }
   try {
-    app.parse(argc, argv);
     args->size_bytes = tooling::parse_byte_size(size);
     if (args->size_bytes % sizeof(float) != 0) throw std::invalid_argument("--size must be a multiple of 4");
     const std::optional<ferry_quant> parsed = tooling::parse_quant(quant);
@@ -92,9 +95,6 @@ bool parse_chaos_args(int argc, char** argv, ChaosArgs* args, int* exit_code) {
     args->quant = *parsed;
     args->faults = parse_faults(faults);
     if (args->max_peers == 0) args->max_peers = 2 * args->peers;
-  } catch (const CLI::ParseError& e) {
-    *exit_code = tooling::exit_status(app, e);
-    return false;
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "ferry-chaos: %s\n", e.what());
     *exit_code = tooling::kExitBadArguments;

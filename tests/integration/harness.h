@@ -30,6 +30,12 @@ void must(ferry_result r, const char* what);
 // connections with the ring's bytes in shared memory (ferry_comm_params.shared_memory).
 enum class Wire { plain, tls, shm };
 const char* wire_name(Wire wire);
+// One run of a test that sweeps wires, world sizes and connection counts.
+struct WireRun {
+  Wire wire;
+  size_t peers;
+  uint32_t connections;
+};
 Wire current_wire();
 class WireScope {
  public:

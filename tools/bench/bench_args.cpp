@@ -225,14 +225,7 @@ std::optional<BenchArgs> parse_bench_args(int argc, char** argv) {
 
   tooling::add_version_flag(app, tooling::version_text("ferry-bench", ferry_version()));
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::Success& e) {  // --help, --version
-    tooling::exit_status(app, e);
-    return std::nullopt;
-  } catch (const CLI::ParseError& e) {
-    throw ArgsError(e.what());
-  }
+  if (!tooling::parse_or_throw<ArgsError>(app, argc, argv)) return std::nullopt;  // --help, --version
   if (args.workload == "sync") {
     // Its own children get the whole forwarded command line; refuse only what a user typed.
     for (const char* option : {"--peers", "--op", "--concurrent", "--gloo-algorithm", "--quant"}) {

@@ -37,4 +37,21 @@ int exit_status(const CLI::App& app, const CLI::ParseError& error);
 // Parses argv; empty when the tool should go on, else the status to exit with now.
 std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv);
 
+// Parses argv for a tool whose own argument parser reports a bad command line
+// by throwing ArgsError(message), so that its tests can see the refusal and
+// its main says it in the tool's own words. False after --help or --version
+// (printed; the tool exits 0), true when the tool should go on.
+template <class ArgsError>
+bool parse_or_throw(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& done) {
+    exit_status(app, done);
+    return false;
+  } catch (const CLI::ParseError& error) {
+    throw ArgsError(error.what());
+  }
+  return true;
+}
+
 }  // namespace ferry::tooling

@@ -109,14 +109,7 @@ std::optional<BenchArgs> parse_bench_args(int argc, char** argv) {
 
   tooling::add_version_flag(app, tooling::version_text("ferry-gloo-bench", tooling::built_ferry_version()));
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::Success& e) {  // --help, --version
-    tooling::exit_status(app, e);
-    return std::nullopt;
-  } catch (const CLI::ParseError& e) {
-    throw ArgsError(e.what());
-  }
+  if (!tooling::parse_or_throw<ArgsError>(app, argc, argv)) return std::nullopt;  // --help, --version
   args.sizes = parse_byte_sizes(sizes_text);
   args.dtype = kDtypes.at(dtype_text);  // IsMember has normalised the case
   args.algorithm = kAlgorithms.at(algorithm_text);

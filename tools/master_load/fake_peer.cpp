@@ -80,7 +80,7 @@ void FakePeer::on_topology(const wire::Topology& topology) {
   successor_ = 0;
   for (size_t i = 0; i < topology.ring.size() && topology.ring.size() > 1; ++i)
     if (topology.ring[i].peer_id == self) successor_ = topology.ring[(i + 1) % topology.ring.size()].peer_id;
-  session_->send(wire::TopologyReady{topology.epoch, 0, 0, ""});
+  session_->send(wire::TopologyReady{.epoch = topology.epoch});
 }
 
 void FakePeer::on_topology_done(const wire::TopologyDone& done) {
@@ -89,7 +89,7 @@ void FakePeer::on_topology_done(const wire::TopologyDone& done) {
 }
 
 void FakePeer::on_collective_go(const wire::CollectiveGo& go) {
-  session_->send(wire::CollectiveEnd{go.epoch, go.seq, 0, ""});
+  session_->send(wire::CollectiveEnd{.epoch = go.epoch, .seq = go.seq});
 }
 
 void FakePeer::on_collective_result(const wire::CollectiveResult& result) {
@@ -102,7 +102,7 @@ void FakePeer::maybe_report_link() {
   const Clock::time_point now = Clock::now();
   if (successor_ == 0 || now - last_link_report_ < kLinkReportInterval) return;
   last_link_report_ = now;
-  session_->send(wire::LinkReport{{made_up_link(id_.load(), successor_, kElements * sizeof(float))}});
+  session_->send(wire::LinkReport{.links = {made_up_link(id_.load(), successor_, kElements * sizeof(float))}});
 }
 
 void FakePeer::on_probe_round(const wire::ProbeRound& round) {
