@@ -19,19 +19,18 @@ void MasterState::start_proposal(Group& group, std::vector<PeerId> order) {
   if (ordered) {
     proposal.members = std::move(order);
   } else {
-    std::vector<PeerId> evict;
-    proposal.members = placeable(group, &evict);
+    std::vector<PeerId> unplaceable;  // accepted members no ring avoiding the unreachable pairs can hold
+    proposal.members = placeable(group, &unplaceable);
     for (PeerId id : group.waiting)
       if (!contains(proposal.members, id))
         log().info("join: {} waits: no ring with it avoids every pair that cannot connect", peer_name(id));
     std::string names;
-    for (PeerId id : evict) names += (names.empty() ? "" : ", ") + peer_name(id);
-    group.settling = true;
-    for (PeerId id : evict)
-      kick(peers_.at(id).conn, Errc::connect,
-           "no ring of the group avoids every pair that cannot connect, and leaving out " + names +
-               " is the fewest peers that makes one possible");
-    group.settling = false;
+    for (PeerId id : unplaceable) names += (names.empty() ? "" : ", ") + peer_name(id);
+    // evict, not kick: this proposal is the group's answer to losing them.
+    for (PeerId id : unplaceable)
+      evict(id, Errc::connect,
+            "no ring of the group avoids every pair that cannot connect, and leaving out " + names +
+                " is the fewest peers that makes one possible");
   }
   if (proposal.members.empty()) {
     group.proposal.reset();
@@ -147,14 +146,13 @@ void MasterState::settle_proposal(Group& group) {
   if (!verdict->culprits.empty())
     log().warn("phase: group {} epoch {} failed; evicting {} peers", group.id, epoch, verdict->culprits.size());
   group.proposal.reset();
-  group.settling = true;
+  // evict, not kick: the group proposes once, below, when every culprit is gone, not once per culprit.
   for (const Culprit& culprit : verdict->culprits) {
     const Peer& peer = peers_.at(culprit.id);
     std::string why = "evicted from the ring of epoch " + std::to_string(epoch) + ": " + culprit.why;
     if (peer.phase == Phase::pending) note_backoff(peer.source);
-    kick(peer.conn, Errc::connect, why);
+    evict(culprit.id, Errc::connect, why);
   }
-  group.settling = false;
   start_proposal(group);  // ordered around every unreachable pair (better_ring)
 }
 

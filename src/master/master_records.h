@@ -107,7 +107,6 @@ struct Group {
   // resuming). When the last one leaves, the revision is forgotten: a state no member
   // holds cannot be required of the next sync (it would refuse every sync forever).
   std::set<PeerId> revision_holders;
-  bool settling = false;  // evicting a proposal's culprits: one re-proposal afterwards, not one each
   uint32_t reroutes = 0;  // proposals re-ordered around failed links since the last commit
   LinkMatrix links;       // what its members measured of the links between them
   // Set while the group is rebuilt from resume hellos; gone at its next commit.

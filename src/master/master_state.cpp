@@ -94,19 +94,30 @@ void MasterState::handle(Peer& peer, const wire::Leave&) {
 }
 
 void MasterState::kick(ConnId conn, Errc code, const std::string& reason) {
-  auto it = connections_.find(conn);
-  if (it == connections_.end()) return;
-  if (it->second.peer) {
+  if (!connections_.count(conn)) return;
+  close_with_kick(conn, code, reason);
+  drop_connection(conn, "kicked: " + reason);
+}
+
+void MasterState::evict(PeerId id, Errc code, const std::string& reason) {
+  const ConnId conn = peers_.at(id).conn;
+  close_with_kick(conn, code, reason);
+  connections_.erase(conn);
+  forget_peer(id, "kicked: " + reason);
+}
+
+void MasterState::close_with_kick(ConnId conn, Errc code, const std::string& reason) {
+  const Connection& c = connections_.at(conn);
+  if (c.peer) {
     ++stats_.kicked;
-    log().warn("kick: {}: {}", who(*it->second.peer), reason);
-    const PeerId id = *it->second.peer;
+    log().warn("kick: {}: {}", who(*c.peer), reason);
+    const PeerId id = *c.peer;
     journal_.event(now_ms_, "kick", peers_.at(id).group, id, who(id) + " kicked: " + reason);
   } else if (uint64_t events = stranger_kicks_log_.admit(LogThrottle::Clock::time_point(std::chrono::milliseconds(now_ms_)))) {
     // Strangers come in storms: one line a second stands for all of them.
-    log().warn("kick: {} connection(s) before their hello; last from {}: {}", events, it->second.remote_host, reason);
+    log().warn("kick: {} connection(s) before their hello; last from {}: {}", events, c.remote_host, reason);
   }
   effects_.closes.push_back({conn, wire::Kick{static_cast<uint32_t>(code), wire::bounded_reason(reason)}, reason});
-  drop_connection(conn, "kicked: " + reason);
 }
 
 void MasterState::forget_revision_holder(Group& group, PeerId id) {
@@ -130,8 +141,12 @@ void MasterState::forget_revision_holder(Group& group, PeerId id) {
 }
 
 void MasterState::remove_peer(PeerId id, const std::string& reason) {
+  if (Group* group = forget_peer(id, reason)) after_loss(*group, id);
+}
+
+Group* MasterState::forget_peer(PeerId id, const std::string& reason) {
   auto pit = peers_.find(id);
-  if (pit == peers_.end()) return;
+  if (pit == peers_.end()) return nullptr;
   const std::string name = who(id);
   Peer peer = pit->second;
   peers_.erase(pit);
@@ -157,7 +172,10 @@ void MasterState::remove_peer(PeerId id, const std::string& reason) {
     group.broken = true;
     collectives_lose(group, id, name + " was lost: " + reason);
   }
-  if (group.settling) return;  // settle_proposal proposes once, when every culprit is gone
+  return &group;
+}
+
+void MasterState::after_loss(Group& group, PeerId id) {
   if (group.proposal && contains(group.proposal->members, id)) {
     log().info("phase: group {} epoch {} lost {}; proposing again", group.id, group.proposal->epoch,
                  peer_name(id));

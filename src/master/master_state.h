@@ -154,9 +154,21 @@ class MasterState {
   void handle(Peer& peer, const wire::Leave& m);
   // Closes the connection with a kick saying why; its peer goes (remove_peer).
   void kick(ConnId conn, Errc code, const std::string& reason);
-  // Forgets the peer, closes its connection, and lets its group react (a new
-  // proposal, a vote decided without it).
+  // The same for a member its group is evicting (a proposal's culprits, the
+  // members no ring can hold), except that the group does not react
+  // (after_loss): the caller proposes once, when all of them are gone.
+  void evict(PeerId id, Errc code, const std::string& reason);
+  void close_with_kick(ConnId conn, Errc code, const std::string& reason);
+  // forget_peer, then after_loss.
   void remove_peer(PeerId id, const std::string& reason);
+  // Forgets the peer everywhere (its connection closed, its group's ring,
+  // waiting list, votes and collectives without it); returns its group
+  // (nullptr when it was not a peer).
+  Group* forget_peer(PeerId id, const std::string& reason);
+  // The group's answer to losing `id`: a proposal without it (it was in the
+  // one in flight, or the group has no ring but joiners), or a vote decided
+  // without it.
+  void after_loss(Group& group, PeerId id);
   void forget_revision_holder(Group& group, PeerId id);
   void forget_idle_groups();
   void send(PeerId id, wire::Message message);
@@ -254,7 +266,13 @@ class MasterState {
   std::map<uint32_t, Group> groups_;
   std::map<std::string, uint32_t> pending_by_source_;  // joiners waiting, per address; no zero entries
   std::map<std::string, Backoff> backoff_;             // at most limits_.max_backoff_sources
-  std::set<uint32_t> maybe_idle_;                      // groups that lost a peer during this event
+  // Groups that lost a peer during this event. Erased (if left with no ring, no
+  // joiner and no proposal) only when the event is over, by forget_idle_groups:
+  // callers up the stack still hold their group (on_tick walks groups_ while
+  // kicking; settle_proposal proposes again after its evictions). The one
+  // re-entrancy guard left: erasing in place would need every caller to
+  // re-find its group after each kick.
+  std::set<uint32_t> maybe_idle_;
   uint64_t now_ms_ = 0;
   LogThrottle stranger_kicks_log_;  // on the state's clock, like everything else here
   MasterStats stats_;
