@@ -4,6 +4,12 @@
 // own: the caller says what time it is (advance_clock), so the same inputs
 // always give the same outputs and every rule is unit-testable.
 //
+// One class, a file per job: its bounds in master_limits.h, its records
+// (Peer, Group, Proposal, Collective, ...) in master_records.h; the frame
+// (events in, effects out, a peer leaving) in master_state.cpp; admission,
+// votes, proposals, collectives, link reports, resume and the view each in
+// master_<job>.cpp (the private members below are grouped by file).
+//
 // Membership, per peer group:
 //   pending  --(accepted members all vote topology, or the group is empty)-->
 //   in a proposal (every member dials its ring neighbours, reports ready) -->
