@@ -1,0 +1,334 @@
+// Proposals: who a new ring holds and in which order (ring_choice.h), the
+// members' answers and their verdict (ring_verdict.h), reroutes around failed
+// links, probe rounds of the pairs nobody measured (probe_plan.h), and the
+// commit (the rules in master_state.h, "Membership").
+#include <algorithm>
+#include <numeric>
+
+#include "core/log.h"
+#include "master/master_state.h"
+#include "master/peer_ids.h"
+#include "master/ring_verdict.h"
+
+namespace ferry::master {
+
+void MasterState::start_proposal(Group& group, std::vector<PeerId> order) {
+  Proposal proposal;
+  proposal.epoch = next_epoch_++;
+  bool ordered = !order.empty();
+  if (ordered) {
+    proposal.members = std::move(order);
+  } else {
+    std::vector<PeerId> unplaceable;  // accepted members no ring avoiding the unreachable pairs can hold
+    proposal.members = placeable(group, &unplaceable);
+    for (PeerId id : group.waiting)
+      if (!contains(proposal.members, id))
+        log().info("join: {} waits: no ring with it avoids every pair that cannot connect", peer_name(id));
+    std::string names;
+    for (PeerId id : unplaceable) names += (names.empty() ? "" : ", ") + peer_name(id);
+    // evict, not kick: this proposal is the group's answer to losing them.
+    for (PeerId id : unplaceable)
+      evict(id, Errc::connect,
+            "no ring of the group avoids every pair that cannot connect, and leaving out " + names +
+                " is the fewest peers that makes one possible");
+  }
+  if (proposal.members.empty()) {
+    group.proposal.reset();
+    return;
+  }
+  abort_all_collectives(group, Errc::peer_lost, "the ring is being rebuilt");
+  proposal.started_ms = now_ms_;
+  group.proposal = std::move(proposal);
+  send_topology(group, !ordered);
+}
+
+RingProblem MasterState::ring_problem(Group& group, const std::vector<PeerId>& members) {
+  group.links.expire(now_ms_, limits_.link_max_age_ms);
+  RingProblem problem = RingProblem::sized(members.size());
+  double longest = 0;
+  for (size_t a = 0; a < members.size(); ++a)
+    for (size_t b = 0; b < members.size(); ++b)
+      if (a != b) {
+        problem.bw(a, b) = group.links.capacity(members[a], members[b]);
+        problem.rtt_ms[a * members.size() + b] = group.links.rtt_ms(members[a], members[b]);
+        if (problem.bw(a, b) > 0) longest = std::max(longest, problem.rtt_ms[a * members.size() + b]);
+      }
+  // An unknown pair's RTT as the longest known one, as its rate is the slowest (ring_choice.h):
+  // unmeasured must not look close.
+  for (size_t a = 0; a < members.size(); ++a)
+    for (size_t b = 0; b < members.size(); ++b)
+      if (a != b && problem.bw(a, b) <= 0) problem.rtt_ms[a * members.size() + b] = longest;
+  return problem;
+}
+
+std::optional<std::vector<PeerId>> MasterState::better_ring(Group& group, const std::vector<PeerId>& members,
+                                                            std::chrono::milliseconds budget, double gain) {
+  if (members.size() < 3) return std::nullopt;
+  RingProblem problem = ring_problem(group, members);
+  std::vector<size_t> start(members.size());
+  std::iota(start.begin(), start.end(), 0);
+  RingChoice given = evaluate_ring(problem, start);
+  RingChoice best = choose_ring(problem, start, limits_.ring_rtt_tolerance, budget);
+  // Hysteresis: measurement noise must not rebuild rings; a ring that needs an unreachable pair always goes.
+  bool unusable = given.bottleneck < 0 && best.bottleneck >= 0;
+  // As fast within tolerance, a ring whose hops wait `gain` times less RTT wins too (a long ring's
+  // slow start and loss recovery cost throughput, and every step of a small all-reduce waits a hop).
+  bool as_fast = best.bottleneck >= given.bottleneck * (1 - limits_.ring_rtt_tolerance);
+  bool gains = gain > 1 ? best.bottleneck >= given.bottleneck * gain ||
+                              (as_fast && best.total_rtt_ms * gain < given.total_rtt_ms)
+                        : best.order != given.order && (best.bottleneck > given.bottleneck ||
+                                                        best.total_rtt_ms < given.total_rtt_ms);
+  if (!unusable && (!gains || !limits_.order_rings_by_links)) return std::nullopt;
+  std::vector<PeerId> order;
+  for (size_t i : best.order) order.push_back(members[i]);
+  log().info("ring: group {}: order by bottleneck {:.1f} MB/s (total RTT {:.0f} ms) instead of {:.1f} MB/s ({:.0f} ms)",
+             group.id, best.bottleneck / 1e6, best.total_rtt_ms, given.bottleneck / 1e6, given.total_rtt_ms);
+  return order;
+}
+
+void MasterState::send_topology(Group& group, bool reorder) {
+  Proposal& proposal = *group.proposal;
+  if (reorder)
+    if (auto order = better_ring(group, proposal.members, std::chrono::milliseconds(1000), limits_.ring_reorder_gain))
+      proposal.members = std::move(*order);
+  wire::Topology topology;
+  topology.epoch = proposal.epoch;
+  topology.peer_group = group.id;
+  topology.p2p_connections = wire::kMaxConnectionsPerLink;
+  for (PeerId id : proposal.members) {
+    const Peer& p = peers_.at(id);
+    topology.ring.push_back(p.endpoint);
+    // A ring moves at its slowest link; one lane count for all keeps both ends of every link agreed.
+    topology.p2p_connections = std::min(topology.p2p_connections, p.connections);
+  }
+  log().info("phase: group {} proposes epoch {} with {} peers", group.id, proposal.epoch,
+               proposal.members.size());
+  send_all(proposal.members, topology);
+}
+
+void MasterState::handle(Peer& peer, const wire::TopologyReady& m) {
+  Group& group = group_of(peer);
+  if (!group.proposal || group.proposal->epoch != m.epoch || !contains(group.proposal->members, peer.id))
+    return;  // from a proposal already superseded
+  if (group.proposal->answers.count(peer.id)) return;  // its first answer stands
+  if (m.code != 0) {
+    log().warn("phase: group {} epoch {} failed at {}: {}", group.id, m.epoch, who(peer.id), m.reason);
+    ++group.proposal->failed_answers;
+  }
+  group.proposal->answers[peer.id] = m;
+  settle_proposal(group);
+}
+
+void MasterState::settle_proposal(Group& group) {
+  Proposal& p = *group.proposal;
+  // While every answer in says ready, nobody is blamed, so a missing answer
+  // always matters (ring_verdict.h: an accepted member's is waited for, and
+  // every pending member is vouched for by a neighbour): nothing to decide
+  // before the last one. Skipping the O(N) verdict here keeps a proposal's
+  // answers O(N log N) in all, not O(N^2).
+  if (p.failed_answers == 0 && p.answers.size() < p.members.size()) return;
+  std::vector<VerdictMember> members;
+  for (PeerId id : p.members) {
+    VerdictMember m{id, peers_.at(id).phase == Phase::accepted, std::nullopt};
+    if (auto it = p.answers.find(id); it != p.answers.end()) m.answer = it->second;
+    members.push_back(std::move(m));
+  }
+  const bool may_reroute = group.reroutes < limits_.max_reroutes;
+  for (VerdictMember& m : members) {
+    uint64_t heard_until = p.started_ms + 1000 + std::min<uint64_t>(peers_.at(m.id).silent_link_ms, limits_.max_silent_link_ms);
+    m.hear_if_blamed = may_reroute && peers_.at(m.id).silent_link_ms > 0 && now_ms_ < heard_until;
+  }
+  auto verdict = ring_verdict(members, may_reroute);
+  if (!verdict) return;  // answers that could still matter are missing
+  if (verdict->all_ready()) return probe_or_commit(group);
+  uint64_t epoch = p.epoch;
+  if (!verdict->failed_links.empty()) reroute(group, *verdict);  // start_proposal places the members around them
+  if (!verdict->culprits.empty())
+    log().warn("phase: group {} epoch {} failed; evicting {} peers", group.id, epoch, verdict->culprits.size());
+  group.proposal.reset();
+  // evict, not kick: the group proposes once, below, when every culprit is gone, not once per culprit.
+  for (const Culprit& culprit : verdict->culprits) {
+    const Peer& peer = peers_.at(culprit.id);
+    std::string why = "evicted from the ring of epoch " + std::to_string(epoch) + ": " + culprit.why;
+    if (peer.phase == Phase::pending) note_backoff(peer.source);
+    evict(culprit.id, Errc::connect, why);
+  }
+  start_proposal(group);  // ordered around every unreachable pair (better_ring)
+}
+
+void MasterState::reroute(Group& group, const Verdict& verdict) {
+  ++group.reroutes;
+  for (const FailedLink& link : verdict.failed_links) {
+    uint64_t wait = group.links.mark_unreachable(link.from, link.to, now_ms_,
+                                                 {limits_.unreachable_retry_ms, limits_.unreachable_retry_max_ms});
+    log().warn("ring: group {}: {} cannot reach {} ({}); rings avoid that pair for {} s", group.id,
+               peer_name(link.from), peer_name(link.to), link.why, wait / 1000);
+  }
+}
+
+std::vector<PeerId> MasterState::placeable(Group& group, std::vector<PeerId>* evict) {
+  std::vector<PeerId> members = group.ring;
+  for (PeerId id : group.waiting)
+    if (!contains(members, id)) members.push_back(id);
+  if (!group.links.any_unreachable(members)) return members;
+  // Keeping an accepted member is worth more than keeping a joiner; among equals, the older stays.
+  std::vector<double> keep_weight;
+  for (PeerId id : members)
+    keep_weight.push_back((peers_.at(id).phase == Phase::accepted ? 1e6 : 0) + 1.0 / static_cast<double>(id));
+  std::vector<size_t> drop = fewest_to_drop(ring_problem(group, members), keep_weight, std::chrono::milliseconds(500));
+  if (drop.empty()) return members;
+  std::vector<PeerId> kept;
+  for (size_t i = 0; i < members.size(); ++i) {
+    bool dropped = std::find(drop.begin(), drop.end(), i) != drop.end();
+    if (!dropped)
+      kept.push_back(members[i]);
+    else if (evict && peers_.at(members[i]).phase == Phase::accepted)
+      evict->push_back(members[i]);
+  }
+  return kept;
+}
+
+void MasterState::probe_or_commit(Group& group) {
+  Proposal& p = *group.proposal;
+  if (p.probing) return;
+  p.probing = true;
+  group.links.expire(now_ms_, limits_.link_max_age_ms);
+  p.probe_rounds = plan_probes(
+      p.members, [&](PeerId from, PeerId to) { return group.links.has(from, to); }, limits_.max_probe_rounds);
+  if (p.probe_rounds.empty()) return maybe_commit_proposal(group);
+  p.probe_started_ms = now_ms_;
+  log().debug("phase: group {} epoch {} probes {} rounds", group.id, p.epoch, p.probe_rounds.size());
+  send_probe_round(group);
+}
+
+void MasterState::kick_silent_probers(Group& group) {
+  if (!group.proposal || !group.proposal->probing || group.proposal->probe_waiting.empty()) return;
+  if (now_ms_ - group.proposal->probe_round_started_ms < limits_.probe_round_timeout_ms) return;
+  // An honest peer answers within its own bounds (link_probe.h); one that does not stalls the vote.
+  std::vector<PeerId> silent(group.proposal->probe_waiting.begin(), group.proposal->probe_waiting.end());
+  for (PeerId peer : silent)
+    if (auto it = peers_.find(peer); it != peers_.end())
+      kick(it->second.conn, Errc::protocol,
+           "did not answer probe round " + std::to_string(group.proposal->probe_round) + " within " +
+               std::to_string(limits_.probe_round_timeout_ms) + " ms");
+}
+
+void MasterState::end_probes(Group& group) {
+  Proposal& p = *group.proposal;
+  size_t pairs = 0;
+  for (const auto& planned : p.probe_rounds) pairs += planned.size();
+  log().info("phase: group {} epoch {} probed {} links in {} rounds, {} ms", group.id, p.epoch, pairs,
+             p.probe_rounds.size(), now_ms_ - p.probe_started_ms);
+  // What the probes found may call for another order: proposed now, before
+  // anyone runs a collective on this one (its links are then known: no probes).
+  if (auto order = better_ring(group, p.members, std::chrono::milliseconds(1000),
+                               p.optimize ? 1.0 : limits_.ring_reorder_gain)) {
+    group.proposal.reset();
+    return start_proposal(group, std::move(*order));
+  }
+  maybe_commit_proposal(group);
+}
+
+void MasterState::send_probe_round(Group& group) {
+  Proposal& p = *group.proposal;
+  std::map<PeerId, wire::ProbeRound> rounds;
+  auto round_of = [&](PeerId id) -> wire::ProbeRound& {
+    auto [it, fresh] = rounds.try_emplace(id);
+    if (fresh) {
+      it->second.epoch = p.epoch;
+      it->second.round = static_cast<uint32_t>(p.probe_round);
+    }
+    return it->second;
+  };
+  for (const ProbePair& pair : p.probe_rounds[p.probe_round]) {
+    round_of(pair.from).targets.push_back(peers_.at(pair.to).endpoint);
+    round_of(pair.to).sources.push_back(pair.from);
+  }
+  p.probe_waiting.clear();
+  p.probe_round_started_ms = now_ms_;
+  for (auto& [id, round] : rounds) {
+    p.probe_waiting.insert(id);
+    send(id, std::move(round));
+  }
+}
+
+void MasterState::handle(Peer& peer, const wire::ProbeDone& m) {
+  Group& group = group_of(peer);
+  if (!group.proposal || !group.proposal->probing || group.proposal->epoch != m.epoch ||
+      group.proposal->probe_round != m.round || !group.proposal->probe_waiting.count(peer.id))
+    return;  // from a proposal or round already over
+  Proposal& p = *group.proposal;
+  const ProbeRoundPlan& round = p.probe_rounds[p.probe_round];
+  auto asked = [&](PeerId to) {
+    return std::any_of(round.begin(), round.end(), [&](const ProbePair& q) { return q.from == peer.id && q.to == to; });
+  };
+  for (const wire::LinkEntry& e : m.links)
+    if (e.from_peer != peer.id || !asked(e.to_peer))
+      return kick(peer.conn, Errc::protocol, "probe_done may only hold the links its round asked for");
+  for (PeerId to : m.unreachable) {
+    if (!asked(to)) return kick(peer.conn, Errc::protocol, "probe_done names an unreachable peer it was not asked to probe");
+    log().info("probe: group {}: {} cannot reach {}", group.id, peer_name(peer.id), peer_name(to));
+    group.links.mark_unreachable(peer.id, to, now_ms_, {limits_.unreachable_retry_ms, limits_.unreachable_retry_max_ms});
+  }
+  group.links.record(peer.id, m.links, p.members, now_ms_, /*probed=*/true);
+  p.probe_waiting.erase(peer.id);
+  if (!p.probe_waiting.empty()) return;
+  if (++p.probe_round < p.probe_rounds.size()) {
+    if (now_ms_ - p.probe_started_ms < limits_.probe_budget_ms) return send_probe_round(group);
+    p.probe_rounds.resize(p.probe_round);  // the pairs left wait for a later vote
+  }
+  end_probes(group);
+}
+
+void MasterState::maybe_commit_proposal(Group& group) {
+  if (!group.proposal) return;
+  Proposal& p = *group.proposal;
+  group.epoch = p.epoch;
+  group.ring = p.members;
+  group.broken = false;
+  clear_collectives(group);
+  group.topology_votes.clear();
+  group.vote_min_world = 0;
+  group.vote_hold_until_ms = UINT64_MAX;
+  group.links_broken_vote = false;
+  group.pending_queries.clear();
+  for (PeerId id : group.ring) {
+    Peer& peer = peers_.at(id);
+    if (peer.phase == Phase::pending) {
+      auto it = pending_by_source_.find(peer.source);
+      if (--it->second == 0) pending_by_source_.erase(it);
+    }
+    peer.phase = Phase::accepted;
+    erase_value(group.waiting, id);
+  }
+  group.proposal.reset();
+  group.reroutes = 0;
+  group.resume.reset();
+  log().info("phase: group {} committed epoch {}: ring of {}", group.id, group.epoch, group.ring.size());
+  journal_.event(now_ms_, "epoch", group.id, std::nullopt,
+                 "group " + std::to_string(group.id) + " committed epoch " + std::to_string(group.epoch) + ": ring of " +
+                     std::to_string(group.ring.size()));
+  send_all(group.ring, done_message(group));
+}
+
+void MasterState::renew_epoch(Group& group) {
+  group.epoch = next_epoch_++;
+  clear_collectives(group);
+  group.pending_queries.clear();
+  log().debug("phase: group {} renews its ring as epoch {}", group.id, group.epoch);
+  send_all(group.ring, done_message(group));
+}
+
+wire::TopologyDone MasterState::done_message(const Group& group) const {
+  wire::TopologyDone done;
+  done.epoch = group.epoch;
+  for (const auto& [id, g] : groups_) {
+    if (g.ring.empty()) continue;
+    done.global_world += static_cast<uint32_t>(g.ring.size());
+    done.num_groups += 1;
+    done.largest_group = std::max(done.largest_group, static_cast<uint32_t>(g.ring.size()));
+  }
+  return done;
+}
+
+}  // namespace ferry::master

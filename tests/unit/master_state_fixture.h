@@ -1,0 +1,104 @@
+// What the master_state_*.cpp tests share beyond master_fixture.h: resume
+// hellos, votes in, the ring proposed, answers as a network with blocked
+// pairs would give them, and the log captured.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <spdlog/logger.h>
+#include <spdlog/sinks/ostream_sink.h>
+
+#include "core/log.h"
+#include "master/master_state.h"
+#include "master_fixture.h"
+
+namespace ferry::master::testing {
+
+// What a member that lost its master says to the new one (hello.resume_*).
+inline Hello resume_hello(const Fixture& f, ConnId conn, PeerId id, uint64_t epoch, std::vector<PeerId> ring,
+                          std::vector<uint32_t> committed = {}, std::vector<uint32_t> awaiting = {}) {
+  Hello h = f.hello_of(conn);
+  h.resume_peer_id = id;
+  h.resume_epoch = epoch;
+  h.resume_ring = std::move(ring);
+  h.resume_committed = seq_ranges(committed);
+  h.resume_awaiting = seq_ranges(awaiting);
+  return h;
+}
+
+// Conns 1..n (the accepted ring) vote; returns the epoch of the proposal that follows.
+inline uint64_t vote_in(Fixture& f, ConnId n, uint8_t links_broken = 0) {
+  for (ConnId c = 1; c <= n; ++c) f.state.on_message(c, TopologyVote{links_broken});
+  f.step();
+  auto proposals = f.sent<Topology>();
+  REQUIRE_FALSE(proposals.empty());
+  return proposals[0].second.epoch;
+}
+
+// The ring of the one proposal the last step sent, by conn: what every member got.
+inline std::vector<uint64_t> proposed_ring(const Fixture& f) {
+  auto proposals = f.sent<Topology>();
+  std::vector<uint64_t> ids;
+  if (!proposals.empty())
+    for (auto& m : proposals[0].second.ring) ids.push_back(m.peer_id);
+  return ids;
+}
+
+// Every member of the last proposal answers as a network where `blocked`
+// ordered pairs cannot connect would have it: the dialer of a blocked link
+// blames its next peer, the far end its previous one (its inbound lane never
+// came). Returns the proposal's ring.
+inline std::vector<PeerId> answer_as_network(Fixture& f, const std::set<std::pair<PeerId, PeerId>>& blocked) {
+  auto proposals = f.sent<Topology>();
+  REQUIRE_FALSE(proposals.empty());
+  std::vector<PeerId> ring;
+  for (auto& m : proposals[0].second.ring) ring.push_back(m.peer_id);
+  const size_t n = ring.size();
+  for (size_t i = 0; i < n; ++i) {
+    PeerId self = ring[i], next = ring[(i + 1) % n], prev = ring[(i + n - 1) % n];
+    PeerId blamed = blocked.count({self, next}) ? next : blocked.count({prev, self}) ? prev : 0;
+    f.answer(static_cast<ConnId>(self), proposals[0].second.epoch, blamed);  // conn n joined as peer n
+  }
+  f.step();
+  return ring;
+}
+
+inline bool uses(const std::vector<PeerId>& ring, PeerId from, PeerId to) {
+  for (size_t i = 0; i < ring.size(); ++i)
+    if (ring[i] == from && ring[(i + 1) % ring.size()] == to) return true;
+  return false;
+}
+
+// While it lives, ferry's log goes (at `level`) to lines() instead of stderr.
+struct LogCapture {
+  std::ostringstream out;
+  std::vector<spdlog::sink_ptr> saved = ferry::log().sinks();
+
+  explicit LogCapture(const char* level) {
+    auto sink = std::make_shared<spdlog::sinks::ostream_sink_st>(out);
+    sink->set_pattern("%l %v");
+    ferry::log().sinks() = {sink};
+    ferry::set_log_level(level);
+  }
+  ~LogCapture() {
+    ferry::log().sinks() = saved;
+    ferry::set_log_level("off");
+  }
+  // The lines logged so far that hold `part`.
+  std::vector<std::string> lines(const std::string& part) const {
+    std::vector<std::string> found;
+    std::istringstream in(out.str());
+    for (std::string line; std::getline(in, line);)
+      if (line.find(part) != std::string::npos) found.push_back(line);
+    return found;
+  }
+};
+
+}  // namespace ferry::master::testing

@@ -1,0 +1,329 @@
+// The master's rules for proposals: members lost while proposing, verdicts on links that did not
+// form, reroutes around unreachable pairs, evictions (master_proposals.cpp).
+#include <catch2/catch.hpp>
+
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "master_state_fixture.h"
+
+using namespace ferry;
+using namespace ferry::master;
+using namespace ferry::wire;
+
+using namespace ferry::master::testing;
+
+TEST_CASE("master: a member lost during a proposal is dropped and the ring proposed again", "[master]") {
+  Fixture f;
+  f.ring_of(2);
+  f.join(3);
+  f.state.on_message(1, TopologyVote{});
+  f.state.on_message(2, TopologyVote{});
+  f.step();
+  uint64_t first = f.sent<Topology>()[0].second.epoch;
+  f.state.on_disconnected(3, "gone");
+  f.step();
+  auto again = f.sent<Topology>();
+  REQUIRE(again.size() == 2);
+  CHECK(again[0].second.epoch > first);
+  CHECK(again[0].second.ring.size() == 2);
+  // A ready for the superseded proposal changes nothing.
+  f.state.on_message(1, TopologyReady{first, 0, 0, ""});
+  CHECK(f.step().sends.empty());
+}
+
+TEST_CASE("master: a silent joiner its accepted neighbour cannot reach is heard for a grace, then evicted, and the "
+          "ring proposed without it",
+          "[master]") {
+  Fixture f;
+  auto [newcomer, epoch] = f.ring_of_two_proposing_a_third();
+  f.state.on_message(2, TopologyReady{epoch, static_cast<uint32_t>(Errc::connect), newcomer, "refused"});
+  f.step();
+  CHECK_FALSE(f.closed(3));  // one report decides nothing while an accepted member has not answered
+  f.answer(1, epoch);
+  f.step();
+  CHECK_FALSE(f.closed(3));  // its answer may show the link down at both ends: a ring without it
+  f.now_ms += f.silent_link_ms + 1000 - 1;
+  f.state.on_tick(f.now_ms);
+  f.step();
+  CHECK_FALSE(f.closed(3));
+  f.pass_answer_grace();
+  CHECK(f.closed(3));  // silent past its grace: it loses to an accepted member
+  auto again = f.sent<Topology>();
+  REQUIRE(again.size() == 2);
+  CHECK(again[0].second.ring.size() == 2);
+  // Naming a peer outside the proposal blames the reporter instead.
+  f.state.on_message(1, TopologyReady{again[0].second.epoch, 6, 999, "lies"});
+  f.step();
+  CHECK_FALSE(f.closed(1));
+  f.answer(2, again[0].second.epoch);
+  f.step();
+  CHECK(f.closed(1));
+  CHECK_FALSE(f.closed(2));
+}
+
+TEST_CASE("master: a joiner that falsely names an accepted neighbour unreachable is evicted, nobody else is",
+          "[master][insiders]") {
+  Fixture f;
+  f.ring_of(3);
+  PeerId liar = f.join(4);
+  uint64_t epoch = vote_in(f, 3);
+  // Ring 1 2 3 4: the liar's neighbours are 3 and 1; it blames 1 at once.
+  f.answer(4, epoch, 1);
+  f.step();
+  CHECK(f.last.closes.empty());
+  f.answer(1, epoch);
+  f.answer(2, epoch);
+  f.step();
+  CHECK(f.last.closes.empty());  // still waiting for accepted member 3
+  f.answer(3, epoch);
+  f.step();
+  REQUIRE(f.last.closes.size() == 1);
+  CHECK(f.closed(4));
+  CHECK(f.kick_of(4).reason.find("whose side of their link formed") != std::string::npos);
+  CHECK(proposed_ring(f) == std::vector<uint64_t>{1, 2, 3});
+  CHECK(f.sent<Topology>().size() == 3);  // one re-proposal
+  CHECK(f.state.pending(0).empty());
+  (void)liar;
+
+  // Among accepted members the accuser of a ready member goes too.
+  uint64_t rebuilt = f.sent<Topology>()[0].second.epoch;
+  f.answer(3, rebuilt, 1);
+  f.answer(1, rebuilt);
+  f.answer(2, rebuilt);
+  f.step();
+  CHECK(f.closed(3));
+  CHECK_FALSE(f.closed(1));
+  CHECK(proposed_ring(f) == std::vector<uint64_t>{1, 2});
+}
+
+TEST_CASE("master: a peer both neighbours cannot reach is evicted, a link down at both ends is routed around",
+          "[master][insiders]") {
+  SECTION("blamed by both neighbours") {
+    Fixture f;
+    f.ring_of(3);
+    uint64_t epoch = vote_in(f, 3, /*links_broken=*/1);
+    f.answer(1, epoch, 2);
+    f.answer(3, epoch, 2);
+    f.answer(2, epoch, 1);  // it blames one of them back: two voices against one
+    f.step();
+    REQUIRE(f.last.closes.size() == 1);
+    CHECK(f.closed(2));
+    CHECK(proposed_ring(f) == std::vector<uint64_t>{1, 3});
+  }
+  SECTION("a pending peer and an accepted one blame each other: nobody goes, the ring turns around their pair") {
+    Fixture f;
+    f.ring_of(2);
+    f.join(3);
+    uint64_t epoch = vote_in(f, 2);
+    REQUIRE(proposed_ring(f) == std::vector<uint64_t>{1, 2, 3});
+    f.answer(3, epoch, 2);
+    f.answer(2, epoch, 3);
+    f.answer(1, epoch);
+    f.step();
+    CHECK(f.last.closes.empty());
+    auto ring = proposed_ring(f);
+    REQUIRE(ring.size() == 3);
+    CHECK_FALSE(uses(ring, 2, 3));
+    f.all_ready();
+    CHECK(f.state.ring(0).size() == 3);
+    CHECK(f.state.link_matrix(0).empty());  // unreachable is not a measurement
+  }
+  SECTION("two accepted peers blame each other: no ring of two without that link, the newer goes") {
+    Fixture f;
+    f.ring_of(2);
+    uint64_t epoch = vote_in(f, 2, 1);
+    f.answer(1, epoch, 2);
+    f.answer(2, epoch, 1);
+    f.step();
+    REQUIRE(f.last.closes.size() == 1);
+    CHECK(f.closed(2));
+    CHECK(proposed_ring(f) == std::vector<uint64_t>{1});
+  }
+  SECTION("a joiner nobody can dial: each predecessor is tried, then it waits and the others go on without it") {
+    Fixture f;
+    f.ring_of(3);
+    f.join(4);
+    vote_in(f, 3);
+    const std::set<std::pair<PeerId, PeerId>> blocked{{1, 4}, {2, 4}, {3, 4}};
+    int rounds = 0;
+    while (proposed_ring(f).size() == 4 && rounds < 10) {
+      answer_as_network(f, blocked);
+      ++rounds;
+    }
+    CHECK(rounds == 3);  // one round per predecessor
+    CHECK(f.last.closes.empty());
+    CHECK(proposed_ring(f).size() == 3);
+    f.all_ready();
+    CHECK(f.state.ring(0).size() == 3);
+    CHECK(f.state.pending(0) == std::vector<PeerId>{4});  // a newcomer may yet make a ring with it possible
+    for (ConnId c = 1; c <= 3; ++c) f.state.on_message(c, TopologyVote{});
+    f.step();
+    CHECK(f.sent<Topology>().empty());  // no failed round per vote: the ring stands
+    CHECK(f.sent<TopologyDone>().size() == 3);
+  }
+  SECTION("a ring of two one way blocked: the joiner waits, and joins once newcomers make a ring without the pair") {
+    Fixture f;
+    f.join(1);
+    f.all_ready();
+    f.join(2);
+    f.state.on_message(1, TopologyVote{});
+    f.step();
+    REQUIRE(proposed_ring(f) == std::vector<uint64_t>{1, 2});
+    const std::set<std::pair<PeerId, PeerId>> blocked{{1, 2}};
+    answer_as_network(f, blocked);
+    CHECK(f.last.closes.empty());
+    CHECK(proposed_ring(f) == std::vector<uint64_t>{1});  // which way failed is unknown in a ring of two
+    f.all_ready();
+    f.join(3);
+    f.join(4);
+    f.state.on_message(1, TopologyVote{});
+    f.step();
+    auto ring = answer_as_network(f, blocked);
+    CHECK(ring.size() == 4);
+    CHECK_FALSE(uses(ring, 1, 2));
+    CHECK_FALSE(uses(ring, 2, 1));
+    CHECK(f.state.ring(0).size() == 4);
+  }
+  SECTION("accepted members with no ring among them: the fewest go, saying why") {
+    Fixture f;
+    f.ring_of(3);
+    uint64_t epoch = vote_in(f, 3, 1);
+    (void)epoch;
+    // Nobody can dial 3 any more: rerouted twice, then it is evicted.
+    const std::set<std::pair<PeerId, PeerId>> blocked{{1, 3}, {2, 3}};
+    int rounds = 0;
+    while (f.last.closes.empty() && rounds < 10) {
+      answer_as_network(f, blocked);
+      ++rounds;
+    }
+    CHECK(rounds == 2);
+    REQUIRE(f.last.closes.size() == 1);
+    CHECK(f.closed(3));
+    CHECK_THAT(f.kick_of(3).reason, Catch::Contains("no ring of the group avoids every pair that cannot connect") &&
+                                        Catch::Contains("leaving out peer 3 is the fewest"));
+    CHECK(proposed_ring(f) == std::vector<uint64_t>{1, 2});
+  }
+  SECTION("a joiner that cannot dial one accepted peer stays, on a ring without that pair") {
+    Fixture f;
+    f.ring_of(3);
+    f.join(4);
+    vote_in(f, 3);
+    // Arrival order 1 2 3 4 has 4 dial 1: blocked.
+    answer_as_network(f, {{4, 1}});
+    for (auto& c : f.last.closes) INFO(c.reason);
+    CHECK(f.last.closes.empty());
+    auto ring = answer_as_network(f, {{4, 1}});
+    CHECK_FALSE(uses(ring, 4, 1));
+    CHECK(f.sent<TopologyDone>().size() == 4);
+    CHECK(f.state.ring(0).size() == 4);
+  }
+  SECTION("past max_reroutes failed links evict again: the pending end goes") {
+    MasterLimits limits;
+    limits.max_reroutes = 0;
+    Fixture f(limits);
+    f.ring_of(2);
+    f.join(3);
+    uint64_t epoch = vote_in(f, 2);
+    f.answer(3, epoch, 2);
+    f.answer(2, epoch, 3);
+    f.answer(1, epoch);
+    f.step();
+    REQUIRE(f.last.closes.size() == 1);
+    CHECK(f.closed(3));
+  }
+}
+
+TEST_CASE("master: a pair that could not connect is tried again after its back-off, doubling while it fails",
+          "[master][insiders]") {
+  MasterLimits limits;
+  limits.unreachable_retry_ms = 1000;
+  Fixture f(limits);
+  uint64_t now = 1;
+  f.state.advance_clock(now);
+  f.ring_of(2);
+  f.answer_probes = false;
+  f.join(3);
+  vote_in(f, 2);
+  answer_as_network(f, {{2, 3}});
+  answer_as_network(f, {{2, 3}});
+  // The rerouted ring's links are up: its probes skip 2 -> 3 (known unreachable); answered as measured.
+  auto answer_probes = [&](std::set<std::pair<PeerId, PeerId>> blocked) {
+    std::set<std::pair<PeerId, PeerId>> asked;
+    for (int guard = 0; guard < 8 && !f.sent<ProbeRound>().empty(); ++guard) {
+      for (auto& [conn, r] : f.sent<ProbeRound>()) {
+        std::vector<LinkEntry> links;
+        std::vector<PeerId> unreachable;
+        for (auto& t : r.targets) {
+          asked.insert({static_cast<PeerId>(conn), t.peer_id});
+          if (blocked.count({static_cast<PeerId>(conn), t.peer_id}))
+            unreachable.push_back(t.peer_id);
+          else
+            links.push_back({static_cast<PeerId>(conn), t.peer_id, 0, 25'000'000, 0, 1000, 0, 0, 0, 8});
+        }
+        f.state.on_message(conn, ProbeDone{r.epoch, r.round, links, unreachable});
+      }
+      f.step();
+    }
+    return asked;
+  };
+  auto asked = answer_probes({{2, 3}});
+  CHECK_FALSE(asked.count({2, 3}));
+  REQUIRE(f.state.ring(0).size() == 3);
+  auto vote = [&] {
+    for (ConnId c = 1; c <= 3; ++c) f.state.on_message(c, TopologyVote{});
+    f.step();
+    return !f.sent<Topology>().empty();  // rebuilt (else renewed)
+  };
+  now += 900;
+  f.state.advance_clock(now);
+  CHECK_FALSE(vote());  // within its back-off: nothing to retry
+  now += 200;
+  f.state.advance_clock(now);
+  REQUIRE(vote());  // due: the ring is rebuilt so that the pair is probed once its links are up
+  answer_as_network(f, {{2, 3}});
+  asked = answer_probes({{2, 3}});  // still blocked: marked again, for 2 s now
+  CHECK(asked == std::set<std::pair<PeerId, PeerId>>{{2, 3}});
+  now += 1500;
+  f.state.advance_clock(now);
+  CHECK_FALSE(vote());
+  now += 600;
+  f.state.advance_clock(now);
+  REQUIRE(vote());
+  answer_as_network(f, {});
+  asked = answer_probes({});  // healed: measured, and its failures forgotten
+  CHECK(asked == std::set<std::pair<PeerId, PeerId>>{{2, 3}});
+  now += 100'000;
+  f.state.advance_clock(now);
+  CHECK_FALSE(vote());
+}
+
+TEST_CASE("master: every fake joiner of a round is evicted together, and the ring proposed once", "[master][insiders]") {
+  const bool fakes_claim_ready = GENERATE(false, true);
+  Fixture f;
+  f.ring_of(3);
+  for (ConnId c = 4; c <= 6; ++c) f.join(c);
+  uint64_t epoch = vote_in(f, 3);
+  // Ring 1 2 3 4 5 6: 3 cannot finish its handshake with 4, 1 never hears from 6.
+  if (fakes_claim_ready)
+    for (ConnId c = 4; c <= 6; ++c) f.answer(c, epoch);
+  f.answer(2, epoch);
+  f.answer(3, epoch, 4);
+  f.step();
+  CHECK(f.last.closes.empty());
+  f.answer(1, epoch, 6);
+  f.step();
+  if (!fakes_claim_ready) {
+    CHECK(f.last.closes.empty());  // the joiners 3 and 1 blamed are heard for a grace
+    f.pass_answer_grace();
+  }
+  INFO("fakes claim ready: " << fakes_claim_ready);
+  CHECK(f.last.closes.size() == 3);
+  for (ConnId c = 4; c <= 6; ++c) CHECK(f.closed(c));
+  CHECK(f.sent<Topology>().size() == 3);
+  CHECK(proposed_ring(f) == std::vector<uint64_t>{1, 2, 3});
+  f.all_ready();
+  CHECK(f.state.ring(0).size() == 3);
+}
