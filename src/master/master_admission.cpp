@@ -62,7 +62,7 @@ Peer& MasterState::add_peer(ConnId conn, const wire::Hello& hello, PeerId id, ui
   effects_.deadlines.push_back({conn, timeout});
   std::string proof = secret_ ? secret_->proof(auth_label::kMasterToPeer, hello.nonce, c.nonce) : std::string();
   Peer& added = peers_[peer.id] = peer;
-  send(peer.id, wire::Welcome{peer.id, c.remote_host, proof});
+  send(peer.id, wire::Welcome{.peer_id = peer.id, .observed_host = c.remote_host, .proof = proof});
   return added;
 }
 

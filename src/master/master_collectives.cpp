@@ -35,7 +35,10 @@ void MasterState::begin_collective(Peer& peer, const wire::CollectiveBegin& m, c
   if (peer.phase != Phase::accepted)
     return kick(peer.conn, Errc::protocol, "collective from a peer that is not accepted");
   auto refuse = [&](Errc code, const std::string& why) {
-    send(peer.id, wire::CollectiveResult{m.epoch, m.seq, static_cast<uint32_t>(code), wire::bounded_reason(why)});
+    send(peer.id, wire::CollectiveResult{.epoch = m.epoch,
+                                         .seq = m.seq,
+                                         .code = static_cast<uint32_t>(code),
+                                         .reason = wire::bounded_reason(why)});
   };
   if (m.epoch != group.epoch || group.broken || group.proposal) {
     ++stats_.begins_refused;
@@ -84,7 +87,7 @@ void MasterState::start_collective(Group& group, uint32_t seq) {
   Collective& c = group.collectives.at(seq);
   c.go_sent = true;
   c.go_ms = now_ms_;
-  if (c.sync_begins.empty()) return send_all(group.ring, wire::CollectiveGo{group.epoch, seq});
+  if (c.sync_begins.empty()) return send_all(group.ring, wire::CollectiveGo{.epoch = group.epoch, .seq = seq});
   std::vector<SyncCandidate> candidates;
   for (auto& [id, begin] : c.sync_begins) {
     const Peer& p = peers_.at(id);
@@ -171,7 +174,7 @@ void MasterState::commit_collective(Group& group, std::map<uint32_t, Collective>
                 "last end to commit {} ms",
                 group.id, group.epoch, it->first, collective_text(c), c.go_ms - c.first_begin_ms,
                 c.last_end_ms - c.go_ms, now_ms_ - c.last_end_ms);
-  send_all(group.ring, wire::CollectiveResult{group.epoch, it->first, 0, ""});
+  send_all(group.ring, wire::CollectiveResult{.epoch = group.epoch, .seq = it->first});
   erase_collective(group, it);
 }
 
@@ -217,7 +220,8 @@ void MasterState::abort_collective(Group& group, uint32_t seq, Errc code, const 
   auto it = group.collectives.find(seq);
   if (it == group.collectives.end() || it->second.verdict) return;
   Collective& c = it->second;
-  c.verdict = wire::CollectiveResult{group.epoch, seq, static_cast<uint32_t>(code), wire::bounded_reason(reason)};
+  c.verdict = wire::CollectiveResult{
+      .epoch = group.epoch, .seq = seq, .code = static_cast<uint32_t>(code), .reason = wire::bounded_reason(reason)};
   group.failed_in_epoch = true;
   ++stats_.aborted_by_result[static_cast<size_t>(code)];
   record_verdict(group, c, code);

@@ -17,7 +17,7 @@ void MasterState::handle(Peer& peer, const wire::LinkReport& m) {
 void MasterState::handle(Peer& peer, const wire::LinkMatrixQuery& m) {
   if (peer.phase != Phase::accepted)
     return kick(peer.conn, Errc::protocol, "link matrix query from a peer that is not accepted");
-  send(peer.id, wire::LinkMatrix{m.request, link_matrix(peer.group)});
+  send(peer.id, wire::LinkMatrix{.request = m.request, .links = link_matrix(peer.group)});
 }
 
 std::vector<wire::LinkEntry> MasterState::link_matrix(uint32_t group) {

@@ -17,7 +17,7 @@ Effects MasterState::take_effects() { return std::exchange(effects_, {}); }
 
 void MasterState::on_connected(ConnId conn, const std::string& remote_host, const std::string& nonce) {
   connections_[conn] = Connection{remote_host, nonce, std::nullopt};
-  effects_.sends.push_back({conn, wire::AuthChallenge{nonce, secret_.has_value()}});
+  effects_.sends.push_back({conn, wire::AuthChallenge{.nonce = nonce, .required = secret_.has_value()}});
 }
 
 void MasterState::on_disconnected(ConnId conn, const std::string& reason) {
@@ -117,7 +117,8 @@ void MasterState::close_with_kick(ConnId conn, Errc code, const std::string& rea
     // Strangers come in storms: one line a second stands for all of them.
     log().warn("kick: {} connection(s) before their hello; last from {}: {}", events, c.remote_host, reason);
   }
-  effects_.closes.push_back({conn, wire::Kick{static_cast<uint32_t>(code), wire::bounded_reason(reason)}, reason});
+  effects_.closes.push_back(
+      {conn, wire::Kick{.code = static_cast<uint32_t>(code), .reason = wire::bounded_reason(reason)}, reason});
 }
 
 void MasterState::forget_revision_holder(Group& group, PeerId id) {

@@ -63,7 +63,8 @@ bool MasterState::vote_out_of_order(Group& group, Peer& peer, const char* call) 
   const std::string reason = "calls out of order: " + who(peer.id) + " called " + call + " where " + who(first) +
                              " called " + describe_collective(begin) + " (collective " +
                              std::to_string(skipped.front()) + ")" + kSameOrder;
-  send(peer.id, wire::CallRefused{static_cast<uint32_t>(Errc::mismatch), wire::bounded_reason(reason)});
+  send(peer.id,
+       wire::CallRefused{.code = static_cast<uint32_t>(Errc::mismatch), .reason = wire::bounded_reason(reason)});
   for (uint32_t seq : skipped) abort_collective(group, seq, Errc::mismatch, reason);
   return true;
 }
@@ -84,7 +85,7 @@ bool MasterState::begin_out_of_order(Group& group, PeerId from, uint32_t seq) {
   for (PeerId id : voters) {
     group.topology_votes.erase(id);
     group.pending_queries.erase(id);
-    send(id, wire::CallRefused{static_cast<uint32_t>(Errc::mismatch), wire::bounded_reason(reason)});
+    send(id, wire::CallRefused{.code = static_cast<uint32_t>(Errc::mismatch), .reason = wire::bounded_reason(reason)});
   }
   if (group.topology_votes.empty()) {
     group.vote_min_world = 0;
@@ -107,7 +108,7 @@ void MasterState::maybe_complete_votes(Group& group) {
   };
   if (all_in(group.pending_queries)) {
     uint32_t pending = static_cast<uint32_t>(group.waiting.size());
-    send_all(group.ring, wire::PendingCount{pending});
+    send_all(group.ring, wire::PendingCount{.pending = pending});
     group.pending_queries.clear();
   }
   // Held for ferry_wait_for_world: a newcomer's hello or the tick (at the deadline) calls again.
