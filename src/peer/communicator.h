@@ -1,47 +1,44 @@
-// A peer of a ferry run: the API its caller sees, the state that API
-// depends on (idle -> connecting -> pending -> accepted <-> reconnecting,
-// and dead), the collectives in flight and their watchdog.
+// A peer of a ferry run: the API its caller sees, its io threads, the
+// collectives it issues and their watchdog. Where the peer stands
+// (idle -> connecting -> pending -> accepted <-> reconnecting, and dead) is a
+// PeerState its parts share.
 //
-// Losing the master (not a kick) while accepted, with a reconnect window:
-// collectives that ended ok here and await a verdict stay open (the master
-// may have committed them; the next one settles it, master_state.h); every
-// other one fails with peer_lost (retryable). The peer keeps its tensors,
-// id and ring, and dials the master again with a back-off (50 ms doubling
-// to 1 s) until the window closes, saying what it knew (hello.resume_*).
-// Meanwhile collectives are issued failed (peer_lost, seen where the caller
-// waits), and votes wait for the master to come back. A master that refuses the resume kicks the peer (it
-// joins again as a newcomer); one that never comes back in the window is
-// master_lost, as without a window.
+// Losing the master (not a kick) while accepted, with a reconnect window, the
+// peer keeps its place and dials the master again (master_redial.h):
+// collectives are issued failed meanwhile (peer_lost, seen where the caller
+// waits), and votes wait for the master to come back.
 //
 // Its jobs live in their own parts:
+//   peer_state.h       where the peer stands, and the lock its parts share
 //   master_session.h   the connection to the master (handshake, heartbeats, dispatch)
-//   ring_membership.h  the ring proposed and committed, and its links' set-up
+//   master_redial.h    the dials of the master, first and after a loss; the decision on a lost session
+//   resume_record.h    what a redial tells a master started again
+//   master_calls.h     votes, queries and their answers
+//   ring_membership.h  the ring proposed and committed, its links' set-up and reports
 //   op_registry.h      the collectives in flight: numbering, life cycle, chunk routing
 //   p2p_inbound.h      connections other peers open to us, and our dials to holders
 //
 // Threads:
 //  - API calls (connect, update_topology, peers_pending, allreduce_async,
 //    sync_shared_state, attributes) come from the caller's threads. The
-//    votes are serialized by vote_mu_; everything else takes mu_ briefly.
+//    votes are serialized by state_.votes; everything else takes state_.mu briefly.
 //  - The master session, link set-up, lanes' routing and reductions run on
 //    io_threads threads of this communicator's io_context; each p2p lane has
-//    a thread of its own (ring_links.h).
-//  - Lock order: vote_mu_, then mu_, then RingMembership's and OpRegistry's
-//    own locks (each taken alone, never one inside the other). mu_ is held
-//    while reading the ring (membership_.view) and issuing an op (ops_->issue)
-//    so that an op's epoch, ring and number are one consistent snapshot, and
-//    while committing a topology (membership_.commit, ops_->restart) for the
-//    same reason; never while calling anything that calls back into us or
-//    waits on another thread (sessions' sends, links' close/join, ops' calls).
+//    a thread of its own (ring_links.h); a redial has its own (master_redial.h).
+//  - Lock order: state_.votes, then state_.mu, then RingMembership's and
+//    OpRegistry's own locks (each taken alone, never one inside the other).
+//    state_.mu is held across another object's lock in two places only, each
+//    a snapshot that must be consistent: an issue (allreduce_async,
+//    sync_shared_state: membership_.view, then ops_->issue), so that an op's
+//    epoch, ring and number belong together, and a commit (on_topology_done:
+//    membership_.commit, ops_->restart), for the same reason. Neither calls
+//    back into us nor waits on another thread. state_.mu is never held across
+//    a send to the master, a link's or op's call, or a wait on another thread.
 #pragma once
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -53,34 +50,17 @@
 
 #include "net/listener.h"
 #include "peer/allreduce_op.h"
+#include "peer/comm_config.h"
 #include "peer/link_probe.h"
-#include "peer/master_session.h"
+#include "peer/master_calls.h"
+#include "peer/master_redial.h"
 #include "peer/op_registry.h"
+#include "peer/peer_state.h"
+#include "peer/resume_record.h"
 #include "peer/ring_membership.h"
 #include "peer/shared_state_sync.h"
 
 namespace ferry::peer {
-
-struct CommConfig {
-  net::Endpoint master;
-  uint32_t peer_group = 0;
-  uint32_t connections = 0;  // lanes per ring link; 0: adapted (lane_tuner.h), from kStartLanes
-  std::string listen_host = "::";  // both families (net/listener.h)
-  uint16_t port_min = 0, port_max = 0;
-  std::string advertised_host;  // empty: listen_host when it is one address, else as the master sees us
-  uint16_t advertised_port = 0;  // 0: the bound port
-  std::chrono::milliseconds timeout{60'000};
-  std::chrono::milliseconds progress_timeout{20'000};
-  std::chrono::milliseconds heartbeat_timeout{10'000};
-  std::chrono::milliseconds master_reconnect_timeout{300'000};  // 0: a lost master is the end
-  std::chrono::milliseconds master_connect_timeout{60'000};     // connect dials a master not up yet this long; 0: once
-  uint32_t io_threads = 2;
-  size_t max_chunk_bytes = 256 << 10;  // measured: chunks that stay in L2 between copy, hash and reduce cost least CPU
-  net::SocketTuning p2p_tuning;  // applied to every p2p socket, both directions
-  bool shared_memory = true;     // ring lanes to a peer on this host go through shared memory (link_setup.h)
-  std::shared_ptr<const RunSecret> secret;  // null: the run is not authenticated
-  std::shared_ptr<net::Transport> transport;  // null: plain TCP
-};
 
 struct Attributes {
   int64_t global_world = 0, group_world = 0, num_groups = 0, largest_group = 0, rank = 0, peer_group = 0;
@@ -108,125 +88,74 @@ class Communicator final : private MasterSession::Events {
 
   void connect();
   // `optimize`: ask the master to re-measure every link and take the best ring order.
-  void update_topology(bool optimize = false);
+  void update_topology(bool optimize = false) { calls_.update_topology(optimize); }
   // Votes until the group holds at least min_peers members: the master holds each vote
   // until enough newcomers wait (no polling). Throws Error(timeout) at the deadline
   // (`timeout`, else timeout_ms).
-  void wait_for_world(uint32_t min_peers, std::optional<std::chrono::milliseconds> timeout);
-  uint32_t peers_pending();
+  void wait_for_world(uint32_t min_peers, std::optional<std::chrono::milliseconds> timeout) {
+    calls_.wait_for_world(min_peers, timeout);
+  }
+  uint32_t peers_pending() { return calls_.peers_pending(); }
   Attributes attributes() const;
   // Issues an all-reduce; the returned operation is waited with wait().
   std::shared_ptr<AllreduceOp> allreduce_async(const void* send, void* recv, size_t count, const AllreduceSpec& spec);
   // Issues a shared-state sync (hashing the tensors first); wait with wait().
   std::shared_ptr<SharedStateSync> sync_shared_state(SyncSpec spec);
-  size_t ops_in_flight() const;
+  size_t ops_in_flight() const { return ops_->size(); }
   // The group's link matrix as the master holds it (master/link_matrix.h),
   // after this peer's own unreported measurements. Blocks up to config.timeout.
-  std::vector<wire::LinkEntry> link_matrix();
+  std::vector<wire::LinkEntry> link_matrix() { return calls_.link_matrix(); }
 
  private:
-  enum class State { idle, connecting, pending, accepted, reconnecting, dead };
+  using Phase = PeerState::Phase;
 
-  // The host neighbours are told to dial (hello.advertised_host; empty: the
-  // master's view). Throws Error (invalid_argument) when that view would be
-  // an IPv6 address and the listener takes IPv4 only.
-  std::string advertised_host();
+  // The hello every dial of the master sends; with this peer's resume record once it was accepted.
+  wire::Hello hello_message();
+  // The ring and the collectives awaiting a verdict now, for the resume record.
+  ResumeRecord::Snapshot resume_snapshot();
 
   // MasterSession::Events
   void on_welcome(uint64_t peer_id) override;
   void on_topology(const wire::Topology& topology) override;
   void on_topology_done(const wire::TopologyDone& done) override;
-  void on_pending_count(uint32_t pending) override;
+  void on_pending_count(uint32_t pending) override { calls_.on_pending_count(pending); }
   void on_collective_go(const wire::CollectiveGo& go) override;
   void on_sync_plan(const wire::SyncPlan& plan) override;
   void on_collective_result(const wire::CollectiveResult& result) override;
   void on_collective_pending(const wire::CollectivePending& pending) override;
-  void on_call_refused(const wire::CallRefused& refused) override;
-  void on_link_matrix(wire::LinkMatrix& matrix) override;
+  void on_call_refused(const wire::CallRefused& refused) override { calls_.on_call_refused(refused); }
+  void on_link_matrix(wire::LinkMatrix& matrix) override { calls_.on_link_matrix(matrix); }
   void on_probe_round(const wire::ProbeRound& round) override;
-  void on_session_failed(const Status& why) override;
-
-  // Master lost while accepted: keep the place, fail what cannot be committed, dial again (reconnect_loop).
-  void begin_reconnect(const Status& why);
-  void dial_master(std::unique_lock<std::mutex>& lock);
-  void reconnect_loop(uint64_t loss);  // for the loss numbered `loss` (master_losses_)
-  // The hello every dial of the master sends; with this peer's resume record once it was accepted. mu_ held.
-  wire::Hello hello_message() const;
-  // Why this peer's resume record would not fit a hello (then it cannot resume safely), if so. mu_ held.
-  std::optional<std::string> resume_too_large() const;
-  std::vector<wire::SeqRange> awaited_ranges(uint64_t epoch) const;
-  // Waits while the master is being reconnected; throws if the peer died meanwhile. mu_ held via lock.
-  void wait_for_master(std::unique_lock<std::mutex>& lock);
+  void on_session_failed(const Status& why) override { redial_.on_session_failed(why); }
 
   void on_fetch_hello(const wire::FetchHello& hello, const std::string& welcome_proof,
                       const std::shared_ptr<net::Stream>& stream);
   void die(const Status& why);
-  // Tells the master what this peer measured of its link to the next peer:
-  // after a committed collective at most once per kLinkReportInterval, or
-  // now (`now`) before a matrix query; only when a transfer happened since the last report.
-  void report_links(bool now);
   // Body of each io thread: runs io_ until it stops; a handler's exception fails the communicator.
   void serve_io();
   void arm_watchdog();
-  OpDeadlines op_deadlines() const;
-
-  // Throws unless accepted (the check every collective starts with). mu_ held.
-  void require_accepted(const char* call) const;
-  // While the master is being dialed again: the retryable failure a call gets. mu_ held.
-  // Collectives are issued and fail at once with it, so callers meet it where they wait.
-  std::optional<Status> master_away(const char* call) const;
-  // Waits on cv_ until pred or dead or the deadline (`limit`, else timeout_ms); throws on the
-  // latter two. mu_ held via lock.
-  template <class Pred>
-  void wait_for(std::unique_lock<std::mutex>& lock, Pred pred, const std::string& what,
-                std::optional<std::chrono::milliseconds> limit = std::nullopt);
-  // Sends one topology vote and waits up to `limit` for the topology it decides. False when
-  // the master was lost meanwhile: vote again with the one that comes back. vote_mu_ and mu_ held.
-  bool cast_vote(std::unique_lock<std::mutex>& lock, wire::TopologyVote ballot, std::chrono::milliseconds limit,
-                 const char* call);
+  OpDeadlines op_deadlines() const { return {config_.timeout, config_.progress_timeout, config_.timeout}; }
 
   const CommConfig config_;  // with the transport resolved (never null)
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
+  PeerState state_;
   // Declared before the parts that hold a reference to it: it outlives them.
   const std::shared_ptr<OpRegistry> ops_;
   const LinkOptions link_options_;  // config_'s p2p settings
   MasterSession session_;
   RingMembership membership_;
   LinkProber prober_;  // answers through session_: declared after it, so it goes first
+  MasterRedial redial_;
+  MasterCalls calls_;
   std::shared_ptr<net::Listener> listener_;
   asio::strand<asio::io_context::executor_type> watchdog_strand_;
   asio::steady_timer watchdog_;  // only on watchdog_strand_
   std::vector<std::thread> threads_;
 
-  std::mutex vote_mu_;  // one vote (connect / topology / pending) at a time
-  // state_ == dead, read without mu_: ops report their ends from their own locks.
-  std::atomic<bool> dead_{false};
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  // All below guarded by mu_.
-  State state_ = State::idle;
-  Status dead_reason_;
-  uint64_t peer_id_ = 0;
-  uint64_t topology_done_count_ = 0;
-  uint64_t pending_answers_ = 0;
-  uint32_t last_pending_ = 0;
-  uint64_t refusals_ = 0;    // votes and pending queries the master refused (calls out of order)
-  Status last_refusal_;
-  uint64_t link_queries_ = 0;               // matrix queries sent (their request ids)
-  uint64_t link_answered_ = 0;              // the request the last matrix answered
-  std::vector<wire::LinkEntry> link_matrix_;  // that answer
-  std::string advertised_;                  // the hello's advertised host, fixed at connect
-  uint64_t master_losses_ = 0;              // masters lost so far: a vote sent to a lost one is sent again
-  Status lost_master_;                      // why the last one was lost
-  Clock::time_point reconnect_deadline_{};  // while reconnecting
-  uint64_t failed_redials_ = 0;             // redials whose session failed before the welcome
-  std::optional<uint64_t> revision_;        // of the last shared-state sync committed here
-  uint64_t commits_epoch_ = 0;               // the epoch of recent_commits_
-  std::set<uint32_t> recent_commits_;        // its last kRecentCommits collectives seen committed
-  std::thread reconnector_;                 // runs reconnect_loop; joined by the destructor
-  std::mutex report_mu_;                    // taken alone; held while a report is built and queued
-  Clock::time_point last_link_report_{};    // guarded by report_mu_
+  // Guarded by state_.mu:
+  std::string advertised_;  // the hello's advertised host, fixed at connect
+  ResumeRecord resume_;     // what a redial tells the next master
 };
 
 }  // namespace ferry::peer

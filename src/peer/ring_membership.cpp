@@ -11,6 +11,8 @@ namespace {
 
 constexpr size_t kMaxParkedLinks = 256;
 constexpr size_t kMaxSettledLinks = 1024;
+// Links change over seconds, collectives may come every millisecond: one report a second at most.
+constexpr std::chrono::milliseconds kLinkReportInterval{1'000};
 
 void release(const std::shared_ptr<RingLinks>& links, const Status& why) {
   if (!links) return;
@@ -20,8 +22,12 @@ void release(const std::shared_ptr<RingLinks>& links, const Status& why) {
 
 }  // namespace
 
-RingMembership::RingMembership(asio::any_io_executor executor, LinkOptions options, SendReady send_ready)
-    : executor_(std::move(executor)), options_(std::move(options)), send_ready_(std::move(send_ready)) {}
+RingMembership::RingMembership(asio::any_io_executor executor, LinkOptions options, SendReady send_ready,
+                               SendReport send_report)
+    : executor_(std::move(executor)),
+      options_(std::move(options)),
+      send_ready_(std::move(send_ready)),
+      send_report_(std::move(send_report)) {}
 
 RingMembership::~RingMembership() {
   close(Status::failure(Errc::invalid_usage, "the communicator was destroyed"));
@@ -232,6 +238,24 @@ void RingMembership::join() {
     links.swap(closing_);
   }
   for (auto& l : links) l->join();
+}
+
+void RingMembership::report_links(bool now) {
+  auto committed = view();
+  if (!committed.links || committed.ring.size() < 2) return;
+  // Held through the send: a query that follows a report on another thread then follows it on the wire too.
+  std::lock_guard lock(report_mu_);
+  auto at = Clock::now();
+  if (!now && at - last_link_report_ < kLinkReportInterval) return;
+  last_link_report_ = at;
+  const auto& ring = committed.ring;
+  uint64_t self = ring[committed.rank].peer_id, next = ring[(committed.rank + 1) % ring.size()].peer_id;
+  if (auto entry = committed.links->measure(self, next)) send_report_(wire::LinkReport{{*entry}});
+}
+
+bool RingMembership::links_broken() const {
+  auto links = view().links;
+  return links && !links->failure().ok();
 }
 
 }  // namespace ferry::peer

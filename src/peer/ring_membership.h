@@ -6,12 +6,16 @@
 //                         master hears topology_ready
 //   commit(done)       -> the proposal becomes the ring (installed), or the
 //                         same ring gets a new epoch (renewed)
+//   report_links(now)  -> the master hears what the committed links measured
 //
 // Threading: every call from any thread; mu_ guards the state below it.
 // mu_ is held across LinkSetup::offer_inbound and RingLinks' queries and a
 // world of one's start (none of them calls back, nor blocks), never across
 // LinkSetup::start/cancel or RingLinks::close/join, which call back or wait
-// for lane threads.
+// for lane threads. report_mu_ is taken alone, never with mu_, and is held
+// across a report's measurement (RingLinks::measure) and its send (queued on
+// the master's connection, no call back): a measurement taken is then on the
+// wire before any later report or query (report_links).
 #pragma once
 
 #include <functional>
@@ -30,8 +34,10 @@ class RingMembership {
  public:
   // How topology_ready reaches the master.
   using SendReady = std::function<void(const wire::TopologyReady&)>;
+  // How link reports reach the master.
+  using SendReport = std::function<void(const wire::LinkReport&)>;
 
-  RingMembership(asio::any_io_executor executor, LinkOptions options, SendReady send_ready);
+  RingMembership(asio::any_io_executor executor, LinkOptions options, SendReady send_ready, SendReport send_report);
   ~RingMembership();
 
   // This peer's id, from the master's welcome; hellos before it are parked.
@@ -65,6 +71,14 @@ class RingMembership {
   };
   View view() const;
 
+  // Tells the master what this peer measured of its link to the next peer:
+  // after a committed collective at most once per kLinkReportInterval, or
+  // now (`now`) before a matrix query; only when a transfer happened since
+  // the last report.
+  void report_links(bool now);
+  // Whether the committed links failed (a vote says so: the master then rebuilds the ring).
+  bool links_broken() const;
+
   // No further set-ups; cancels the one under way, closes every link set. join() then waits for their lanes.
   void close(const Status& why);
   void join();
@@ -96,6 +110,10 @@ class RingMembership {
   asio::any_io_executor executor_;
   const LinkOptions options_;
   const SendReady send_ready_;
+  const SendReport send_report_;
+
+  std::mutex report_mu_;                  // taken alone; held while a report is built and queued
+  Clock::time_point last_link_report_{};  // guarded by report_mu_
 
   mutable std::mutex mu_;
   bool closed_ = false;                         // guarded by mu_
