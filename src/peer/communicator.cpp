@@ -241,16 +241,16 @@ std::shared_ptr<AllreduceOp> Communicator::allreduce_async(const void* send, voi
     op->fail_local(*no_master, /*final=*/true);
     return op;
   }
-  session_.send(wire::CollectiveBegin{op->epoch(),
-                                      op->seq(),
-                                      static_cast<uint8_t>(spec.kind),
-                                      spec.tag,
-                                      count,
-                                      static_cast<uint8_t>(spec.dtype),
-                                      static_cast<uint8_t>(spec.op),
-                                      static_cast<uint8_t>(spec.quant.kind),
-                                      spec.quant.kind == Quant::none ? 0 : spec.quant.block,
-                                      spec.root});
+  session_.send(wire::CollectiveBegin{.epoch = op->epoch(),
+                                      .seq = op->seq(),
+                                      .kind = static_cast<uint8_t>(spec.kind),
+                                      .tag = spec.tag,
+                                      .count = count,
+                                      .dtype = static_cast<uint8_t>(spec.dtype),
+                                      .op = static_cast<uint8_t>(spec.op),
+                                      .quant = static_cast<uint8_t>(spec.quant.kind),
+                                      .quant_block = spec.quant.kind == Quant::none ? 0 : spec.quant.block,
+                                      .root = spec.root});
   return op;
 }
 
@@ -379,7 +379,8 @@ void Communicator::on_fetch_hello(const wire::FetchHello& hello, const std::stri
   }
   if (op && hello.to_peer == self) return op->serve(hello, welcome_proof, stream);
   net::write_one_message(stream,
-                         wire::LinkWelcome{static_cast<uint32_t>(Errc::protocol), "no such shared-state sync here", "", 0},
+                         wire::LinkWelcome{.code = static_cast<uint32_t>(Errc::protocol),
+                                           .reason = "no such shared-state sync here"},
                          [stream](Status) { stream->close(); });
 }
 

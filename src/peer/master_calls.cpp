@@ -63,7 +63,7 @@ void MasterCalls::wait_for_world(uint32_t min_peers, std::optional<std::chrono::
     if (world >= min_peers) return;
     if (Clock::now() >= deadline)
       throw Error(Errc::timeout, "wait_for_world: the group has " + std::to_string(world) + " of " +
-                                     std::to_string(min_peers) + " peers after " + duration_text(timeout));
+                                     std::to_string(min_peers) + " peers after " + ms(timeout));
     // Rounded up, plus 1 ms: the master counts the hold on its millisecond clock from the
     // vote's arrival, and a hold ending a hair before our deadline meant a second vote.
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()) +
@@ -94,7 +94,7 @@ std::vector<wire::LinkEntry> MasterCalls::link_matrix() {
   const uint64_t request = ++link_queries_;
   auto send = [&] {
     membership_.report_links(/*now=*/true);  // on the same connection ahead of the query: the answer holds it
-    session_.send(wire::LinkMatrixQuery{request});
+    session_.send(wire::LinkMatrixQuery{.request = request});
   };
   ask(lock, send, [&] { return link_answered_ >= request; }, "the link matrix query", timeout_,
       /*resent_after_loss=*/false);

@@ -51,7 +51,7 @@ void MasterRedial::first_dial() {
           return true;
         } catch (const MasterSession::Unanswered& e) {
           if (!unanswered && !once)
-            log().info("{}; dialing it again for up to {}", e.what(), duration_text(limits_.connect));
+            log().info("{}; dialing it again for up to {}", e.what(), ms(limits_.connect));
           unanswered = e;
           return false;
         }
@@ -64,7 +64,7 @@ void MasterRedial::first_dial() {
   }
   if (once) throw *unanswered;
   throw Error(unanswered->code(), std::string(unanswered->what()) + "; no master answered within " +
-                                      duration_text(limits_.connect) + " (master_connect_timeout_ms)");
+                                      ms(limits_.connect) + " (master_connect_timeout_ms)");
 }
 
 void MasterRedial::on_session_failed(const Status& why) {
@@ -99,7 +99,7 @@ void MasterRedial::begin_reconnect(const Status& why) {
     ++losses_;
     state_.cv.notify_all();
   }
-  log().warn("{}; dialing it again for up to {}", why.message, duration_text(limits_.reconnect));
+  log().warn("{}; dialing it again for up to {}", why.message, ms(limits_.reconnect));
   // What ended ok here may have been committed by the lost master: the next one says.
   Status retry = Status::failure(Errc::peer_lost, why.message + "; reconnecting: call ferry_update_topology, then again");
   for (auto& op : ops_.in_flight())
@@ -140,7 +140,7 @@ void MasterRedial::reconnect_loop(uint64_t loss) {
     std::lock_guard lock(state_.mu);
     if (!ours(loss)) return;
     gone = Status::failure(Errc::master_lost, state_.lost_master.message + "; it did not come back within " +
-                                                  duration_text(limits_.reconnect));
+                                                  ms(limits_.reconnect));
   }
   hooks_.die(gone);
 }

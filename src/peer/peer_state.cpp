@@ -2,8 +2,6 @@
 
 namespace ferry::peer {
 
-std::string duration_text(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
-
 bool PeerState::kill(const Status& why) {
   if (phase == Phase::dead) return false;
   phase = Phase::dead;

@@ -17,12 +17,10 @@
 #include <optional>
 #include <string>
 
+#include "core/duration_text.h"
 #include "core/error.h"
 
 namespace ferry::peer {
-
-// "1500 ms": how the messages of these parts write a duration.
-std::string duration_text(std::chrono::milliseconds d);
 
 struct PeerState {
   enum class Phase { idle, connecting, pending, accepted, reconnecting, dead };
@@ -53,7 +51,7 @@ struct PeerState {
                 std::chrono::milliseconds within) {
     bool ok = cv.wait_for(lock, within, [&] { return pred() || phase == Phase::dead; });
     throw_if_dead();
-    if (!ok) throw Error(Errc::timeout, what + " did not complete within " + duration_text(within));
+    if (!ok) throw Error(Errc::timeout, what + " did not complete within " + ms(within));
   }
 };
 

@@ -250,7 +250,7 @@ void RingMembership::report_links(bool now) {
   last_link_report_ = at;
   const auto& ring = committed.ring;
   uint64_t self = ring[committed.rank].peer_id, next = ring[(committed.rank + 1) % ring.size()].peer_id;
-  if (auto entry = committed.links->measure(self, next)) send_report_(wire::LinkReport{{*entry}});
+  if (auto entry = committed.links->measure(self, next)) send_report_(wire::LinkReport{.links = {*entry}});
 }
 
 bool RingMembership::links_broken() const {
