@@ -2,10 +2,10 @@
 #                        COMMAND <argv...> [ENVIRONMENT <VAR=value...>])
 # One ctest per pytest file (<folder>/test_*.py), named "<name>: <file>", so ctest runs the
 # files side by side and reports each. COMMAND is a pytest command line the file is appended
-# to, loading the ferry_skip_status plugin beside this file (`-p ferry_skip_status`; this folder
-# is put on PYTHONPATH): a file whose every test was skipped exits 77, which SKIP_RETURN_CODE
-# turns into ctest's "Skipped". Files are found at configure
-# time (CONFIGURE_DEPENDS: a new one is picked up at the next build).
+# to, loading the ferry_skip_status plugin beside this file (`-p ferry_skip_status`; this
+# folder is put on PYTHONPATH): a file whose every test was skipped exits 77, which
+# SKIP_RETURN_CODE turns into ctest's "Skipped". Files are found at configure time
+# (CONFIGURE_DEPENDS: a new one is picked up at the next build).
 # Sets FERRY_PYTEST_TESTS to the names of the tests it added; a slow file's own properties
 # (a slow label, COST, PROCESSORS) are set by the caller after.
 set(FERRY_PYTEST_PLUGIN_DIR ${CMAKE_CURRENT_LIST_DIR})
