@@ -106,7 +106,7 @@ bool quant_is_int_domain(Quant kind);
 // block's range grows with its length: on normal data the RMS error of u8 is
 // 5.6e-4 / 6.1e-4 / 6.6e-4 / 7.0e-4 of the data's range at 128 / 256 / 512 /
 // 1024, and small blocks also confine an outlier's damage. Measured by
-// tests/unit/core_quant.cpp "[quant_report]".
+// ferry_quant_report (tools/microbench/quant_error_report.cpp).
 inline constexpr uint32_t kDefaultQuantBlock = 256;
 // Past this a block's metadata is negligible; the bound keeps the fused
 // functions' per-block scratch small.

@@ -40,6 +40,7 @@
 #include "net/tls_transport.h"
 #include "peer/communicator.h"
 #include "wire/chunk_header.h"
+#include "tls_loopback.h"
 
 namespace fs = std::filesystem;
 namespace net = ferry::net;
@@ -48,128 +49,13 @@ using ferry::Errc;
 using ferry::Status;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
+using ferry::test::connect_pair;
+using ferry::test::Loopback;
+using ferry::test::Opened;
+using ferry::test::Pair;
+using ferry::test::pki;
 
 namespace {
-
-// --- certificates ------------------------------------------------------------------
-
-class TestPki {
- public:
-  TestPki() : dir_(fs::temp_directory_path() / ("ferry-tls-" + std::to_string(::getpid()))) {
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    make_ca("ca");
-    make_leaf("a", "ca");
-    make_leaf("b", "ca");
-    make_ca("rogue-ca");
-    make_leaf("rogue", "rogue-ca");
-    // A stranger that trusts our CA (and its own, to load its certificate): only our check can stop it.
-    std::ofstream both(dir_ / "both-ca.pem");
-    both << std::ifstream(dir_ / "ca.pem").rdbuf() << std::ifstream(dir_ / "rogue-ca.pem").rdbuf();
-  }
-  ~TestPki() { fs::remove_all(dir_); }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  net::TlsConfig config(const std::string& who, const std::string& ca = "ca",
-                        std::chrono::milliseconds handshake = 5000ms) const {
-    return {path(who + ".pem"), path(who + ".key"), path(ca + ".pem"), handshake};
-  }
-
- private:
-  void run(const std::string& command) const {
-    std::string line = "cd '" + dir_.string() + "' && " + command + " >/dev/null 2>&1";
-    if (std::system(line.c_str()) != 0) throw std::runtime_error("failed: " + command);
-  }
-  void make_ca(const std::string& name) const {
-    run("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=" + name +
-        " -keyout " + name + ".key -out " + name + ".pem");
-  }
-  // Leaves act as TLS client and server both (every ferry side dials and accepts).
-  void make_leaf(const std::string& name, const std::string& ca) const {
-    std::ofstream(dir_ / "leaf.ext") << "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\n"
-                                        "extendedKeyUsage=serverAuth,clientAuth\n";
-    run("openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=" + name + " -keyout " + name +
-        ".key -out " + name + ".csr");
-    run("openssl x509 -req -days 2 -in " + name + ".csr -CA " + ca + ".pem -CAkey " + ca +
-        ".key -CAcreateserial -extfile leaf.ext -out " + name + ".pem");
-  }
-
-  fs::path dir_;
-};
-
-const TestPki& pki() {
-  static TestPki instance;
-  return instance;
-}
-
-// --- an io_context on two threads, a listener, and dials -------------------------------
-
-struct Opened {
-  Status status;
-  std::shared_ptr<net::Stream> stream;
-};
-
-class Loopback {
- public:
-  explicit Loopback(std::shared_ptr<net::Transport> server_transport)
-      : work_(io_.get_executor()), server_transport_(std::move(server_transport)) {
-    for (int i = 0; i < 2; ++i) threads_.emplace_back([this] { io_.run(); });
-    listener_ = net::Listener::bind(io_.get_executor(), "127.0.0.1", 0, 0);
-    listener_->start(net::StrangerGate::create("test"), [this](asio::ip::tcp::socket socket, auto) {
-      server_transport_->open_server(std::move(socket), [this](Status st, std::shared_ptr<net::Stream> stream) {
-        std::lock_guard lock(mu_);
-        accepted_.push_back({std::move(st), std::move(stream)});
-        cv_.notify_all();
-      });
-    });
-  }
-  ~Loopback() {
-    listener_->stop();
-    work_.reset();
-    // Let the handlers still queued (a failed handshake's aborted reads) run
-    // and release what they hold, then stop whatever is left.
-    for (int i = 0; i < 200 && !io_.stopped(); ++i) std::this_thread::sleep_for(10ms);
-    io_.stop();
-    for (auto& t : threads_) t.join();
-  }
-
-  Opened dial(std::shared_ptr<net::Transport> transport, std::chrono::milliseconds timeout = 5000ms) {
-    std::promise<Opened> done;
-    net::dial(io_.get_executor(), {"127.0.0.1", listener_->port()}, timeout, std::move(transport),
-              [&done](Status st, std::shared_ptr<net::Stream> s) { done.set_value({std::move(st), std::move(s)}); });
-    return done.get_future().get();
-  }
-  // The acceptor's side of the next connection (its handshake's outcome).
-  std::optional<Opened> accepted(std::chrono::milliseconds within = 10000ms) {
-    std::unique_lock lock(mu_);
-    if (!cv_.wait_for(lock, within, [&] { return !accepted_.empty(); })) return std::nullopt;
-    Opened o = std::move(accepted_.front());
-    accepted_.pop_front();
-    return o;
-  }
-
- private:
-  asio::io_context io_;
-  asio::executor_work_guard<asio::io_context::executor_type> work_;
-  std::shared_ptr<net::Transport> server_transport_;
-  std::shared_ptr<net::Listener> listener_;
-  std::vector<std::thread> threads_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Opened> accepted_;
-};
-
-struct Pair {
-  std::shared_ptr<net::Stream> client, server;
-};
-
-Pair connect_pair(Loopback& loop, std::shared_ptr<net::Transport> client_transport) {
-  Opened c = loop.dial(std::move(client_transport));
-  auto s = loop.accepted();
-  if (!c.status.ok()) throw std::runtime_error("dial: " + c.status.message);
-  if (!s || !s->status.ok()) throw std::runtime_error("accept: " + (s ? s->status.message : "nothing"));
-  return {c.stream, s->stream};
-}
 
 // A deterministic payload for chunk `index`.
 void fill(std::vector<uint8_t>& buffer, size_t size, uint64_t index) {
@@ -558,60 +444,4 @@ TEST_CASE("tls: a run over TLS: 3 peers join, all-reduce and sync shared state, 
     INFO(e.what());
   }
   CHECK(refused == Errc::auth);
-}
-
-// Single-stream loopback throughput, TLS vs plain TCP, the way an out-lane
-// writes (24-byte chunk header + 1 MiB payload per write) and an in-lane
-// reads. Also the CPU seconds each side spends per GB, which a busy machine
-// distorts less than the wall clock. A benchmark, not a test: hidden; run
-// `ferry_integration_tests "[tls-bench]"` (FERRY_TLS_BENCH_GB sets the volume, default 2).
-TEST_CASE("tls: single-stream loopback throughput, TLS vs TCP", "[.][tls-bench]") {
-  const char* gb = std::getenv("FERRY_TLS_BENCH_GB");
-  const size_t chunk = size_t{1} << 20, total = (gb ? std::strtoull(gb, nullptr, 10) : 2) << 30;
-  auto thread_cpu = [] {
-    timespec t{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return double(t.tv_sec) + double(t.tv_nsec) * 1e-9;
-  };
-  struct Result {
-    double gbps, writer_cpu_per_gb, reader_cpu_per_gb;
-  };
-  auto measure = [&](std::shared_ptr<net::Transport> server, std::shared_ptr<net::Transport> client) {
-    Loopback loop(server);
-    Pair pair = connect_pair(loop, client);
-    pair.client->enter_blocking_mode();
-    pair.server->enter_blocking_mode();
-    std::vector<uint8_t> payload(chunk, 0x5c);
-    double writer_cpu = 0;
-    std::thread writer([&] {
-      double begin = thread_cpu();
-      for (size_t sent = 0; sent < total; sent += chunk) {
-        auto header = wire::encode_chunk_header({0, 0, uint32_t(chunk), 0});
-        std::array<asio::const_buffer, 2> b{asio::buffer(header), asio::buffer(payload)};
-        if (pair.client->write_all_blocking(b)) break;
-      }
-      writer_cpu = thread_cpu() - begin;
-    });
-    std::vector<uint8_t> in(chunk + wire::kChunkHeaderBytes);
-    auto start = Clock::now();
-    double begin = thread_cpu();
-    for (size_t got = 0; got < total; got += chunk) {
-      if (pair.server->read_exact_blocking(asio::buffer(in.data(), wire::kChunkHeaderBytes))) break;
-      if (pair.server->read_exact_blocking(asio::buffer(in.data(), chunk))) break;
-    }
-    double reader_cpu = thread_cpu() - begin;
-    double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    writer.join();
-    double gbs = double(total) / 1e9;
-    return Result{gbs / seconds, writer_cpu / gbs, reader_cpu / gbs};
-  };
-  for (int repeat = 0; repeat < 3; ++repeat) {
-    Result tcp = measure(net::make_tcp_transport(), net::make_tcp_transport());
-    Result tls = measure(net::make_tls_transport(pki().config("b")), net::make_tls_transport(pki().config("a")));
-    WARN("single stream, loopback, 1 MiB chunks: TCP " << tcp.gbps << " GB/s (CPU s/GB: writer "
-                                                          << tcp.writer_cpu_per_gb << ", reader " << tcp.reader_cpu_per_gb
-                                                          << "); TLS " << tls.gbps << " GB/s (writer "
-                                                          << tls.writer_cpu_per_gb << ", reader " << tls.reader_cpu_per_gb
-                                                          << ")");
-  }
 }

@@ -2,8 +2,8 @@
 // header: the packing, the bit-identity of the sum whatever the order of the
 // contributions and the chunking, the published error bound for N = 2..16,
 // unbiased and deterministic stochastic rounding, non-finite blocks, and the
-// headroom at the largest group (and its refusal beyond). A hidden report
-// ("[int_quant_report]") prints the error table against quant.h's u8 and u4.
+// headroom at the largest group (and its refusal beyond). The error table
+// against quant.h's u8 and u4 is a report tool: tools/microbench/int_quant_error_report.cpp.
 #include <algorithm>
 #include <bit>
 #include <catch2/catch.hpp>
@@ -20,65 +20,12 @@
 #include "core/int_quant.h"
 #include "core/quant.h"
 #include "hex_text.h"
+#include "int_quant_ring.h"
 
 using namespace ferry;
+using namespace ferry::int_quant_ring;
 
 namespace {
-
-using Bytes = std::vector<uint8_t>;
-
-template <class T>
-std::vector<T> normal_input(size_t count, uint64_t seed, double sigma = 1.0) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> normal(0.0, sigma);
-  std::vector<T> x(count);
-  for (T& v : x) v = static_cast<T>(normal(rng));
-  return x;
-}
-
-// The group's agreed scales: each peer's absmax, merged as the max all-reduce would.
-template <class T>
-std::vector<T> agreed_absmax(IntQuantSpec spec, const std::vector<std::vector<T>>& inputs) {
-  std::vector<T> agreed(int_quant_block_count(spec, inputs[0].size()), T(0));
-  for (const auto& x : inputs) {
-    std::vector<T> mine(agreed.size(), T(0));
-    int_quant_absmax(spec, x.data(), x.size(), 0, mine.data());
-    int_quant_merge_absmax(agreed.data(), mine.data(), agreed.size());
-  }
-  return agreed;
-}
-
-// A ring's reduce-scatter over elements [first, first + count) with the
-// contributions in `order`: the first encodes, each next one adds its own.
-// Peer p's stable id (its stochastic stream) is peer_id(p), whatever its place.
-uint64_t peer_id(size_t p) { return 0x5eed0000 + 7 * p; }
-
-template <class T>
-Bytes ring_sum(IntQuantSpec spec, const std::vector<T>& absmax, const std::vector<std::vector<T>>& inputs,
-               const std::vector<size_t>& order, size_t first, size_t count) {
-  Bytes partial(int_quant_packed_bytes(spec, count, 1));
-  int_quant_encode(spec, peer_id(order[0]), absmax.data(), first, inputs[order[0]].data() + first, count,
-                   partial.data());
-  for (uint32_t k = 1; k < order.size(); ++k) {
-    Bytes next(int_quant_packed_bytes(spec, count, k + 1));
-    const Status status =
-        int_quant_encode_add(spec, peer_id(order[k]), absmax.data(), first, inputs[order[k]].data() + first, count,
-                             partial.data(), partial.size(), k, next.data());
-    REQUIRE(status.ok());
-    partial = std::move(next);
-  }
-  return partial;
-}
-
-template <class T>
-std::vector<T> decode_sum(IntQuantSpec spec, const std::vector<T>& absmax, const Bytes& sum, uint32_t contributors,
-                          ReduceOp op, size_t first, size_t count) {
-  std::vector<T> out(count);
-  const Status status =
-      int_quant_decode(spec, absmax.data(), first, sum.data(), sum.size(), contributors, op, count, out.data());
-  REQUIRE(status.ok());
-  return out;
-}
 
 template <class T>
 bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
@@ -483,78 +430,6 @@ TEST_CASE("int quant readers survive random bytes", "[core][int_quant]") {
         for (auto& b : one) b = static_cast<uint8_t>(rng());
         const Status added = int_quant_add(spec, in.data(), in.size(), k, one.data(), one.size(), 1, count, sum.data());
         REQUIRE((added.ok() || added.code == Errc::protocol));
-      }
-    }
-  }
-}
-
-// The table of the closing note: max and RMS error of the sum of N
-// normal(0, 1) inputs, against quant.h's per-hop codecs run as the ring runs
-// them (each hop decode-add-encode, the owner encodes once more).
-TEST_CASE("int quant error report against u8 and u4", "[.][int_quant_report]") {
-  constexpr size_t kCount = size_t{1} << 18;
-  std::printf("%-16s %4s %10s %10s %8s\n", "mode", "N", "max", "rms", "bits/el");
-  for (uint32_t peers : {2u, 4u, 8u, 16u}) {
-    std::vector<std::vector<float>> inputs;
-    for (uint32_t p = 0; p < peers; ++p) inputs.push_back(normal_input<float>(kCount, 77 * peers + p));
-    std::vector<double> exact(kCount, 0.0);
-    for (const auto& x : inputs) {
-      for (size_t i = 0; i < kCount; ++i) exact[i] += x[i];
-    }
-    const auto report = [&](const char* name, const std::vector<float>& y, double bits) {
-      double max = 0, sq = 0;
-      for (size_t i = 0; i < kCount; ++i) {
-        const double e = std::fabs(double(y[i]) - exact[i]);
-        max = std::max(max, e);
-        sq += e * e;
-      }
-      std::printf("%-16s %4u %10.5f %10.5f %8.3f\n", name, peers, max, std::sqrt(sq / kCount), bits);
-    };
-    for (Quant kind : {Quant::u8, Quant::u4}) {
-      const QuantSpec spec{kind};
-      const size_t bytes = quant_encoded_bytes<float>(spec, kCount);
-      Bytes wire(bytes);
-      quant_encode(spec, inputs[0].data(), kCount, wire.data());
-      for (uint32_t p = 1; p + 1 < peers; ++p) {
-        REQUIRE(quant_decode_add_encode(spec, wire.data(), bytes, inputs[p].data(), kCount, wire.data()).ok());
-      }
-      std::vector<float> acc(kCount);
-      REQUIRE(quant_decode_add(spec, wire.data(), bytes, inputs[peers - 1].data(), kCount, acc.data()).ok());
-      quant_encode(spec, acc.data(), kCount, wire.data());
-      REQUIRE(quant_decode(spec, wire.data(), bytes, kCount, acc.data()).ok());
-      report(kind == Quant::u8 ? "u8 (per hop)" : "u4 (per hop)", acc, 8.0 * double(bytes) / kCount);
-    }
-    for (IntQuantKind kind : kKinds) {
-      for (IntRounding rounding : kRoundings) {
-        const IntQuantSpec spec{kind, 256, rounding, 1};
-        const std::vector<float> absmax = agreed_absmax(spec, inputs);
-        std::vector<size_t> order(peers);
-        std::iota(order.begin(), order.end(), 0);
-        const Bytes sum = ring_sum(spec, absmax, inputs, order, 0, kCount);
-        // Wire bits an element, averaged over the ring's 2(N-1) steps: the
-        // reduce-scatter's partials of 1..N-1 contributions, the all-gather's
-        // exact sum, and the scale agreement (a ring max all-reduce of T).
-        double bits = 0;
-        for (uint32_t k = 1; k < peers; ++k) bits += int_quant_width(spec, k) + int_quant_width(spec, peers);
-        bits = bits / (2.0 * (peers - 1)) + 32.0 / spec.block;
-        char name[32];
-        std::snprintf(name, sizeof name, "%s %s", kind == IntQuantKind::i8h ? "i8h" : "i4h",
-                      rounding == IntRounding::nearest ? "rtn" : "sr");
-        const std::vector<float> exact_sum = decode_sum(spec, absmax, sum, peers, ReduceOp::sum, 0, kCount);
-        report(name, exact_sum, bits);
-        if (kind == IntQuantKind::i8h && rounding == IntRounding::nearest) {
-          // The alternative the design rejected: the owner re-encodes the sum
-          // once (u8) for the all-gather: fewer bytes, a second error.
-          const QuantSpec u8{Quant::u8};
-          Bytes wire(quant_encoded_bytes<float>(u8, kCount));
-          quant_encode(u8, exact_sum.data(), kCount, wire.data());
-          std::vector<float> again(kCount);
-          REQUIRE(quant_decode(u8, wire.data(), wire.size(), kCount, again.data()).ok());
-          double rs_bits = 0;
-          for (uint32_t k = 1; k < peers; ++k) rs_bits += int_quant_width(spec, k);
-          const double ag_bits = 8.0 * double(wire.size()) / kCount;
-          report("i8h+u8 regather", again, (rs_bits + (peers - 1) * ag_bits) / (2.0 * (peers - 1)) + 32.0 / spec.block);
-        }
       }
     }
   }

@@ -53,3 +53,12 @@ def master():
 @pytest.fixture
 def address(master):
     return f"127.0.0.1:{master.port}"
+
+
+@pytest.fixture
+def watched():
+    """A started master with its HTTP endpoint on loopback; yields (master, base URL)."""
+    m = ferry.Master("127.0.0.1:0", http="127.0.0.1:0")
+    m.start()
+    yield m, f"http://127.0.0.1:{m.http_port}/"
+    m.close()
