@@ -7,6 +7,7 @@
 
 #include "capi/api_guard.h"
 #include "capi/comm_handle.h"
+#include "capi/device_staging.h"
 #include "capi/tls_params.h"
 #include "core/dtype.h"
 #include "core/quant.h"
@@ -18,6 +19,10 @@
 
 struct ferry_op {
   std::shared_ptr<ferry::peer::AllreduceOp> impl;
+  // Device buffers (desc->device): the host copy the op reduces in place,
+  // delivered to device_recv once it succeeds.
+  std::unique_ptr<ferry::capi::StagedBuffer> staged;
+  void* device_recv = nullptr;
 };
 
 using ferry::Errc;
@@ -284,16 +289,29 @@ void ferry_allreduce_desc_init(ferry_allreduce_desc* desc) {
   desc->tag = 0;
   desc->quant = FERRY_QUANT_NONE;
   desc->quant_block = 0;
+  desc->device = FERRY_DEVICE_CPU;
+  desc->device_index = 0;
+  desc->cuda_stream = nullptr;
 }
 
 namespace {
 
-std::shared_ptr<ferry::peer::AllreduceOp> issue(ferry_comm* comm, const void* send, void* recv, size_t count,
-                                                const ferry_allreduce_desc* desc) {
+ferry_op issue(ferry_comm* comm, const void* send, void* recv, size_t count, const ferry_allreduce_desc* desc) {
   require(comm, "comm");
-  auto spec = to_spec(ferry::capi::read_versioned(desc, ferry_allreduce_desc_init, "desc"));
+  auto d = ferry::capi::read_versioned(desc, ferry_allreduce_desc_init, "desc");
+  auto spec = to_spec(d);
   check_buffers(send, recv, count, spec.dtype);
-  return comm->impl->allreduce_async(send, recv, count, spec);
+  ferry_op op;
+  if (c_enum_value(d.device) != FERRY_DEVICE_CPU) {
+    ferry::capi::check_device(c_enum_value(d.device), d.device_index, send, "desc->device (send)");
+    ferry::capi::check_device(c_enum_value(d.device), d.device_index, recv, "desc->device (recv)");
+    op.staged = std::make_unique<ferry::capi::StagedBuffer>(d.device_index, d.cuda_stream, send,
+                                                            count * ferry::dtype_size(spec.dtype), false);
+    op.device_recv = recv;
+    send = recv = count > 0 ? op.staged->host() : nullptr;
+  }
+  op.impl = comm->impl->allreduce_async(send, recv, count, spec);
+  return op;
 }
 
 void check_info(const ferry_op_info* info) {
@@ -308,13 +326,19 @@ void finish(const std::shared_ptr<ferry::peer::AllreduceOp>& op, ferry_op_info* 
   if (!st.ok()) throw Error(st.code, st.message);
 }
 
+void finish_op(ferry_op& op, ferry_op_info* info) {
+  finish(op.impl, info);
+  if (op.staged && op.device_recv) op.staged->deliver(op.device_recv);
+}
+
 }  // namespace
 
 ferry_result ferry_allreduce(ferry_comm* comm, const void* send, void* recv, size_t count,
                              const ferry_allreduce_desc* desc, ferry_op_info* info) {
   return guarded([&] {
     check_info(info);
-    finish(issue(comm, send, recv, count, desc), info);
+    ferry_op op = issue(comm, send, recv, count, desc);
+    finish_op(op, info);
   });
 }
 
@@ -323,8 +347,7 @@ ferry_result ferry_allreduce_async(ferry_comm* comm, const void* send, void* rec
   return guarded([&] {
     require(op, "op");
     *op = nullptr;
-    auto handle = std::make_unique<ferry_op>();
-    handle->impl = issue(comm, send, recv, count, desc);
+    auto handle = std::make_unique<ferry_op>(issue(comm, send, recv, count, desc));
     *op = handle.release();
   });
 }
@@ -366,7 +389,7 @@ ferry_result ferry_op_wait(ferry_op* op, ferry_op_info* info) {
   // A bad info leaves the op untouched (still in flight, still the caller's to wait).
   if (ferry_result r = guarded([&] { check_info(info); }); r != FERRY_OK) return r;
   std::unique_ptr<ferry_op> owned(op);  // from here released whatever the outcome: exactly once
-  return guarded([&] { finish(owned->impl, info); });
+  return guarded([&] { finish_op(*owned, info); });
 }
 
 void ferry_allreduce_job_init(ferry_allreduce_job* job) {
@@ -390,7 +413,11 @@ ferry_result ferry_allreduce_multiple_with_retry(ferry_comm* comm, const ferry_a
     for (size_t i = 0; i < n; ++i) {
       auto job = ferry::capi::read_versioned(reinterpret_cast<const ferry_allreduce_job*>(base + i * stride),
                                              ferry_allreduce_job_init, "jobs[i]");
-      auto spec = to_spec(ferry::capi::read_versioned(&job.desc, ferry_allreduce_desc_init, "jobs[i].desc"));
+      auto desc = ferry::capi::read_versioned(&job.desc, ferry_allreduce_desc_init, "jobs[i].desc");
+      if (c_enum_value(desc.device) != FERRY_DEVICE_CPU)
+        throw Error(Errc::invalid_argument, "jobs[" + std::to_string(i) +
+                                                "].desc.device: ferry_allreduce_multiple_with_retry takes host buffers only");
+      auto spec = to_spec(desc);
       check_buffers(job.send, job.recv, job.count, spec.dtype);
       parsed.push_back({job.send, job.recv, job.count, spec});
     }
@@ -409,6 +436,7 @@ void ferry_tensor_init(ferry_tensor* tensor) {
   tensor->struct_size = sizeof(ferry_tensor);
   tensor->dtype = FERRY_F32;
   tensor->device = FERRY_DEVICE_CPU;
+  tensor->device_index = 0;
 }
 
 void ferry_shared_state_init(ferry_shared_state* state) {
@@ -434,6 +462,7 @@ ferry_result ferry_sync_shared_state(ferry_comm* comm, ferry_shared_state* state
     auto* base = reinterpret_cast<uint8_t*>(s.tensors);
     size_t stride = s.count > 0 ? s.tensors->struct_size : 0;
     std::vector<ferry_tensor*> given;
+    std::vector<std::unique_ptr<ferry::capi::StagedBuffer>> staged;  // by caller's index; null for host tensors
     std::set<std::string> names;
     for (size_t i = 0; i < s.count; ++i) {
       auto* raw = reinterpret_cast<ferry_tensor*>(base + i * stride);
@@ -443,13 +472,20 @@ ferry_result ferry_sync_shared_state(ferry_comm* comm, ferry_shared_state* state
       std::string name = t.name;
       if (name.empty() || name.size() > 255) throw Error(Errc::invalid_argument, where + ".name must be 1..255 bytes");
       if (!names.insert(name).second) throw Error(Errc::invalid_argument, "two tensors are named '" + name + "'");
-      if (c_enum_value(t.device) != FERRY_DEVICE_CPU)
-        throw Error(Errc::invalid_argument, where + " ('" + name + "') is not in host memory; this build syncs host memory only");
       ferry::DType dtype = checked_dtype(t.dtype, where + ".dtype");
       if (t.count > 0) require(t.data, (where + ".data").c_str());
       if (t.count > SIZE_MAX / ferry::dtype_size(dtype)) throw Error(Errc::invalid_argument, where + " is too large");
+      ferry::capi::check_device(c_enum_value(t.device), t.device_index, t.data, where + ".device ('" + name + "')");
       spec.tensors.push_back({name, t.data, t.count, dtype, t.allow_content_inequality != 0});
       given.push_back(raw);
+      staged.emplace_back();
+      if (c_enum_value(t.device) == FERRY_DEVICE_CPU) continue;
+      // Staged in host memory, hashed on the device; delivered back only when the sync overwrites it.
+      staged.back() = std::make_unique<ferry::capi::StagedBuffer>(t.device_index, s.cuda_stream, t.data,
+                                                                  t.count * ferry::dtype_size(dtype),
+                                                                  t.allow_content_inequality == 0);
+      spec.tensors.back().data = staged.back()->host();
+      if (t.allow_content_inequality == 0) spec.tensors.back().block_hashes = staged.back()->block_hashes();
     }
     auto op = comm->impl->sync_shared_state(std::move(spec));
     ferry::peer::SyncOutcome outcome;
@@ -470,6 +506,8 @@ ferry_result ferry_sync_shared_state(ferry_comm* comm, ferry_shared_state* state
       ferry::capi::write_versioned(info, info->struct_size, full);
     }
     if (!st.ok()) throw Error(st.code, st.message);
+    for (size_t i = 0; i < given.size(); ++i)
+      if (staged[i] && i < outcome.changed.size() && outcome.changed[i]) staged[i]->deliver(given[i]->data);
     state->revision = outcome.revision;
   });
 }

@@ -663,6 +663,16 @@ typedef enum ferry_quant {
    any thread. */
 FERRY_API const char* ferry_quant_name(ferry_quant quant);
 
+/* Where a tensor's memory lives. FERRY_DEVICE_CUDA needs a libferry built
+   with CUDA (FERRY_CUDA, the default when a CUDA compiler is found) and a
+   CUDA device at run time; otherwise such a tensor is refused with
+   FERRY_ERR_INVALID_ARGUMENT and ferry_last_error() says "this libferry was
+   built without CUDA" or "no CUDA device: <CUDA's error>", and nothing is
+   read or written. Device tensors are staged through pinned host memory
+   (below); the shared-state content hash of a device tensor is computed on
+   the device (the same value as the CPU's). */
+typedef enum ferry_device { FERRY_DEVICE_CPU = 0, FERRY_DEVICE_CUDA = 1 } ferry_device;
+
 typedef struct ferry_allreduce_desc {
   uint32_t struct_size;       /* sizeof(ferry_allreduce_desc); set by _init */
   ferry_dtype dtype;          /* default FERRY_F32 */
@@ -674,6 +684,25 @@ typedef struct ferry_allreduce_desc {
   /* Elements per scale block for u8/i8/u4/i8h/i4h; 0 (default) means 256.
      1..65536; must match on every peer. */
   uint32_t quant_block;
+  /* Added for device tensors (a struct_size from an older header ends before these and
+     keeps the defaults): where `send` and `recv` live. With
+     FERRY_DEVICE_CUDA both are memory of CUDA device `device_index`,
+     borrowed until the call returns (ferry_allreduce) or the op is waited
+     (ferry_allreduce_async). Ordering: ferry records an event on
+     `cuda_stream` at the call, so it reads `send` after the work the caller
+     enqueued there before the call; it copies `send` on a stream of its own
+     into a pinned host buffer (pooled, reused) and reduces there; on success
+     it copies the result into `recv` on its own stream and makes
+     `cuda_stream` wait on an event for that copy (at ferry_allreduce's
+     return, or in ferry_op_wait for an async op), so `cuda_stream` never
+     waits for the network, only for the copy back. On failure `recv` is not
+     written. ferry_allreduce_multiple_with_retry takes host buffers only.
+     Errors as ferry_allreduce, plus FERRY_ERR_INVALID_ARGUMENT for a device
+     this build or process lacks (see ferry_device) or a buffer that is not
+     on it, and FERRY_ERR_SYSTEM for a CUDA call that fails. */
+  ferry_device device;        /* default FERRY_DEVICE_CPU */
+  int device_index;           /* CUDA device ordinal; default 0 */
+  void* cuda_stream;          /* a cudaStream_t; NULL (default): the legacy default stream */
 } ferry_allreduce_desc;
 
 FERRY_API void ferry_allreduce_desc_init(ferry_allreduce_desc* desc);
@@ -835,11 +864,6 @@ FERRY_API ferry_result ferry_allreduce_multiple_with_retry(ferry_comm* comm, con
 /* Shared state                                                              */
 /* ------------------------------------------------------------------------ */
 
-/* Where a tensor's memory lives. This build reads and writes host memory
-   only; FERRY_DEVICE_CUDA is refused with FERRY_ERR_INVALID_ARGUMENT (the
-   Python bindings stage device tensors through host memory). */
-typedef enum ferry_device { FERRY_DEVICE_CPU = 0, FERRY_DEVICE_CUDA = 1 } ferry_device;
-
 typedef enum ferry_sync_strategy {
   /* The most common bytes among the peers at the sync's revision win; this
      peer's bytes count (default). */
@@ -863,6 +887,14 @@ typedef struct ferry_tensor {
      state); it is never compared or moved. Must be the same on every peer. */
   int allow_content_inequality;
   int changed;            /* out: 1 when the call overwrote this tensor's bytes */
+  /* Added for device tensors: the CUDA device ordinal of `data` when device is
+     FERRY_DEVICE_CUDA (default 0). Such a tensor is copied to pinned host
+     memory on ferry's stream after the work enqueued on the state's
+     cuda_stream before the call, and hashed on the device; when the sync
+     overwrites it, the new bytes are copied back on ferry's stream and
+     cuda_stream waits on an event for the copy. On failure it is not
+     written. */
+  int device_index;
 } ferry_tensor;
 
 FERRY_API void ferry_tensor_init(ferry_tensor* tensor);
@@ -882,6 +914,9 @@ typedef struct ferry_shared_state {
   /* zstd level this peer asks holders to compress with when it fetches
      (0, the default: raw bytes; 1-3 pay on slow links, cost CPU on fast ones). */
   uint32_t compression_level;
+  /* Added for device tensors: the cudaStream_t that orders this state's device tensors
+     (see ferry_tensor.device_index); NULL (default): the legacy default stream. */
+  void* cuda_stream;
 } ferry_shared_state;
 
 FERRY_API void ferry_shared_state_init(ferry_shared_state* state);

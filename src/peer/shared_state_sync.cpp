@@ -62,18 +62,25 @@ HashedState HashedState::of(SyncSpec spec) {
   // Hash the tensors that must agree, on every core at once.
   std::vector<std::pair<const void*, size_t>> buffers;
   std::vector<size_t> hashed;
+  h.hashes.assign(h.order.size(), 0);
+  h.own_blocks.resize(h.order.size());
   for (size_t c = 0; c < h.order.size(); ++c) {
     const auto& t = tensors[h.order[c]];
-    if (!t.allow_inequality) {
-      buffers.emplace_back(t.data, t.count * dtype_size(t.dtype));
-      hashed.push_back(c);
+    if (t.allow_inequality) continue;
+    const size_t size = t.count * dtype_size(t.dtype);
+    if (t.block_hashes) {  // hashed on its device already
+      if (t.block_hashes->size() != std::max<size_t>(1, (size + kContentHashBlock - 1) / kContentHashBlock))
+        throw Error(Errc::internal, "shared tensor '" + t.name + "': block hashes do not match its size");
+      h.hashes[c] = content_hash_from_blocks(*t.block_hashes, size);
+      h.own_blocks[c] = *t.block_hashes;
+      continue;
     }
+    buffers.emplace_back(t.data, size);
+    hashed.push_back(c);
   }
   std::vector<uint64_t> digests(buffers.size());
   std::vector<std::vector<uint64_t>> blocks;
   content_hash_many(buffers, digests, 0, &blocks);
-  h.hashes.assign(h.order.size(), 0);
-  h.own_blocks.resize(h.order.size());
   for (size_t k = 0; k < hashed.size(); ++k) {
     h.hashes[hashed[k]] = digests[k];
     h.own_blocks[hashed[k]] = std::move(blocks[k]);

@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,6 +32,10 @@ struct SharedTensor {
   size_t count = 0;
   DType dtype = DType::f32;
   bool allow_inequality = false;
+  // Set when the bytes at `data` were hashed elsewhere (a device tensor staged
+  // through host memory, hashed on its device): content_hash_many's block
+  // hashes of those bytes, used instead of hashing them again.
+  std::optional<std::vector<uint64_t>> block_hashes = std::nullopt;
 };
 
 struct SyncSpec {
