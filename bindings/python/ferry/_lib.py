@@ -136,6 +136,9 @@ class AllreduceDesc(ctypes.Structure):
         ("tag", ctypes.c_uint64),
         ("quant", ctypes.c_int),  # ferry_quant
         ("quant_block", ctypes.c_uint32),
+        ("device", ctypes.c_int),
+        ("device_index", ctypes.c_int),
+        ("cuda_stream", ctypes.c_void_p),
     ]
 
 
@@ -179,6 +182,7 @@ class Tensor(ctypes.Structure):
         ("device", ctypes.c_int),  # ferry_device
         ("allow_content_inequality", ctypes.c_int),
         ("changed", ctypes.c_int),
+        ("device_index", ctypes.c_int),
     ]
 
 
@@ -189,6 +193,7 @@ class SharedState(ctypes.Structure):
         ("tensors", ctypes.POINTER(Tensor)),
         ("count", ctypes.c_size_t),
         ("compression_level", ctypes.c_uint32),
+        ("cuda_stream", ctypes.c_void_p),
     ]
 
 
