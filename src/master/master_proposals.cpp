@@ -205,12 +205,12 @@ void MasterState::kick_silent_probers(Group& group) {
   if (!group.proposal || !group.proposal->probing || group.proposal->probe_waiting.empty()) return;
   if (now_ms_ - group.proposal->probe_round_started_ms < limits_.probe_round_timeout_ms) return;
   // An honest peer answers within its own bounds (link_probe.h); one that does not stalls the vote.
+  // The first kick re-proposes (or ends the proposal): the round and the list are read before it.
   std::vector<PeerId> silent(group.proposal->probe_waiting.begin(), group.proposal->probe_waiting.end());
+  const std::string why = "did not answer probe round " + std::to_string(group.proposal->probe_round) + " within " +
+                          std::to_string(limits_.probe_round_timeout_ms) + " ms";
   for (PeerId peer : silent)
-    if (auto it = peers_.find(peer); it != peers_.end())
-      kick(it->second.conn, Errc::protocol,
-           "did not answer probe round " + std::to_string(group.proposal->probe_round) + " within " +
-               std::to_string(limits_.probe_round_timeout_ms) + " ms");
+    if (auto it = peers_.find(peer); it != peers_.end()) kick(it->second.conn, Errc::protocol, why);
 }
 
 void MasterState::end_probes(Group& group) {

@@ -324,3 +324,26 @@ TEST_CASE("master: an optimize vote forgets the matrix, probes every pair and ta
   f.all_ready();
   CHECK(f.state.ring(0) == std::vector<PeerId>{1, 3, 2});
 }
+
+TEST_CASE("master: members silent in a later probe round are each kicked naming that round and not the next proposal's",
+          "[master][probe]") {
+  MasterLimits limits;
+  limits.probe_round_timeout_ms = 1000;
+  Fixture f(limits);
+  f.state.advance_clock(10);
+  const uint64_t epoch = f.three_probing();
+  auto rounds = f.sent<ProbeRound>();
+  REQUIRE_FALSE(rounds.empty());
+  REQUIRE(rounds[0].second.round == 0);
+  for (auto& [conn, r] : rounds) f.state.on_message(conn, ProbeDone{epoch, 0, {}, {}});
+  f.step();
+  rounds = f.sent<ProbeRound>();
+  REQUIRE(rounds.size() >= 2);  // three members: a second round, with two or more probers in it
+  REQUIRE(rounds[0].second.round == 1);
+  f.state.on_tick(2000);
+  f.step();
+  for (auto& [conn, r] : rounds) {
+    REQUIRE(f.closed(conn));
+    CHECK(f.kick_of(conn).reason.find("did not answer probe round 1 ") != std::string::npos);
+  }
+}
