@@ -37,7 +37,7 @@ TEST_CASE("peer state: the first death is kept, and a dead peer throws its reaso
   CHECK(code_of([&] { state.require_accepted("allreduce"); }) == Errc::master_lost);
 }
 
-TEST_CASE("peer state: calls need an accepted peer; while the master is away they are retryable", "[peer_state]") {
+TEST_CASE("peer state: calls need an accepted peer, and while the master is away they are retryable", "[peer_state]") {
   PeerState state;
   std::lock_guard lock(state.mu);
   CHECK(code_of([&] { state.require_accepted("allreduce"); }) == Errc::invalid_usage);
