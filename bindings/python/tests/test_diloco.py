@@ -176,11 +176,18 @@ def test_comm_time_says_how_much_of_the_outer_all_reduce_was_hidden(address, ove
     is hidden; overlapped, with inner steps that take a while, the reductions run behind them."""
 
     def body(shard):
-        with ferry.Communicator(address, **PEER_ARGS) as comm, toy(comm, min_peers=2, overlap=overlap) as diloco:
+        # 4 M parameters: a reduction of a few floats takes about as long as issuing it, so
+        # "some of it was hidden" would be a coin flip on a loaded machine; 16 MB takes longer.
+        model = torch.nn.Linear(1 << 11, 1 << 11, bias=False)
+        inner = torch.optim.SGD(model.parameters(), lr=0.01)
+        with ferry.Communicator(address, **PEER_ARGS) as comm, \
+                DiLoCo(comm, model, inner, SYNC_EVERY, min_peers=2, overlap=overlap) as diloco:
             for _ in range(3 * SYNC_EVERY):
                 if overlap:
                     time.sleep(0.05)  # the inner step's compute
-                inner_step(diloco, shard)
+                model.weight.grad = torch.full_like(model.weight, shard + 1.0)
+                inner.step()
+                diloco.step()
             diloco.finish()
             return diloco.comm_time
 
