@@ -391,10 +391,14 @@ typedef struct ferry_comm_params {
   /* How long ferry_connect keeps dialing a master that does not answer yet
      (added in 0.3), in ms: default 60000; 0: one dial, as before. A
      launcher (torchrun, Slurm, a shell loop) may start the peers a moment
-     before their master: a dial refused, unreachable or unanswered is tried
-     again with back-off (50 ms, doubling to 1 s) until then. A master that
-     answers and refuses (TLS on one side only, another certificate
-     authority) fails the call at once. 0..86400000. */
+     before their master: a dial unanswered is tried again with back-off
+     (50 ms, doubling to 1 s) until then. A dial refused or unreachable at
+     once is tried 10 times (about 5.5 s: a master started alongside its
+     peers binds within that; refused longer, the address is wrong), and a
+     name that does not resolve once (the resolver already retried): both
+     fail within seconds naming the address. The first failure is logged at
+     warning level. A master that answers and refuses (TLS on one side only,
+     another certificate authority) fails the call at once. 0..86400000. */
   uint32_t master_connect_timeout_ms;
 } ferry_comm_params;
 
@@ -412,13 +416,14 @@ FERRY_API ferry_result ferry_comm_create(const ferry_comm_params* params, ferry_
    its group is empty, otherwise when the group's accepted peers next call
    ferry_update_topology. Blocks up to master_connect_timeout_ms (timeout_ms
    when that is 0) to reach the master (resolve, TCP connect, TLS handshake;
-   dialing again while nobody answers), then up to timeout_ms to be
-   admitted. A call after FERRY_ERR_TIMEOUT for admission only waits again:
+   dialing again while nobody answers; a refused dial gets 10 tries, about
+   5.5 s, an unresolvable name one), then up to timeout_ms to be admitted.
+   A call after FERRY_ERR_TIMEOUT for admission only waits again:
    at most timeout_ms.
    Errors: FERRY_ERR_INVALID_ARGUMENT (NULL), FERRY_ERR_INVALID_USAGE
    (already connected), FERRY_ERR_CONNECT (no master answered within
-   master_connect_timeout_ms, or the one that answered refused the
-   transport), FERRY_ERR_TIMEOUT (the last dial found no answer before its
+   master_connect_timeout_ms, the address refused 10 dials or its name did not
+   resolve, or the master that answered refused the transport), FERRY_ERR_TIMEOUT (the last dial found no answer before its
    deadline, and a later call dials again; or this peer was not admitted in time, and the
    communicator stays pending for a later call to wait on), FERRY_ERR_AUTH (the master
    and this peer do not share the run secret), FERRY_ERR_MASTER_LOST,

@@ -29,8 +29,10 @@ struct DialAttempt : std::enable_shared_from_this<DialAttempt> {
   // skipped while another candidate remains.
   void resolve_next() {
     if (resolved_count == candidates.size()) {
-      if (addresses.empty())
+      if (addresses.empty()) {
+        unresolved = true;
         return fail(Errc::connect, resolve_error.empty() ? "no address to dial" : "cannot resolve: " + resolve_error);
+      }
       return connect();
     }
     const Endpoint& next = candidates[resolved_count++];
@@ -92,7 +94,7 @@ struct DialAttempt : std::enable_shared_from_this<DialAttempt> {
     socket.close(ignored);
     std::string where;
     for (const Endpoint& e : candidates) where += (where.empty() ? "" : " or ") + e.to_string();
-    done({Status::failure(code, "cannot connect to " + where + ": " + why), nullptr, got_answer});
+    done({Status::failure(code, "cannot connect to " + where + ": " + why), nullptr, got_answer, !unresolved});
   }
 
   asio::strand<asio::any_io_executor> strand;
@@ -108,6 +110,7 @@ struct DialAttempt : std::enable_shared_from_this<DialAttempt> {
   SocketTuning tuning;
   bool answered = false;  // the TCP connection was taken: only the transport's handshake is left
   bool finished = false;
+  bool unresolved = false;  // no candidate's name resolved
 };
 
 void start_dial(asio::any_io_executor executor, std::vector<Endpoint> candidates, std::chrono::milliseconds timeout,

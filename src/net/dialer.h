@@ -34,6 +34,7 @@ struct DialOutcome {
   Status status;
   std::shared_ptr<Stream> stream;  // set on success
   bool answered = false;
+  bool resolved = true;  // false: no candidate's name resolved (nothing was dialed)
 };
 using DialDone = std::function<void(DialOutcome)>;
 void dial(asio::any_io_executor executor, const Endpoint& endpoint, std::chrono::milliseconds timeout,

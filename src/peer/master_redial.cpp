@@ -15,6 +15,9 @@ using std::chrono::milliseconds;
 constexpr milliseconds kFirstBackoff{50}, kMaxBackoff{1'000};
 // One redial at most: a master that took the connection answers in milliseconds.
 constexpr milliseconds kMaxRedial{2'000};
+// The first dial refused (or unroutable) at once is tried this often, ~5.5 s with the back-off: a master
+// started alongside its peers (a Python one: its imports) binds within that; refused longer, the address is wrong.
+constexpr int kRefusedTries = 10;
 
 milliseconds until(Clock::time_point deadline) {
   return std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
@@ -42,27 +45,41 @@ MasterRedial::DialEnd MasterRedial::dial_with_backoff(Clock::time_point deadline
 
 void MasterRedial::first_dial() {
   const bool once = limits_.connect.count() == 0;
+  const auto began = Clock::now();
   std::optional<MasterSession::Unanswered> unanswered;
+  int refused = 0;
+  // A name that does not resolve is not asked again: the resolver already retried its servers
+  // within its own timeout, and asking again would mostly repeat that wait for a typo.
+  auto hopeless = [&] { return unanswered && (!unanswered->resolved || refused >= kRefusedTries); };
   auto end = dial_with_backoff(
-      Clock::now() + limits_.connect,
+      began + limits_.connect,
       [&](milliseconds left) {
         try {
           session_.open(hooks_.hello(), once ? limits_.dial : std::clamp(left, milliseconds(1), limits_.dial));
           return true;
         } catch (const MasterSession::Unanswered& e) {
-          if (!unanswered && !once)
-            log().info("{}; dialing it again for up to {}", e.what(), ms(limits_.connect));
+          if (e.code() == Errc::connect) ++refused;  // at once; Errc::timeout: nothing answered in time
+          if (!unanswered && !once && e.resolved)
+            log().warn("{}; dialing it again ({} tries while refused, up to {} while unanswered: "
+                       "master_connect_timeout_ms)",
+                       e.what(), kRefusedTries, ms(limits_.connect));
           unanswered = e;
           return false;
         }
       },
-      [&] { return state_.phase == Phase::dead; });
+      [&] { return state_.phase == Phase::dead || hopeless(); });
   if (end == DialEnd::dialed) return;
   {
     std::lock_guard lock(state_.mu);
     state_.throw_if_dead();
   }
   if (once) throw *unanswered;
+  if (!unanswered->resolved)
+    throw Error(unanswered->code(), std::string(unanswered->what()) + "; check the master's host name");
+  if (end == DialEnd::stopped)
+    throw Error(unanswered->code(), std::string(unanswered->what()) + "; refused " + std::to_string(refused) +
+                                        " times in " + ms(std::chrono::duration_cast<milliseconds>(Clock::now() - began)) +
+                                        ": is a ferry master listening at that address (host, port, IPv4 or IPv6)?");
   throw Error(unanswered->code(), std::string(unanswered->what()) + "; no master answered within " +
                                       ms(limits_.connect) + " (master_connect_timeout_ms)");
 }

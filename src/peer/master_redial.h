@@ -4,8 +4,11 @@
 // 50 ms doubling to 1 s, cut at the deadline, and so on until a try succeeds,
 // the deadline passes or the dial is no longer wanted.
 //  - The first dial tries until master_connect_timeout (0: once): a launcher
-//    may start the peers a moment before their master. A master that
-//    answered and refused is final.
+//    may start the peers a moment before their master. A dial refused at once
+//    is tried kRefusedTries times only, a name that does not resolve once:
+//    a wrong address is told in seconds (master_redial.cpp says why). The
+//    first failure is a warning naming the address. A master that answered
+//    and refused is final.
 //  - A lost session is decided here (on_session_failed). Losing the master
 //    (not a kick) while accepted, with a reconnect window: the peer keeps its
 //    tensors, id and ring, fails every collective that cannot have been

@@ -19,10 +19,10 @@ void MasterSession::open(wire::Hello hello, std::optional<std::chrono::milliseco
   std::promise<net::DialOutcome> dialed;
   net::dial(executor_, options_.master, dial_timeout.value_or(options_.timeout), options_.transport,
             net::DialDone([&dialed](net::DialOutcome outcome) { dialed.set_value(std::move(outcome)); }));
-  auto [status, stream, answered] = dialed.get_future().get();  // the dialer's own deadline bounds this
+  auto [status, stream, answered, resolved] = dialed.get_future().get();  // the dialer's own deadline bounds this
   if (!status.ok()) {
     std::string what = "master " + options_.master.to_string() + ": " + status.message;
-    if (!answered) throw Unanswered(status.code, what);
+    if (!answered) throw Unanswered(status.code, what, resolved);
     throw Error(status.code, what);
   }
   auto connection = net::FrameConnection::create(stream);

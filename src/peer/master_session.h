@@ -61,7 +61,8 @@ class MasterSession {
   // What open() throws when nothing took the connection (refused,
   // unreachable, no answer in time): a master that may not be up yet.
   struct Unanswered : Error {
-    using Error::Error;
+    Unanswered(Errc code, const std::string& what, bool name_resolved) : Error(code, what), resolved(name_resolved) {}
+    bool resolved;  // false: the master's name did not resolve (nothing was dialed)
   };
 
   // Dials the master (at most `dial_timeout`, or options.timeout); `hello`

@@ -122,6 +122,7 @@ class Communicator:
             started again on the same address takes the peer back in its place (ferry.h).
         master_connect_timeout_ms: how long connect() keeps dialing a master that does not
             answer yet (default 60000; 0: one dial), so peers may start before their master.
+            A refused address gets 10 tries (~5.5 s) within it, an unresolvable name one.
 
     Raises InvalidArgumentError for bad values, ConnectError when no p2p port can be bound.
     """
@@ -271,8 +272,10 @@ class Communicator:
 
         Admission is immediate in an empty group; otherwise it happens when the
         group's accepted peers next call :meth:`update_topology`. Blocks at most
-        timeout_ms plus the connect (GIL released). Raises ConnectError (master
-        unreachable), TimeoutError (not admitted in time; calling connect() again
+        master_connect_timeout_ms to reach a master that does not answer yet (a refused
+        address: 10 tries, ~5.5 s; an unresolvable name: one), then timeout_ms to be
+        admitted (GIL released). Raises ConnectError (master unreachable, naming its
+        address), TimeoutError (not admitted in time; calling connect() again
         retries the wait), InvalidUsageError (already connected), MasterLostError,
         KickedError, ProtocolError.
         """

@@ -77,6 +77,7 @@ its Communicator, which no other code may use for collectives meanwhile.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import torch
@@ -85,6 +86,10 @@ from .communicator import Communicator
 from .elastic import BOUNDARY, FINAL, CommTime, ElasticGroup, PendingReduce
 from .errors import InvalidArgumentError, InvalidUsageError
 from .outer import MERGES, Fragment, OuterOptimizer, fragment_parameters, split_flat
+
+# join()'s default deadline (seconds): peers of one run usually start within minutes of each
+# other; a wait past ten means a peer that will not come, better told than waited on forever.
+JOIN_TIMEOUT_S = 600.0
 
 __all__ = ["CommTime", "DiLoCo", "OuterOptimizer", "split_flat"]
 
@@ -190,27 +195,31 @@ class DiLoCo:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def join(self) -> None:
+    def join(self, timeout: Optional[float] = JOIN_TIMEOUT_S) -> None:
         """Connects and takes this peer's place in the run: the first peer's theta starts the
         run; a newcomer receives theta, the momentum and the step, and its model is set to
         theta. A peer restored by load_state_dict() that finds the group where its checkpoint
         stands keeps its own state instead. Blocks until admitted (and, at step 0, until
-        ``min_peers`` are there)."""
+        ``min_peers`` are there), at most ``timeout`` seconds (default 600; None: no deadline;
+        the ``with`` block uses the default), then raises ferry.TimeoutError naming min_peers
+        and the count reached. While short of min_peers it says so after 5 s and every 30 s
+        (to ``log`` and to the "ferry" logger at warning level)."""
         if self.joined:
             raise InvalidUsageError("DiLoCo.join(): already joined")
-        progress = self.group.join()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        progress = self.group.join(deadline)
         self.joined = True
         done = self.position // self.period
         if progress is None:
-            self.group.boundary(done, self.min_peers)
+            self.group.boundary(done, self.min_peers, deadline)
             self._reissue()
         elif self.restored and (int(progress[0]), int(progress[1])) == (done, BOUNDARY):
-            self.group.grow(self.min_peers)  # as the first restored peer does
+            self.group.grow(self.min_peers, deadline)  # as the first restored peer does
             self._reissue()
         else:
-            self._arrive(int(progress[0]), int(progress[1]))
+            self._arrive(int(progress[0]), int(progress[1]), deadline)
 
-    def _arrive(self, label: int, phase: int) -> None:
+    def _arrive(self, label: int, phase: int, deadline: Optional[float] = None) -> None:
         """A newcomer takes its place at progress (label, phase) with weight 0 where the
         group reduces what it trained; see the module docstring for the collectives."""
         self.pending = None
@@ -218,7 +227,7 @@ class DiLoCo:
             f.reset()
         if phase == BOUNDARY:
             self.position = label * self.period
-            self.group.grow(self.min_peers if label == 0 else 1)
+            self.group.grow(self.min_peers if label == 0 else 1, deadline)
             if self.overlap and label > 0:
                 self.owed = [lambda: self._issue(label, 0.0)]
         elif not self.overlap:  # inside the reduction of sync point label + 1

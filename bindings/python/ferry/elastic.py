@@ -25,6 +25,7 @@ The sync revision counts syncs (ferry requires +1 per sync); the step travels in
 
 from __future__ import annotations
 
+import logging
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -43,6 +44,10 @@ __all__ = ["BOUNDARY", "FINAL", "REDUCE", "RETRYABLE", "CommTime", "PendingReduc
 BOUNDARY, REDUCE, FINAL = 0, 1, 2
 PHASE_NAMES = {BOUNDARY: "boundary", REDUCE: "reduce", FINAL: "final reduce"}
 RETRYABLE = (PeerLostError, TimeoutError)
+# A wait for peers is worth a line once it outlasts a normal start (seconds), then a reminder
+# every half minute: often enough to see, rare enough not to drown the training log.
+GROW_FIRST_NOTICE_S = 5.0
+GROW_NOTICE_EVERY_S = 30.0
 
 
 @dataclass
@@ -106,16 +111,18 @@ class ElasticGroup:
 
     # ------------------------------------------------------------------ joining
 
-    def join(self) -> Optional[torch.Tensor]:
+    def join(self, deadline: Optional[float] = None) -> Optional[torch.Tensor]:
         """connect(); returns None for the group's first peer (its tensors start the run), else
         the received ``progress`` ([step, phase]) for a newcomer, whose shared tensors now hold
-        the group's."""
+        the group's. Still pending past ``deadline`` (time.monotonic()): the TimeoutError."""
         while True:
             try:
                 self.comm.connect()
                 break
             except TimeoutError:  # still pending: the group admits at its next boundary
-                self.log("still waiting to be admitted")
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+                self._notice("still waiting to be admitted (the group admits newcomers at its next outer step)")
         if self.comm.group_world_size == 1:
             return None
         while True:
@@ -156,20 +163,40 @@ class ElasticGroup:
         if after != before:
             self.log(f"world {before} -> {after}")
 
-    def boundary(self, step: int, min_peers: int = 1) -> None:
+    def boundary(self, step: int, min_peers: int = 1, deadline: Optional[float] = None) -> None:
         """Collective at a step boundary (nothing in flight): admits waiting peers; with
         ``min_peers`` > 1, keeps admitting until the group has that many (use it at the first
         step only: after deaths the group may stay smaller)."""
         with self._membership():
             self.progress[0], self.progress[1] = step, BOUNDARY
             self._admit()
-            self.grow(min_peers)
+            self.grow(min_peers, deadline)
 
-    def grow(self, min_peers: int) -> None:
-        """The tail of boundary(): a newcomer admitted at a boundary continues here."""
+    def grow(self, min_peers: int, deadline: Optional[float] = None) -> None:
+        """The tail of boundary(): a newcomer admitted at a boundary continues here.
+
+        ``deadline`` (a time.monotonic() value; None: none): past it, TimeoutError naming
+        min_peers and the count reached. While short of min_peers, says so (log and the
+        "ferry" logger at warning level) after GROW_FIRST_NOTICE_S, then every GROW_NOTICE_EVERY_S."""
+        began = time.monotonic()
+        notice_at = began + GROW_FIRST_NOTICE_S
         while self.comm.group_world_size < min_peers:
+            now, have = time.monotonic(), self.comm.group_world_size
+            if deadline is not None and now >= deadline:
+                raise TimeoutError(f"DiLoCo.join(): min_peers={min_peers} not reached after {now - began:.0f} s: "
+                                   f"the group has {have} peer(s); start the missing peers against the same master, "
+                                   "or lower min_peers, or pass a longer join(timeout=...)")
+            if now >= notice_at:
+                self._notice(f"waiting for min_peers={min_peers}: the group has {have} after {now - began:.0f} s "
+                             "(peers connecting to the same master are admitted within 0.05 s)")
+                notice_at = now + GROW_NOTICE_EVERY_S
             time.sleep(0.05)
             self._admit()
+
+    def _notice(self, line: str) -> None:
+        """A wait worth a person's attention: to ``log`` and to the "ferry" logger (warning)."""
+        self.log(line)
+        logging.getLogger("ferry").warning(line)
 
     def _admit(self) -> None:
         try:

@@ -17,10 +17,12 @@ __all__ = ["Master"]
 class Master:
     """A master serving on a library thread of this process.
 
-    ``Master(listen)`` binds the listening socket at once (a port conflict
-    raises ConnectError here; ``"127.0.0.1:0"`` picks a free port, see
-    :attr:`port`) but serves only after :meth:`start`. As a context manager
-    it starts on entry (if not started) and stops and frees on exit::
+    ``Master(listen)`` binds the listening socket and starts serving at once
+    (a port conflict raises ConnectError here; ``"127.0.0.1:0"`` picks a free
+    port, see :attr:`port`): a peer may connect as soon as the constructor
+    returns. ``start=False`` only binds (a peer that connects meanwhile waits,
+    and is told no ferry master answered) until :meth:`start`. As a context
+    manager it starts on entry (if not started) and stops and frees on exit::
 
         with ferry.Master("127.0.0.1:0") as m:
             comm = ferry.Communicator(f"127.0.0.1:{m.port}")
@@ -46,25 +48,29 @@ class Master:
         http: ``"HOST:PORT"`` (or ``"PORT"``: loopback only) of a read-only HTTP endpoint for
             people watching the run: ``/`` a live dashboard, ``/status`` JSON, ``/metrics``
             Prometheus. PORT 0 picks a free port (see :attr:`http_port`). None (default): none.
+        start: serve from construction (default True); False: bind only, serve from :meth:`start`.
     """
 
     def __init__(self, listen: str = "[::]:48148", peer_timeout_ms: Optional[int] = None,
                  secret_file: Optional[str] = None, tls_cert_file: Optional[str] = None,
                  tls_key_file: Optional[str] = None, tls_ca_file: Optional[str] = None,
-                 http: Optional[str] = None) -> None:
+                 http: Optional[str] = None, start: bool = True) -> None:
         self._ptr: Optional[_lib.MasterPtr] = None
         self._lock = threading.Lock()
         self._running = False
+        self._stopped = False  # a master serves once: the C master cannot listen again after stop
         lib = _lib.lib()
         params, strings = master_params(listen, peer_timeout_ms, secret_file, tls_cert_file, tls_key_file,
                                         tls_ca_file, http)
         ptr = _lib.MasterPtr()
         _lib.check(lib.ferry_master_create_with(ctypes.byref(params), ctypes.byref(ptr)),
-                   f"ferry_master_create({listen!r})")
+                   f"ferry.Master({listen!r})")
         del strings  # borrowed during ferry_master_create_with only
         self._ptr = ptr
         self.listen = listen
         track_master(self)
+        if start:
+            self.start()
 
     def _handle(self) -> _lib.MasterPtr:
         if self._ptr is None:
@@ -72,13 +78,19 @@ class Master:
         return self._ptr
 
     def start(self) -> "Master":
-        """Starts serving on a library thread; returns at once. Returns self.
+        """Starts serving on a library thread; returns at once. Returns self. A no-op while
+        serving (the constructor starts it unless ``start=False``).
 
-        Raises InvalidUsageError if already started or stopped (a master serves once).
+        Raises InvalidUsageError after :meth:`stop` (a master serves once: create a new one).
         """
         with self._lock:
-            _lib.check(_lib.lib().ferry_master_run(self._handle()), "ferry_master_run")
-            self._running = True
+            if self._stopped:
+                raise InvalidUsageError("Master.start(): this master was stopped by Master.stop() and cannot "
+                                        "serve again; create a new ferry.Master(...) (the same listen address "
+                                        "is free again)")
+            if not self._running:
+                _lib.check(_lib.lib().ferry_master_run(self._handle()), "Master.start()")
+                self._running = True
         return self
 
     @property
@@ -86,7 +98,7 @@ class Master:
         """The port the master listens on (the real one after asking for port 0). Does not block."""
         with self._lock:
             port = ctypes.c_uint16()
-            _lib.check(_lib.lib().ferry_master_port(self._handle(), ctypes.byref(port)), "ferry_master_port")
+            _lib.check(_lib.lib().ferry_master_port(self._handle(), ctypes.byref(port)), "Master.port")
             return port.value
 
     @property
@@ -95,7 +107,7 @@ class Master:
         with self._lock:
             port = ctypes.c_uint16()
             _lib.check(_lib.lib().ferry_master_http_port(self._handle(), ctypes.byref(port)),
-                       "ferry_master_http_port")
+                       "Master.http_port")
             return port.value
 
     @property
@@ -110,8 +122,9 @@ class Master:
         with self._lock:
             if self._ptr is None:
                 return
-            _lib.check(_lib.lib().ferry_master_stop(self._ptr), "ferry_master_stop")
+            _lib.check(_lib.lib().ferry_master_stop(self._ptr), "Master.stop()")
             self._running = False
+            self._stopped = True
 
     def close(self) -> None:
         """Stops (if running) and frees the master. Idempotent."""

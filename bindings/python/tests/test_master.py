@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -10,7 +12,7 @@ from harness import make_peer
 
 
 def test_lifecycle_and_ephemeral_port():
-    m = ferry.Master("127.0.0.1:0")
+    m = ferry.Master("127.0.0.1:0", start=False)
     assert m.port > 0 and not m.running
     assert m.start() is m and m.running
     assert f"port={m.port}" in repr(m)
@@ -35,13 +37,31 @@ def test_context_manager_starts_and_serves_peers():
     assert not m.running
 
 
-def test_a_master_serves_once():
+def test_a_master_serves_from_construction():
+    """Issue 42 item 6: a constructed Master answers peers at once (it used to bind only, and a
+    peer waited 10 s to be told no ferry master answered)."""
+    m = ferry.Master("127.0.0.1:0")
+    try:
+        assert m.running
+        began = time.monotonic()
+        with make_peer(f"127.0.0.1:{m.port}", timeout_ms=5000) as comm:
+            comm.connect()
+            assert comm.world_size == 1
+        assert time.monotonic() - began < 4
+        assert m.start() is m and m.running  # a no-op while serving: the old start() calls still work
+    finally:
+        m.close()
+
+
+def test_a_master_serves_once_and_says_so_in_python_terms():
     with ferry.Master("127.0.0.1:0") as m:
-        with pytest.raises(ferry.InvalidUsageError):
-            m.start()
         m.stop()
-        with pytest.raises(ferry.InvalidUsageError):
+        assert not m.running
+        with pytest.raises(ferry.InvalidUsageError) as info:
             m.start()
+    message = str(info.value)
+    assert "Master.start()" in message and "Master.stop()" in message and "ferry.Master(" in message, message
+    assert "ferry_master" not in message, message
 
 
 def test_bad_addresses_and_port_conflicts():

@@ -1,0 +1,61 @@
+// connect's first dial to a wrong master address (issue 42, item 3): an address that refuses
+// is tried a few times, a name that does not resolve once, and either ends in seconds (not
+// master_connect_timeout_ms's minute) with an error that names the address and what to check.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <string>
+
+#include "harness.h"
+
+using namespace ferry::test;
+
+namespace {
+
+struct DialResult {
+  ferry_result code;
+  std::string error;
+  std::chrono::milliseconds took;
+};
+
+// ferry_connect with the library's defaults (master_connect_timeout_ms 60 s) to `master`.
+DialResult connect_to(const std::string& master) {
+  ferry_comm_params p;
+  ferry_comm_params_init(&p);
+  p.master_address = master.c_str();
+  p.p2p_listen_host = "127.0.0.1";
+  ferry_comm* comm = nullptr;
+  REQUIRE(ferry_comm_create(&p, &comm) == FERRY_OK);
+  const auto started = std::chrono::steady_clock::now();
+  DialResult result{ferry_connect(comm), ferry_last_error(), {}};
+  result.took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  ferry_comm_destroy(comm);
+  return result;
+}
+
+}  // namespace
+
+TEST_CASE("first dial: a refused address is tried a few times, then named within seconds", "[api][connect]") {
+  EmbeddedMaster gone;
+  const std::string address = gone.address();
+  gone.stop();  // nothing listens there any more: every dial is refused at once
+  auto result = connect_to(address);
+  INFO(result.error);
+  CHECK(result.code == FERRY_ERR_CONNECT);
+  CHECK(result.took < std::chrono::seconds(15));
+  CHECK(result.took >= std::chrono::milliseconds(1'000));  // dialed again meanwhile: a master may be starting
+  CHECK(result.error.find(address) != std::string::npos);
+  CHECK(result.error.find("refused 10 times") != std::string::npos);
+  CHECK(result.error.find("is a ferry master listening at that address") != std::string::npos);
+}
+
+TEST_CASE("first dial: a master name that does not resolve is named at once", "[api][connect]") {
+  const std::string address = "no-such-master.invalid:48148";
+  auto result = connect_to(address);
+  INFO(result.error);
+  CHECK(result.code == FERRY_ERR_CONNECT);
+  CHECK(result.took < std::chrono::seconds(15));
+  CHECK(result.error.find(address) != std::string::npos);
+  CHECK(result.error.find("cannot resolve") != std::string::npos);
+  CHECK(result.error.find("check the master's host name") != std::string::npos);
+}
