@@ -237,11 +237,8 @@ std::shared_ptr<AllreduceOp> Communicator::allreduce_async(const void* send, voi
         },
         view.links.get());
   }
-  if (no_master) {
-    op->fail_local(*no_master, /*final=*/true);
-    return op;
-  }
-  session_.send(wire::CollectiveBegin{.epoch = op->epoch(),
+  begin_issued(*op, no_master, [&] {
+    session_.send(wire::CollectiveBegin{.epoch = op->epoch(),
                                       .seq = op->seq(),
                                       .kind = static_cast<uint8_t>(spec.kind),
                                       .tag = spec.tag,
@@ -251,6 +248,7 @@ std::shared_ptr<AllreduceOp> Communicator::allreduce_async(const void* send, voi
                                       .quant = static_cast<uint8_t>(spec.quant.kind),
                                       .quant_block = spec.quant.kind == Quant::none ? 0 : spec.quant.block,
                                       .root = spec.root});
+  });
   return op;
 }
 
@@ -278,12 +276,15 @@ std::shared_ptr<SharedStateSync> Communicator::sync_shared_state(SyncSpec spec) 
         },
         nullptr);
   }
-  if (no_master) {
-    op->fail_local(*no_master, /*final=*/true);
-    return op;
-  }
-  session_.send(op->begin_message());
+  begin_issued(*op, no_master, [&] { session_.send(op->begin_message()); });
   return op;
+}
+
+void Communicator::begin_issued(CollectiveOp& op, const std::optional<Status>& no_master,
+                                const std::function<void()>& send_begin) {
+  if (!no_master) send_begin();
+  ops_->release_end(op.seq());  // after the begin: an end the master hears first gets this peer kicked
+  if (no_master) op.fail_local(*no_master, /*final=*/true);
 }
 
 // --- what the master says --------------------------------------------------------------------

@@ -134,6 +134,8 @@ class Communicator final : private MasterSession::Events {
   // Body of each io thread: runs io_ until it stops; a handler's exception fails the communicator.
   void serve_io();
   void arm_watchdog();
+  // Sends an issued op's begin (or fails it: the master is away), then lets its end go.
+  void begin_issued(CollectiveOp& op, const std::optional<Status>& no_master, const std::function<void()>& send_begin);
   OpDeadlines op_deadlines() const { return {config_.timeout, config_.progress_timeout, config_.timeout}; }
 
   const CommConfig config_;  // with the transport resolved (never null)

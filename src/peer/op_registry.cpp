@@ -1,5 +1,7 @@
 #include "peer/op_registry.h"
 
+#include <optional>
+
 namespace ferry::peer {
 
 OpRegistry::OpRegistry(SendEnd send_end) : send_end_(std::move(send_end)) {}
@@ -8,6 +10,8 @@ void OpRegistry::restart(uint64_t epoch) {
   std::lock_guard lock(mu_);
   epoch_ = epoch;
   next_seq_ = 0;
+  unbegun_.clear();
+  held_ends_.clear();
 }
 
 std::shared_ptr<CollectiveOp> OpRegistry::find(uint64_t epoch, uint32_t seq) const {
@@ -63,10 +67,31 @@ void OpRegistry::links_closed(const RingLinks* links, const Status& why) {
 }
 
 void OpRegistry::send_end(uint64_t epoch, uint32_t seq, const Status& status) {
-  send_end_(wire::CollectiveEnd{.epoch = epoch,
-                                .seq = seq,
-                                .code = static_cast<uint32_t>(status.code),
-                                .reason = wire::bounded_reason(status.message)});
+  wire::CollectiveEnd end{.epoch = epoch,
+                          .seq = seq,
+                          .code = static_cast<uint32_t>(status.code),
+                          .reason = wire::bounded_reason(status.message)};
+  {
+    std::lock_guard lock(mu_);
+    if (epoch == epoch_ && unbegun_.count(seq)) {
+      held_ends_.emplace(seq, std::move(end));  // the first end is the one the master must hear
+      return;
+    }
+  }
+  send_end_(end);
+}
+
+void OpRegistry::release_end(uint32_t seq) {
+  std::optional<wire::CollectiveEnd> held;
+  {
+    std::lock_guard lock(mu_);
+    unbegun_.erase(seq);
+    if (auto it = held_ends_.find(seq); it != held_ends_.end()) {
+      held = std::move(it->second);
+      held_ends_.erase(it);
+    }
+  }
+  if (held) send_end_(*held);
 }
 
 void OpRegistry::op_started(uint32_t seq) {

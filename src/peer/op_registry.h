@@ -14,6 +14,12 @@
 // waits until the collective starts. A chunk for a collective this peer never
 // issued, or one that runs on other links, is a protocol violation.
 //
+// Begin before end: the issuing thread sends an operation's begin to the master
+// after issue() returns (no lock across a send), and a link failure can fail the
+// operation in between. An end the master gets first names a collective it has
+// never heard of, and it kicks the peer; so an end waits here until the issuer
+// says the begin went out (release_end).
+//
 // Threading: every call from any thread; mu_ guards the table. No call into
 // an operation is made with mu_ held (they call back: op_started, op_finished).
 #pragma once
@@ -25,6 +31,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <vector>
 
 #include "peer/chunk_consumer.h"
@@ -53,9 +60,14 @@ class OpRegistry final : public OpHost {
     std::shared_ptr<Op> op = make(epoch_, next_seq_);
     Entry entry{op, nullptr, links, false};
     if constexpr (std::is_base_of_v<ChunkConsumer, Op>) entry.consumer = op;
+    unbegun_.insert(next_seq_);
     entries_.emplace(next_seq_++, std::move(entry));
     return op;
   }
+
+  // The issuer sent seq's begin to the master (or never will: the master is away);
+  // its end may go now, and one that waited goes at once.
+  void release_end(uint32_t seq);
 
   std::shared_ptr<CollectiveOp> find(uint64_t epoch, uint32_t seq) const;
   std::vector<std::shared_ptr<CollectiveOp>> in_flight() const;
@@ -91,6 +103,8 @@ class OpRegistry final : public OpHost {
   uint64_t epoch_ = 0;                  // guarded by mu_
   uint32_t next_seq_ = 0;               // guarded by mu_
   std::map<uint32_t, Entry> entries_;   // guarded by mu_
+  std::set<uint32_t> unbegun_;          // guarded by mu_: issued, begin not yet sent
+  std::map<uint32_t, wire::CollectiveEnd> held_ends_;  // guarded by mu_: ends waiting for their begin
   BufferPool scratch_;                  // thread-safe itself
 };
 

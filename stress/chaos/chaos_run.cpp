@@ -197,6 +197,9 @@ class ChaosRun {
 
 void ChaosRun::start_master() {
   master_back_at_ = 0;
+  // A killed master holds its port until it has ended, which a loaded machine can delay past the
+  // restart: its successor then failed "Address already in use". Bind after it is reaped.
+  if (master_) children_.pump_until([&] { return !master_->running(); }, Clock::now() + std::chrono::seconds(10));
   if (masters_started_ == 0) master_port_ = master_loopback_port();
   master_ = &children_.spawn("master " + std::to_string(masters_started_++), {master_bin_, "--listen", "127.0.0.1:" + std::to_string(master_port_),
                                               "--log-level", "warn", "--peer-timeout-ms",

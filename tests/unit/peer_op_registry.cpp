@@ -34,9 +34,16 @@ const char kLinkSetA = 0, kLinkSetB = 0;
 const auto* links_a = reinterpret_cast<const RingLinks*>(&kLinkSetA);
 const auto* links_b = reinterpret_cast<const RingLinks*>(&kLinkSetB);
 
-std::shared_ptr<StandInOp> issue(OpRegistry& ops, const RingLinks* links = links_a) {
+std::shared_ptr<StandInOp> issue_only(OpRegistry& ops, const RingLinks* links = links_a) {
   return ops.issue<StandInOp>([&](uint64_t epoch, uint32_t seq) { return std::make_shared<StandInOp>(ops, epoch, seq); },
                               links);
+}
+
+// As the communicator issues: register, send the begin, then let the end go.
+std::shared_ptr<StandInOp> issue(OpRegistry& ops, const RingLinks* links = links_a) {
+  auto op = issue_only(ops, links);
+  ops.release_end(op->seq());
+  return op;
 }
 
 }  // namespace
@@ -124,4 +131,28 @@ TEST_CASE("op registry: closing links wakes their lanes and fails only their col
   CHECK(lookup.get().error.code == Errc::peer_lost);
   CHECK(on_a->links_failure.code == Errc::peer_lost);
   CHECK(on_b->links_failure.ok());
+}
+
+// Seen under TSan: a link failure failed a just-issued op, and its end reached the master before
+// the issuing thread had sent the begin; the master kicked the peer ("collective 3 ended before it
+// began").
+TEST_CASE("op registry: an end waits until the issuer has sent the begin", "[peer]") {
+  std::vector<wire::CollectiveEnd> ends;
+  OpRegistry ops([&](const wire::CollectiveEnd& end) { ends.push_back(end); });
+  ops.restart(2);
+  auto op = issue_only(ops);
+  op->fail_local(Status::failure(Errc::peer_lost, "link reset"));
+  CHECK(ends.empty());  // the begin has not gone yet
+  op->fail_local(Status::failure(Errc::timeout, "a later failure"));
+  ops.release_end(op->seq());
+  REQUIRE(ends.size() == 1);  // the held end, once, and the first reason
+  CHECK(ends[0].seq == op->seq());
+  CHECK(ends[0].code == static_cast<uint32_t>(Errc::peer_lost));
+  ops.release_end(op->seq());
+  CHECK(ends.size() == 1);
+
+  auto next = issue(ops);  // released at once: its end goes straight to the master
+  next->fail_local(Status::failure(Errc::timeout, "slow"));
+  REQUIRE(ends.size() == 2);
+  CHECK(ends[1].seq == next->seq());
 }
