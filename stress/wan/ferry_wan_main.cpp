@@ -40,13 +40,15 @@ void print_stats(const WanNetwork& net, double seconds) {
   std::fprintf(stderr,
                "ferry-wan: %.1f s; forwarded %llu packets in %llu frames (%.1f MB), dropped: loss %llu, isolated %llu, "
                "ring full %llu, no route %llu, write errors %llu; packet ring peak %.1f MB; "
-               "blocked SYNs %llu, queue full %llu; forwarder CPU user %.2f s + sys %.2f s (%.0f%% of one core)\n",
+               "blocked SYNs %llu, queue full %llu; inbound refused: closed %llu, stateful %llu; "
+               "forwarder CPU user %.2f s + sys %.2f s (%.0f%% of one core)\n",
                seconds, static_cast<unsigned long long>(s.tx_packets), static_cast<unsigned long long>(s.tx_frames),
                static_cast<double>(s.tx_bytes) / 1e6,
                static_cast<unsigned long long>(s.drop_loss), static_cast<unsigned long long>(s.drop_isolated),
                static_cast<unsigned long long>(s.drop_full), static_cast<unsigned long long>(s.drop_no_route),
                static_cast<unsigned long long>(s.write_errors), static_cast<double>(s.queue_peak_bytes) / 1e6,
                static_cast<unsigned long long>(s.drop_blocked), static_cast<unsigned long long>(s.drop_queue),
+               static_cast<unsigned long long>(s.drop_closed), static_cast<unsigned long long>(s.drop_stateful),
                s.forwarder_user_s, s.forwarder_sys_s,
                seconds > 0 ? 100.0 * (s.forwarder_user_s + s.forwarder_sys_s) / seconds : 0.0);
 }

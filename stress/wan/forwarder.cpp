@@ -12,6 +12,8 @@
 #include <system_error>
 #include <utility>
 
+#include "topology.h"
+
 namespace ferry::wan {
 namespace {
 
@@ -34,6 +36,11 @@ uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 constexpr uint64_t kSignalTag = std::numeric_limits<uint64_t>::max();
 constexpr uint64_t kParentTag = kSignalTag - 1;
 
+// HostParams::inbound holds an InboundPolicy (only the enum is used: the forwarder does not
+// link the topology code).
+constexpr uint8_t kInboundClosed = static_cast<uint8_t>(InboundPolicy::closed);
+constexpr uint8_t kInboundStateful = static_cast<uint8_t>(InboundPolicy::stateful);
+
 [[noreturn]] void throw_errno(const char* what) { throw std::system_error(errno, std::generic_category(), what); }
 
 }  // namespace
@@ -46,6 +53,8 @@ Forwarder::Forwarder(ForwarderOptions opts, WanShared* shared)
       caps_(hosts_ * hosts_),
       delay_ns_(hosts_ * hosts_),
       downlinks_(hosts_),
+      inbound_(hosts_),
+      flows_(hosts_),
       ring_(opts_.packet_store_bytes, opts_.max_frame),
       schedule_(ring_, hosts_ * hosts_ + hosts_),
       keep_(65536),
@@ -58,8 +67,11 @@ Forwarder::Forwarder(ForwarderOptions opts, WanShared* shared)
     caps_[i] = TokenBucket(l.cap_bps, l.cap_burst_bytes, l.cap_limit_bytes);
   }
   const HostParams* hp = shared_hosts(shared);
-  for (size_t d = 0; d < hosts_; ++d)
+  for (size_t d = 0; d < hosts_; ++d) {
     downlinks_[d] = TokenBucket(hp[d].downlink_bps, hp[d].downlink_burst_bytes, hp[d].downlink_limit_bytes);
+    inbound_[d] = static_cast<uint8_t>(hp[d].inbound);
+    if (hp[d].inbound == kInboundStateful) flows_[d] = std::make_unique<FlowTable>(kStatefulFlows, kStatefulTimeoutNs);
+  }
 
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   if (epoll_fd_ < 0) throw_errno("epoll_create1");
@@ -117,6 +129,26 @@ Forwarder::Route Forwarder::route_of(const uint8_t* p, size_t len) {
   return r;
 }
 
+Forwarder::Handshake Forwarder::handshake_of(const uint8_t* p, size_t len, size_t tcp) {
+  Handshake hs;
+  if (tcp == 0 || len < tcp + 14) return hs;
+  const uint8_t flags = p[tcp + 13];
+  hs.syn = flags & 0x02u;
+  hs.ack = flags & 0x10u;
+  hs.v6 = (p[0] >> 4) == 6;
+  hs.sport = static_cast<uint16_t>((p[tcp] << 8) | p[tcp + 1]);
+  hs.dport = static_cast<uint16_t>((p[tcp + 2] << 8) | p[tcp + 3]);
+  return hs;
+}
+
+bool Forwarder::stateful_admits(PacketRing::Header* h) const {
+  const auto* p = reinterpret_cast<const uint8_t*>(PacketRing::data(h) + kVnetHdrSize);
+  const size_t len = h->len > kVnetHdrSize ? h->len - kVnetHdrSize : 0;
+  const Handshake hs = handshake_of(p, len, route_of(p, len).tcp);
+  // Seen from the destination: its port is the local one, the sender the remote end.
+  return !hs.syn || flows_[h->dst]->admits(FlowTable::key(hs.v6, h->src, hs.dport, hs.sport), h->time_ns);
+}
+
 void Forwarder::read_from(int host, uint64_t now_ns) {
   const int fd = opts_.tun_fds[host];
   for (int n = 0; n < kReadBudget; ++n) {
@@ -156,11 +188,18 @@ void Forwarder::read_from(int host, uint64_t now_ns) {
       continue;
     }
     LinkParams& link = link_params_[static_cast<size_t>(host) * hosts_ + dst];
-    if (link.blocked) {
-      // A connection attempt: TCP with SYN and without ACK. Everything else passes, so
-      // connections opened the other way work both ways, as through a stateful firewall.
-      if (route.tcp && len >= kVnetHdrSize + route.tcp + 14 && (p[route.tcp + 13] & 0x12u) == 0x02u) {
+    // A connection attempt is TCP with SYN and without ACK. Everything else passes the
+    // blocked and closed checks, so connections opened the other way work both ways.
+    const Handshake hs = handshake_of(p, len - kVnetHdrSize, route.tcp);
+    if (hs.syn && !hs.ack) {
+      // Leaving a stateful host: its firewall remembers the flow, before anything can drop it.
+      if (flows_[host]) flows_[host]->opened(FlowTable::key(hs.v6, dst, hs.sport, hs.dport), now_ns);
+      if (link.blocked) {
         c_.drop_blocked += segs;
+        continue;
+      }
+      if (inbound_[dst] == kInboundClosed) {
+        c_.drop_closed += segs;
         continue;
       }
     }
@@ -240,6 +279,12 @@ void Forwarder::release_due(uint64_t now_ns) {
   while (schedule_.pop_due(now_ns, pos, q)) {
     PacketRing::Header* h = ring_.header(pos);
     TokenBucket& down = downlinks_[h->dst];
+    // Arriving at a stateful host (at its release time): a SYN it did not ask for stops here.
+    if (q < downlink_base && flows_[h->dst] && !stateful_admits(h)) {
+      c_.drop_stateful += h->segments;
+      ring_.release(pos);
+      continue;
+    }
     if (q < downlink_base && down.shaped()) {
       // Arrived at the destination's downlink at its release time (not now: this loop may
       // run late), which it leaves when the downlink's bucket allows.
@@ -287,6 +332,12 @@ void Forwarder::publish() {
   s.drop_loss.store(c_.drop_loss, relaxed);
   s.drop_isolated.store(c_.drop_isolated, relaxed);
   s.drop_blocked.store(c_.drop_blocked, relaxed);
+  s.drop_closed.store(c_.drop_closed, relaxed);
+  s.drop_stateful.store(c_.drop_stateful, relaxed);
+  uint64_t evicted = 0;
+  for (const auto& f : flows_)
+    if (f) evicted += f->evicted();
+  s.flows_evicted.store(evicted, relaxed);
   s.drop_queue.store(c_.drop_queue, relaxed);
   s.drop_full.store(c_.drop_full, relaxed);
   s.drop_no_route.store(c_.drop_no_route, relaxed);

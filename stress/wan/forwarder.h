@@ -19,14 +19,18 @@
 // time includes much of the hosts' TCP stacks; see README.md for figures.
 //
 // Drop rules, applied at ingress: not IP, or not to 10.77.0.x / fd77::x of another host; either end
-// isolated; a SYN in a blocked direction; random loss per wire packet (the pair's
+// isolated; a SYN in a blocked direction; a SYN towards a closed host; random loss per wire packet (the pair's
 // probability from WanShared, so the library can change it live); packet ring full; the
-// pair's cap queue full. After the delay: the downlink's queue full. A drop is only counted.
+// pair's cap queue full. After the delay, as it arrives at its destination: a SYN or SYN-ACK
+// towards a stateful host on no flow that host opened (FlowTable; its SYNs out are recorded
+// at ingress, where they leave it), then the downlink's queue full. A drop is only counted.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "flow_table.h"
 #include "packet_ring.h"
 #include "release_schedule.h"
 #include "tcp_gso.h"
@@ -67,6 +71,15 @@ class Forwarder {
     size_t tcp = 0;
   };
   static Route route_of(const uint8_t* packet, size_t len);
+  // What the TCP header at `tcp` (from route_of) says about the handshake; all false/0 when
+  // the packet is not TCP or too short.
+  struct Handshake {
+    bool syn = false, ack = false, v6 = false;
+    uint16_t sport = 0, dport = 0;
+  };
+  static Handshake handshake_of(const uint8_t* packet, size_t len, size_t tcp);
+  // Whether the stateful host h->dst asked for this packet (anything but a SYN it did not).
+  bool stateful_admits(PacketRing::Header* h) const;
   void read_from(int host, uint64_t now_ns);
   // Applies per-packet loss to a GSO frame sitting at `slot`; enqueues what survives.
   void commit_gso_with_loss(std::byte* slot, uint32_t len, const TcpGsoFrame& g, uint64_t threshold,
@@ -85,6 +98,8 @@ class Forwarder {
   std::vector<TokenBucket> caps_;    // per ordered pair [src * hosts + dst]
   std::vector<uint64_t> delay_ns_;   // per ordered pair
   std::vector<TokenBucket> downlinks_;  // per destination
+  std::vector<uint8_t> inbound_;        // per host: InboundPolicy (topology.h)
+  std::vector<std::unique_ptr<FlowTable>> flows_;  // per host: its outbound flows when stateful, else null
   PacketRing ring_;
   // Queues 0 .. hosts²-1: pairs (cap and delay); hosts² + d: destination d's downlink.
   ReleaseSchedule schedule_;
@@ -100,6 +115,7 @@ class Forwarder {
     uint64_t rx_frames = 0, tx_frames = 0;
     uint64_t rx_packets = 0, rx_bytes = 0, tx_packets = 0, tx_bytes = 0;
     uint64_t drop_loss = 0, drop_isolated = 0, drop_blocked = 0, drop_queue = 0, drop_full = 0, drop_no_route = 0;
+    uint64_t drop_closed = 0, drop_stateful = 0;
     uint64_t write_errors = 0;
     uint64_t split_frames = 0;
   } c_;

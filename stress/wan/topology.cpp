@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <set>
 #include <stdexcept>
 
@@ -77,6 +78,17 @@ void Topology::validate() const {
     }
 }
 
+const char* inbound_name(InboundPolicy p) {
+  static constexpr const char* kNames[] = {"open", "closed", "stateful"};  // in the enum's order
+  const auto i = static_cast<size_t>(p);
+  return i < std::size(kNames) ? kNames[i] : "?";
+}
+
+int Topology::count_inbound(InboundPolicy p) const {
+  return static_cast<int>(
+      std::count_if(hosts.begin(), hosts.end(), [p](const TopologyHost& h) { return h.inbound == p; }));
+}
+
 int Topology::host_index(std::string_view name) const {
   for (int i = 0; i < size(); ++i)
     if (hosts[i].name == name) return i;
@@ -126,13 +138,20 @@ uint64_t Topology::packet_store_bytes() const {
 }
 
 std::string Topology::describe() const {
-  std::string out = "topology " + source + ": " + std::to_string(size()) + " hosts, cc " + base.cc + "\n";
+  std::string out = "topology " + source + ": " + std::to_string(size()) + " hosts";
+  std::string policies;  // "(2 closed, 1 stateful)": the hosts that are not open
+  for (InboundPolicy p : {InboundPolicy::closed, InboundPolicy::stateful})
+    if (const int n = count_inbound(p)) policies += (policies.empty() ? "" : ", ") + std::to_string(n) + " " + inbound_name(p);
+  if (!policies.empty()) out += " (" + policies + ")";
+  out += ", cc " + base.cc + "\n";
   char line[256];
   for (int i = 0; i < size(); ++i) {
     const char* ip = hosts[i].ip == IpFamilies::both ? ", IPv4 and IPv6" : hosts[i].ip == IpFamilies::v6 ? ", IPv6 only" : "";
-    std::snprintf(line, sizeof line, "  %-3d %-16s %-14s up %-9s down %s%s\n", i, hosts[i].name.c_str(),
+    const InboundPolicy in = hosts[i].inbound;
+    const std::string inbound = in == InboundPolicy::open ? "" : std::string(", inbound ") + inbound_name(in);
+    std::snprintf(line, sizeof line, "  %-3d %-16s %-14s up %-9s down %s%s%s\n", i, hosts[i].name.c_str(),
                   hosts[i].region.c_str(), format_rate(hosts[i].uplink_bps).c_str(),
-                  format_rate(hosts[i].downlink_bps).c_str(), ip);
+                  format_rate(hosts[i].downlink_bps).c_str(), ip, inbound.c_str());
     out += line;
   }
   for (int s = 0; s < size(); ++s)

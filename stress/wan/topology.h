@@ -1,6 +1,7 @@
 // Topology: an emulated network with geography. Hosts have a region, an uplink and a
 // downlink; every ordered pair of hosts has its own one-way delay, loss, optional rate cap,
-// and may be blocked (the firewall drops that direction's SYNs).
+// and may be blocked (the firewall drops that direction's SYNs); every host has an inbound
+// policy (open, closed, stateful: who may open connections to it).
 //
 // Two ways in: Topology::uniform(WanConfig) (the `rtt=50ms,...` spec: every pair alike) and
 // Topology::load(path) (a JSON file; the format is in topology_json.cpp and README.md, and
@@ -12,6 +13,7 @@
 //   delay     the forwarder's per-pair queues;
 //   downlink  a token bucket per destination in the forwarder, after the delay;
 //   loss      one draw per wire packet at the forwarder's ingress, per ordered pair.
+//   inbound   closed: at the forwarder's ingress; stateful: as a packet arrives at the host.
 #pragma once
 
 #include <cstdint>
@@ -28,12 +30,29 @@ namespace ferry::wan {
 // whose provider gives it only one: two hosts with no family in common cannot connect.
 enum class IpFamilies { v4, v6, both };
 
+// Which connections from other hosts a host admits (JSON "inbound"). Checked by the
+// forwarder on TCP handshake packets only; every connection that gets established carries
+// data both ways, and a host's own dials out always leave.
+//   open      every one (the default; as before).
+//   closed    none: every SYN without ACK towards the host is dropped (an outbound-only
+//             security group, a NAT that changes ports, a pod with no exposed port). Its
+//             own dials work, since their SYN-ACKs come back.
+//   stateful  only those it asked for: a SYN or SYN-ACK towards the host is admitted when
+//             the host sent a SYN on the same 5-tuple (reversed) within the last 120 s
+//             (flow_table.h), checked as the packet arrives at the host, after the delay.
+//             A plain dial from outside fails; its own dials work; and a TCP simultaneous
+//             open (both ends connect to each other from known ports) gets through, as
+//             through a stateful firewall or a port-preserving NAT.
+enum class InboundPolicy : uint8_t { open = 0, closed = 1, stateful = 2 };
+const char* inbound_name(InboundPolicy p);  // "open", "closed", "stateful"
+
 struct TopologyHost {
   std::string name;           // unique: letters, digits, '-', '_', '.'
   std::string region;         // hosts of one region share the region's figures
   uint64_t uplink_bps = 0;    // 0 = unshaped
   uint64_t downlink_bps = 0;  // 0 = unshaped
   IpFamilies ip = IpFamilies::v4;
+  InboundPolicy inbound = InboundPolicy::open;
   bool has_v4() const { return ip != IpFamilies::v6; }
   bool has_v6() const { return ip != IpFamilies::v4; }
   bool operator==(const TopologyHost&) const = default;
@@ -89,7 +108,11 @@ struct Topology {
   // 4 MiB; at most 1 GiB. For a uniform network: 2 x hosts x rate x rtt/2 + 4 MiB.
   uint64_t packet_store_bytes() const;
 
-  // A few lines for humans: hosts, then the RTT of every pair.
+  // How many hosts have this inbound policy.
+  int count_inbound(InboundPolicy p) const;
+
+  // A few lines for humans: hosts (with their inbound policy unless open), then the RTT of
+  // every pair. The first line counts the closed and stateful hosts, if any.
   std::string describe() const;
 
   bool operator==(const Topology&) const = default;

@@ -5,7 +5,7 @@
 //     "cc": "cubic", "seed": 1, "gso": true,                     optional, as in the spec
 //     "defaults": {"rtt": "50ms", "loss": "0", "uplink": "200mbit", "downlink": "none"},
 //     "hosts":   [{"name": "use1-a", "region": "us-east", "uplink": "200mbit", "downlink": "200mbit",
-//                  "ip": "both"}],
+//                  "ip": "both", "inbound": "stateful"}],
 //     "regions": [{"between": ["us-east", "eu-west"], "rtt": "80ms", "loss": "0.05%"}],
 //     "links":   [{"between": ["a", "b"], "rate": "20mbit"}, {"from": "a", "to": "b", "delay": "30ms"}],
 //     "blocked": [{"from": "a", "to": "b"}, {"between": ["c", "d"]}]
@@ -17,13 +17,15 @@
 // is split evenly; "from"/"to" one direction, with "delay" (one way). "rate" caps a pair.
 // Values take the spec's units (80ms, 0.1%, 200mbit); a bare number is ms for rtt/delay and
 // a fraction for loss. A host's "ip" is "v4" (the default), "v6" or "both": the families its
-// address(es) are in. Unknown keys are refused, so a typo cannot silently mean a default.
+// address(es) are in. A host's "inbound" is "open" (the default), "closed" or "stateful":
+// which connections from other hosts it admits (topology.h, InboundPolicy). Unknown keys are refused, so a typo cannot silently mean a default.
 #include <nlohmann/json.hpp>
 
 #include <fstream>
 #include <initializer_list>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 #include "topology.h"
 #include "wan_units.h"
@@ -71,6 +73,20 @@ class Reader {
   std::string name(const json& v, const std::string& what) const {
     if (!v.is_string() || v.get<std::string>().empty()) fail(what + " must be a non-empty string");
     return v.get<std::string>();
+  }
+
+  // One of a few named values: `what must be "a", "b" or "c", got <the JSON>` otherwise.
+  template <typename E>
+  E choice(const json& v, const std::string& what, std::initializer_list<std::pair<const char*, E>> options) const {
+    std::string list;
+    size_t i = 0;
+    for (const auto& [name, value] : options) {
+      if (v == name) return value;
+      const char* sep = i == 0 ? "" : i + 1 == options.size() ? " or " : ", ";
+      list += std::string(sep) + "\"" + name + "\"";
+      ++i;
+    }
+    fail(what + " must be " + list + ", got " + v.dump());
   }
 
   const json& array(const json& doc, const char* key) const {
@@ -150,7 +166,7 @@ Topology from_document(const json& doc, const std::string& source) {
   for (size_t i = 0; i < hosts.size(); ++i) {
     const json& h = hosts[i];
     std::string what = "hosts[" + std::to_string(i) + "]";
-    r.only_keys(h, what, {"name", "region", "uplink", "downlink", "ip"});
+    r.only_keys(h, what, {"name", "region", "uplink", "downlink", "ip", "inbound"});
     if (!h.contains("name")) r.fail(what + " has no name");
     TopologyHost host{r.name(h["name"], what + ".name"), "", t.base.rate_bps, default_down};
     what += " ('" + host.name + "')";
@@ -159,13 +175,13 @@ Topology from_document(const json& doc, const std::string& source) {
     host.region = r.name(h["region"], what + ".region");
     if (h.contains("uplink")) host.uplink_bps = r.unit(h, "uplink", what, parse_rate_bps);
     if (h.contains("downlink")) host.downlink_bps = r.unit(h, "downlink", what, parse_rate_bps);
-    if (h.contains("ip")) {
-      const json& ip = h["ip"];
-      if (ip == "v4") host.ip = IpFamilies::v4;
-      else if (ip == "v6") host.ip = IpFamilies::v6;
-      else if (ip == "both") host.ip = IpFamilies::both;
-      else r.fail(what + ".ip must be \"v4\", \"v6\" or \"both\", got " + ip.dump());
-    }
+    if (h.contains("ip"))
+      host.ip = r.choice<IpFamilies>(h["ip"], what + ".ip",
+                                     {{"v4", IpFamilies::v4}, {"v6", IpFamilies::v6}, {"both", IpFamilies::both}});
+    if (h.contains("inbound"))
+      host.inbound = r.choice<InboundPolicy>(
+          h["inbound"], what + ".inbound",
+          {{"open", InboundPolicy::open}, {"closed", InboundPolicy::closed}, {"stateful", InboundPolicy::stateful}});
     t.hosts.push_back(std::move(host));
   }
   const int n = t.size();

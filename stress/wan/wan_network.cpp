@@ -121,6 +121,9 @@ WanStats WanNetwork::Impl::snapshot() const {
   s.drop_loss = shared->drop_loss.load(r);
   s.drop_isolated = shared->drop_isolated.load(r);
   s.drop_blocked = shared->drop_blocked.load(r);
+  s.drop_closed = shared->drop_closed.load(r);
+  s.drop_stateful = shared->drop_stateful.load(r);
+  s.flows_evicted = shared->flows_evicted.load(r);
   s.drop_queue = shared->drop_queue.load(r);
   s.drop_full = shared->drop_full.load(r);
   s.drop_no_route = shared->drop_no_route.load(r);
@@ -256,7 +259,7 @@ void WanNetwork::Impl::write_tables() const {
   HostParams* host_params = shared_hosts(shared);
   for (int h = 0; h < n; ++h)
     host_params[h] = HostParams{topology.hosts[h].downlink_bps, topology.downlink_burst_bytes(h),
-                                topology.downlink_limit_bytes(h)};
+                                topology.downlink_limit_bytes(h), static_cast<uint64_t>(topology.hosts[h].inbound)};
 }
 
 void WanNetwork::Impl::configure_host(const Host& h) const {
@@ -417,6 +420,8 @@ std::vector<std::pair<std::string, std::string>> WanNetwork::environment() const
     env.emplace_back("FERRY_WAN_IP6_" + std::to_string(h.index), h.ip6);
     env.emplace_back("FERRY_WAN_NAME_" + std::to_string(h.index), h.name);
     env.emplace_back("FERRY_WAN_REGION_" + std::to_string(h.index), h.region);
+    env.emplace_back("FERRY_WAN_INBOUND_" + std::to_string(h.index),
+                     inbound_name(impl_->topology.hosts[static_cast<size_t>(h.index)].inbound));
   }
   return env;
 }

@@ -10,7 +10,7 @@
 // Each host is a network namespace with one TUN device (wan0, 10.77.0.(i+1)/24, MTU 1500) and
 // loopback; a host the topology gives IPv6 has fd77::(i+1)/64 there too (or only that). The hosts' TUNs are all held by one ferry-wan-forwarder process, which delays
 // each packet by its pair's one-way delay, drops its pair's fraction `loss`, applies the
-// pair's rate cap, the destination's downlink, and blocked pairs (topology.h); tbf on each
+// pair's rate cap, the destination's downlink, blocked pairs and the hosts' inbound policies (topology.h); tbf on each
 // TUN's egress caps the host's uplink; the route to 10.77.0.0/24 carries `congctl <cc>`, so
 // every TCP socket between hosts uses that congestion control unless it sets TCP_CONGESTION
 // itself. A WanConfig is the uniform topology (Topology::uniform).
@@ -54,6 +54,9 @@ struct WanStats {
   uint64_t tx_packets = 0, tx_bytes = 0;  // delivered after the delay
   uint64_t drop_loss = 0, drop_isolated = 0, drop_full = 0, drop_no_route = 0, write_errors = 0;
   uint64_t drop_blocked = 0;              // SYNs of a blocked direction
+  uint64_t drop_closed = 0;               // SYNs towards a host whose inbound policy is closed
+  uint64_t drop_stateful = 0;             // SYNs / SYN-ACKs towards a stateful host that it did not ask for
+  uint64_t flows_evicted = 0;             // live flows a stateful host's full flow table forgot
   uint64_t drop_queue = 0;                // a pair cap's or a downlink's queue was full
   uint64_t split_frames = 0;              // GSO frames cut around lost segments
   uint64_t queue_peak_bytes = 0;          // most bytes ever held in the packet ring
@@ -84,7 +87,8 @@ class WanNetwork {
   std::vector<std::string> exec_prefix(int host) const;
   // FERRY_WAN_HOSTS=<n>, FERRY_WAN_NETNS="<ns0> <ns1> ...", FERRY_WAN_IPS="<ip0> ...",
   // FERRY_WAN_NETNS_<i>, FERRY_WAN_IP_<i> (the host's `ip`), FERRY_WAN_IP4_<i> and FERRY_WAN_IP6_<i>
-  // (each "" when the host lacks that family), FERRY_WAN_NAME_<i>, FERRY_WAN_REGION_<i>, and
+  // (each "" when the host lacks that family), FERRY_WAN_NAME_<i>, FERRY_WAN_REGION_<i>,
+  // FERRY_WAN_INBOUND_<i> (open, closed or stateful), and
   // FERRY_WAN_SPEC=<config().to_string()> when started from a spec, else
   // FERRY_WAN_TOPOLOGY=<topology().source> (the file).
   std::vector<std::pair<std::string, std::string>> environment() const;

@@ -16,7 +16,7 @@
 
 namespace ferry::wan {
 
-inline constexpr uint32_t kSharedMagic = 0x46574e32;  // "FWN2": with per-pair tables
+inline constexpr uint32_t kSharedMagic = 0x46574e33;  // "FWN3": with inbound policies
 inline constexpr int kMaxHosts = 254;
 // Host i has address 10.77.0.(i+1)/24 on its TUN. Every network lives in its own namespaces,
 // so two networks (or two users) reuse the same subnet without meeting.
@@ -47,6 +47,9 @@ struct WanShared {
   std::atomic<uint64_t> drop_loss;       // random loss
   std::atomic<uint64_t> drop_isolated;   // isolate()d host
   std::atomic<uint64_t> drop_blocked;    // SYNs of a blocked direction
+  std::atomic<uint64_t> drop_closed;     // SYNs towards a host whose inbound policy is closed
+  std::atomic<uint64_t> drop_stateful;   // SYNs and SYN-ACKs towards a stateful host that it did not ask for
+  std::atomic<uint64_t> flows_evicted;   // live flows a stateful host's full table forgot
   std::atomic<uint64_t> drop_queue;      // a pair cap's or a downlink's queue was full
   std::atomic<uint64_t> drop_full;       // packet ring full (should stay 0)
   std::atomic<uint64_t> drop_no_route;   // not to 10.77.0.x or fd77::x of a live host
@@ -72,6 +75,7 @@ struct HostParams {
   uint64_t downlink_bps;  // 0: unshaped
   uint64_t downlink_burst_bytes;
   uint64_t downlink_limit_bytes;
+  uint64_t inbound;       // InboundPolicy (topology.h): 0 open, 1 closed, 2 stateful
 };
 
 inline size_t shared_bytes(size_t hosts) {

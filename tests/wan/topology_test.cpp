@@ -8,6 +8,7 @@
 
 using ferry::wan::Topology;
 using ferry::wan::WanConfig;
+using ferry::wan::InboundPolicy;
 using ferry::wan::IpFamilies;
 
 namespace {
@@ -106,6 +107,53 @@ TEST_CASE("mixed-families gives each host its families, and the v4-only and v6-o
   for (const auto& h : Topology::load(shipped("one-slow-pair.json")).hosts) CHECK(h.ip == IpFamilies::v4);
 }
 
+TEST_CASE("a host's inbound policy is open unless the file says closed or stateful", "[wan][topology]") {
+  const Topology t = Topology::parse_json(R"({"hosts": [
+      {"name": "a", "region": "x"}, {"name": "b", "region": "x", "inbound": "closed"},
+      {"name": "c", "region": "x", "inbound": "stateful"}, {"name": "d", "region": "x", "inbound": "open"}]})",
+                                          "t.json");
+  CHECK(t.hosts[0].inbound == InboundPolicy::open);
+  CHECK(t.hosts[1].inbound == InboundPolicy::closed);
+  CHECK(t.hosts[2].inbound == InboundPolicy::stateful);
+  CHECK(t.hosts[3].inbound == InboundPolicy::open);
+  CHECK(t.count_inbound(InboundPolicy::open) == 2);
+  const std::string text = t.describe();
+  CHECK_THAT(text, Catch::StartsWith("topology t.json: 4 hosts (1 closed, 1 stateful), cc cubic\n"));
+  CHECK_THAT(text, Catch::Contains("b ") && Catch::Contains("inbound closed\n") && Catch::Contains("inbound stateful\n"));
+  CHECK_THAT(text, !Catch::Contains("inbound open"));
+  // A spec's hosts, and those of every file without the key, are open.
+  for (const auto& h : Topology::uniform(WanConfig::parse("hosts=3")).hosts) CHECK(h.inbound == InboundPolicy::open);
+  CHECK_THAT(Topology::uniform(WanConfig::parse("hosts=3")).describe(), !Catch::Contains("closed"));
+  for (const auto& h : Topology::load(shipped("firewalled.json")).hosts) CHECK(h.inbound == InboundPolicy::open);
+}
+
+TEST_CASE("two-closed, three-closed and all-stateful are issue 37's networks", "[wan][topology]") {
+  struct Expect {
+    const char* file;
+    int open, closed, stateful;
+  };
+  for (const Expect& e : {Expect{"two-closed.json", 2, 2, 0}, Expect{"three-closed.json", 2, 3, 0},
+                          Expect{"all-stateful.json", 0, 0, 4}}) {
+    INFO(e.file);
+    const Topology t = Topology::load(shipped(e.file));
+    CHECK(t.count_inbound(InboundPolicy::open) == e.open);
+    CHECK(t.count_inbound(InboundPolicy::closed) == e.closed);
+    CHECK(t.count_inbound(InboundPolicy::stateful) == e.stateful);
+    CHECK(t.size() == e.open + e.closed + e.stateful);
+    for (const auto& h : t.hosts) {
+      CHECK(h.uplink_bps == 100'000'000u);
+      CHECK(h.ip == IpFamilies::v4);
+    }
+    for (int s = 0; s < t.size(); ++s)
+      for (int d = 0; d < t.size(); ++d)
+        if (s != d) {
+          CHECK(t.rtt_ms(s, d) == Approx(40.0));
+          CHECK(t.link(s, d).loss == 0.0);
+          CHECK_FALSE(t.link(s, d).blocked);  // the policies alone say who is reachable
+        }
+  }
+}
+
 TEST_CASE("pair figures come from defaults, then regions, then links", "[wan][topology]") {
   const Topology t = Topology::parse_json(std::string(R"({
       "defaults": {"rtt": "50ms", "loss": "0.1%", "uplink": "100mbit", "downlink": "50mbit"},)") +
@@ -141,6 +189,14 @@ TEST_CASE("malformed topologies are refused naming the place at fault", "[wan][t
   CHECK_THAT(refusal("{\"hosts\": [{\"name\": \"a\"}]}"), Catch::Contains("hosts[0] ('a') has no region"));
   CHECK_THAT(refusal("{\"hosts\": [{\"name\": \"a\", \"region\": \"x\", \"ip\": \"v5\"}]}"),
              Catch::Contains("hosts[0] ('a').ip must be \"v4\", \"v6\" or \"both\", got \"v5\""));
+  CHECK_THAT(refusal("{\"hosts\": [{\"name\": \"a\", \"region\": \"x\", \"inbound\": \"nat\"}]}"),
+             Catch::Contains("hosts[0] ('a').inbound must be \"open\", \"closed\" or \"stateful\", got \"nat\""));
+  CHECK_THAT(refusal("{\"hosts\": [{\"name\": \"a\", \"region\": \"x\", \"inbound\": false}]}"),
+             Catch::Contains("hosts[0] ('a').inbound must be") && Catch::Contains("got false"));
+  CHECK_THAT(refusal("{\"hosts\": [{\"name\": \"a\", \"region\": \"x\", \"inbound\": \"Closed\"}]}"),
+             Catch::Contains("got \"Closed\""));
+  CHECK_THAT(refusal("{" + h + ", \"defaults\": {\"inbound\": \"closed\"}}"),
+             Catch::Contains("defaults: unknown key 'inbound'"));
   CHECK_THAT(refusal("{\"hosts\": [{\"name\": \"a\", \"region\": \"x\"}, {\"name\": \"a\", \"region\": \"x\"}]}"),
              Catch::Contains("two hosts are named 'a'"));
   CHECK_THAT(refusal("{" + h + ", \"links\": [{\"from\": \"a\", \"to\": \"zz\", \"delay\": 5}]}"),

@@ -121,6 +121,28 @@ std::vector<uint8_t> pattern(size_t n, uint64_t seed) {
   return v;
 }
 
+std::pair<Fd, Fd> dial_and_accept(const Host& from, const Host& to, uint16_t port) {
+  Fd listener = listen_on(to, port);
+  Fd client = connect_from(from, to, port, 3000);
+  REQUIRE(client.fd >= 0);
+  Fd server = accept_one(listener, 3000);
+  REQUIRE(server.fd >= 0);
+  return {std::move(client), std::move(server)};
+}
+
+void check_both_ways(const Fd& x, const Fd& y) {
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  uint8_t byte = 41;
+  REQUIRE(send_all(x.fd, &byte, 1, deadline));
+  byte = 0;
+  REQUIRE(recv_all(y.fd, &byte, 1, deadline));
+  CHECK(byte == 41);
+  byte = 42;
+  REQUIRE(send_all(y.fd, &byte, 1, deadline));
+  byte = 0;
+  REQUIRE(recv_all(x.fd, &byte, 1, deadline));
+  CHECK(byte == 42);
+}
 
 std::future<bool> echo_bytes(const Fd& listener, int rounds, Clock::time_point deadline) {
   return std::async(std::launch::async, [&listener, rounds, deadline] {

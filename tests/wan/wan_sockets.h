@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <future>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "wan_network.h"
@@ -47,6 +48,11 @@ Fd accept_one(const Fd& listener, int timeout_ms);
 bool send_all(int fd, const uint8_t* data, size_t n, Clock::time_point deadline);
 bool recv_all(int fd, uint8_t* data, size_t n, Clock::time_point deadline);
 std::vector<uint8_t> pattern(size_t n, uint64_t seed);
+// A connection from `from` to a listener of `to`:port: {the dialing end, the accepted end},
+// both checked valid (3 s each).
+std::pair<Fd, Fd> dial_and_accept(const Host& from, const Host& to, uint16_t port);
+// One byte each way between a connection's two ends, checked.
+void check_both_ways(const Fd& x, const Fd& y);
 // Accepts one connection on `listener` (within 5 s) and echoes `rounds` single bytes on it;
 // true when all came back. `listener` must outlive the future.
 std::future<bool> echo_bytes(const Fd& listener, int rounds, Clock::time_point deadline);

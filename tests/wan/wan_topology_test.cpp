@@ -131,17 +131,8 @@ TEST_CASE("a blocked direction refuses connections one way only", "[wan][root][t
   CHECK(connect_from(cloud_b, office_b, 5301, 3000).fd >= 0);
 
   // The other way works, and the connection it opens carries data both ways.
-  Fd at_cloud = listen_on(cloud_a, 5302);
-  Fd client = connect_from(office_b, cloud_a, 5302, 3000);
-  REQUIRE(client.fd >= 0);
-  Fd server = accept_one(at_cloud, 3000);
-  REQUIRE(server.fd >= 0);
-  const auto deadline = Clock::now() + std::chrono::seconds(5);
-  uint8_t byte = 7;
-  REQUIRE(send_all(server.fd, &byte, 1, deadline));  // cloud-a -> office-b
-  byte = 0;
-  REQUIRE(recv_all(client.fd, &byte, 1, deadline));
-  CHECK(byte == 7);
+  auto [client, server] = dial_and_accept(office_b, cloud_a, 5302);
+  check_both_ways(server, client);  // cloud-a -> office-b first
 }
 
 TEST_CASE("hosts have the address families their topology gives them, and only those", "[wan][root][topology]") {
