@@ -1,6 +1,6 @@
 // Float test data for the quantized all-reduce tests: one element of any
 // float ferry_dtype read or written as a double, deterministic N(0, 1)
-// inputs, and one quantized sum of them over a fresh group.
+// inputs, and quantized sums of them over a fresh group.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -43,14 +43,19 @@ inline std::vector<uint8_t> normal_input(ferry_dtype t, size_t count, size_t ind
   return out;
 }
 
-// Every rank's N(0, 1) f32 input (seed 99) and result of one sum with `quant`
-// over `peers` peers with `connections` each; REQUIREs that every peer succeeded.
-struct QuantizedSum {
-  std::vector<std::vector<float>> inputs, outputs;  // by rank
+// Every rank's N(0, 1) f32 input (seed 99) and the result of one sum with each of `quants`
+// in turn over one group of `peers` peers with `connections` each (one group for all: its
+// set-up is most of the time, 16 peers on 2 cores); REQUIREs that every peer succeeded.
+struct QuantizedSums {
+  std::vector<std::vector<float>> inputs;                // by rank
+  std::vector<std::vector<std::vector<float>>> outputs;  // by quant, then rank
 };
-inline QuantizedSum quantized_sum(size_t peers, ferry_quant quant, size_t count, uint32_t connections) {
+
+inline QuantizedSums quantized_sums(size_t peers, const std::vector<ferry_quant>& quants, size_t count,
+                                    uint32_t connections) {
   EmbeddedMaster master;
-  QuantizedSum run{std::vector<std::vector<float>>(peers), std::vector<std::vector<float>>(peers)};
+  QuantizedSums run{std::vector<std::vector<float>>(peers),
+                    std::vector<std::vector<std::vector<float>>>(quants.size(), std::vector<std::vector<float>>(peers))};
   auto results = run_peers(peers, [&](size_t) {
     PeerSettings settings;
     settings.connections = connections;
@@ -60,9 +65,12 @@ inline QuantizedSum quantized_sum(size_t peers, ferry_quant quant, size_t count,
     auto bytes = normal_input(FERRY_F32, count, rank, 99);
     run.inputs[rank].resize(count);
     std::memcpy(run.inputs[rank].data(), bytes.data(), bytes.size());
-    run.outputs[rank] = run.inputs[rank];
-    auto desc = allreduce_desc(FERRY_F32, FERRY_OP_SUM, quant);
-    must(ferry_allreduce(comm, run.outputs[rank].data(), run.outputs[rank].data(), count, &desc, nullptr), "allreduce");
+    for (size_t q = 0; q < quants.size(); ++q) {
+      auto& out = run.outputs[q][rank];
+      out = run.inputs[rank];
+      auto desc = allreduce_desc(FERRY_F32, FERRY_OP_SUM, quants[q]);
+      must(ferry_allreduce(comm, out.data(), out.data(), count, &desc, nullptr), "allreduce");
+    }
     ferry_comm_destroy(comm);
   });
   REQUIRE(failures(results) == "");

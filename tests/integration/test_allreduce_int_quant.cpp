@@ -138,34 +138,39 @@ TEST_CASE("int quant: round-to-nearest gives the same bytes whatever the ring or
 TEST_CASE("int quant: the error stays within ferry.h's bound of an f64 reference, N = 2..8 and 16",
           "[allreduce][int_quant][accuracy]") {
   const size_t peers = GENERATE(from_range(ferry::test::swept_world_sizes({2, 3, 4, 5, 6, 7, 8, 16})));
-  const ferry_quant quant = GENERATE(FERRY_QUANT_I8H, FERRY_QUANT_I8H_SR, FERRY_QUANT_I4H, FERRY_QUANT_I4H_SR);
-  CAPTURE(peers, ferry_quant_name(quant));
+  const std::vector<ferry_quant> quants{FERRY_QUANT_I8H, FERRY_QUANT_I8H_SR, FERRY_QUANT_I4H, FERRY_QUANT_I4H_SR};
   const size_t count = 65536, block = 256;
-  const auto [inputs, outputs] = quantized_sum(peers, quant, count, 1);
-  // ferry.h: |y - sum| <= N * s * (1/2 + 2^-14) + 2^-23 |y| (stochastic: 1 for 1/2), s = A / L
-  // and A the largest |x| of the block over every peer; blocks are aligned to the tensor.
-  const double n = static_cast<double>(peers), half = stochastic(quant) ? 1.0 : 0.5;
-  double max_err = 0, sum_sq = 0, worst_ratio = 0;
-  for (size_t b = 0; b < count / block; ++b) {
-    double a = 0;
-    for (size_t r = 0; r < peers; ++r)
-      for (size_t i = b * block; i < (b + 1) * block; ++i) a = std::max(a, std::fabs(static_cast<double>(inputs[r][i])));
-    const double s = a / levels(quant);
-    for (size_t i = b * block; i < (b + 1) * block; ++i) {
-      double want = 0;
-      for (size_t r = 0; r < peers; ++r) want += inputs[r][i];
-      const double y = outputs[0][i];
-      const double bound = n * s * (half + 0x1p-14) + 0x1p-23 * std::fabs(y);
-      const double err = std::fabs(y - want);
-      max_err = std::max(max_err, err);
-      sum_sq += err * err;
-      worst_ratio = std::max(worst_ratio, err / bound);
+  const auto run = quantized_sums(peers, quants, count, 1);
+  const auto& inputs = run.inputs;
+  for (size_t q = 0; q < quants.size(); ++q) {
+    const ferry_quant quant = quants[q];
+    const auto& outputs = run.outputs[q];
+    CAPTURE(peers, ferry_quant_name(quant));
+    // ferry.h: |y - sum| <= N * s * (1/2 + 2^-14) + 2^-23 |y| (stochastic: 1 for 1/2), s = A / L
+    // and A the largest |x| of the block over every peer; blocks are aligned to the tensor.
+    const double n = static_cast<double>(peers), half = stochastic(quant) ? 1.0 : 0.5;
+    double max_err = 0, sum_sq = 0, worst_ratio = 0;
+    for (size_t b = 0; b < count / block; ++b) {
+      double a = 0;
+      for (size_t r = 0; r < peers; ++r)
+        for (size_t i = b * block; i < (b + 1) * block; ++i) a = std::max(a, std::fabs(static_cast<double>(inputs[r][i])));
+      const double s = a / levels(quant);
+      for (size_t i = b * block; i < (b + 1) * block; ++i) {
+        double want = 0;
+        for (size_t r = 0; r < peers; ++r) want += inputs[r][i];
+        const double y = outputs[0][i];
+        const double bound = n * s * (half + 0x1p-14) + 0x1p-23 * std::fabs(y);
+        const double err = std::fabs(y - want);
+        max_err = std::max(max_err, err);
+        sum_sq += err * err;
+        worst_ratio = std::max(worst_ratio, err / bound);
+      }
     }
+    WARN("N=" << peers << " quant=" << ferry_quant_name(quant) << ": max error " << max_err << ", RMS "
+              << std::sqrt(sum_sq / count) << ", worst error / bound " << worst_ratio);
+    CHECK(worst_ratio <= 1.0);
+    for (size_t r = 1; r < peers; ++r) CHECK(outputs[r] == outputs[0]);
   }
-  WARN("N=" << peers << " quant=" << ferry_quant_name(quant) << ": max error " << max_err << ", RMS "
-            << std::sqrt(sum_sq / count) << ", worst error / bound " << worst_ratio);
-  CHECK(worst_ratio <= 1.0);
-  for (size_t r = 1; r < peers; ++r) CHECK(outputs[r] == outputs[0]);
 }
 
 TEST_CASE("int quant: a NaN or an infinity makes its block NaN on every peer, zeros stay zero", "[allreduce][int_quant]") {
