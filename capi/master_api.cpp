@@ -18,6 +18,20 @@ using ferry::Error;
 using ferry::capi::guarded;
 using ferry::capi::require;
 
+namespace {
+
+using Farewell = ferry::master::MasterServer::Farewell;
+
+ferry_result stop_master(ferry_master* master, Farewell farewell, const char* reason) {
+  return guarded([&] {
+    require(master, "master");
+    std::lock_guard lock(master->mu);
+    master->server->stop(farewell, reason);
+  });
+}
+
+}  // namespace
+
 extern "C" {
 
 void ferry_master_params_init(ferry_master_params* params) {
@@ -94,11 +108,11 @@ ferry_result ferry_master_http_port(const ferry_master* master, uint16_t* port) 
 }
 
 ferry_result ferry_master_stop(ferry_master* master) {
-  return guarded([&] {
-    require(master, "master");
-    std::lock_guard lock(master->mu);
-    master->server->stop();
-  });
+  return stop_master(master, Farewell::going_away, "stopped by ferry_master_stop");
+}
+
+ferry_result ferry_master_stop_for_restart(ferry_master* master) {
+  return stop_master(master, Farewell::restart, "stopped by ferry_master_stop_for_restart");
 }
 
 void ferry_master_destroy(ferry_master* master) {
@@ -106,7 +120,7 @@ void ferry_master_destroy(ferry_master* master) {
   // Not through ferry_master_stop: a void cleanup call must leave the thread's last error as it was.
   try {
     std::lock_guard lock(master->mu);
-    master->server->stop();
+    master->server->stop(Farewell::going_away, "stopped by ferry_master_destroy");
   } catch (...) {
   }
   delete master;

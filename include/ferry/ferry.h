@@ -251,14 +251,26 @@ FERRY_API ferry_result ferry_master_port(const ferry_master* master, uint16_t* p
    master has no HTTP endpoint). */
 FERRY_API ferry_result ferry_master_http_port(const ferry_master* master, uint16_t* port);
 
-/* Stops serving: closes every connection (peers see FERRY_ERR_MASTER_LOST)
-   and joins the serving thread; the first time after ferry_master_run, it logs
-   the run's summary at info (collectives by result, bytes, joins and leaves:
-   README, "Running a run by hand"). Blocks at most ~2 s. Idempotent.
+/* Stops serving for good: tells every peer the master is going away, closes
+   every connection and joins the serving thread. The peers fail at once with
+   FERRY_ERR_MASTER_LOST, their reconnect window (master_reconnect_timeout_ms)
+   notwithstanding: this master will not come back. The first time after
+   ferry_master_run, it logs the run's summary at info (collectives by result,
+   bytes, joins and leaves: README, "Running a run by hand"). Blocks at most
+   ~2 s. Idempotent.
    Errors: FERRY_ERR_INVALID_ARGUMENT (NULL). */
 FERRY_API ferry_result ferry_master_stop(ferry_master* master);
 
-/* Stops (if running) and frees the master. NULL is allowed. */
+/* Stops serving as ferry_master_stop does, but without telling the peers: to
+   them the master is lost as if it had crashed, and those with a reconnect
+   window dial this address again and resume with the master started next on
+   it (README, "The master is replaceable"). For replacing a master without
+   ending the run. Idempotent; after ferry_master_stop it does nothing.
+   Errors: FERRY_ERR_INVALID_ARGUMENT (NULL). */
+FERRY_API ferry_result ferry_master_stop_for_restart(ferry_master* master);
+
+/* Stops (if running, as ferry_master_stop: the peers are told) and frees the
+   master. NULL is allowed. */
 FERRY_API void ferry_master_destroy(ferry_master* master);
 
 /* ------------------------------------------------------------------------ */

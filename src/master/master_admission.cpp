@@ -6,6 +6,7 @@
 #include "core/auth_labels.h"
 #include "core/log.h"
 #include "master/master_state.h"
+#include "master/master_log.h"
 #include "master/peer_ids.h"
 #include "net/host_addresses.h"
 
@@ -36,8 +37,8 @@ void MasterState::on_hello(ConnId conn, const wire::Hello& hello) {
   group.id = hello.peer_group;
   group.waiting.push_back(peer.id);
   ++pending_by_source_[peer.source];
-  log().info("join: {} (group {}, p2p {}:{}, {} connections) is pending", peer_name(peer.id),
-               group.id, peer.endpoint.host, peer.endpoint.port, peer.connections);
+  master_log().info("join: {} (group {}, p2p {}:{}, {} connections) is pending", peer_name(peer.id),
+                    group.id, peer.endpoint.host, peer.endpoint.port, peer.connections);
   journal_.event(now_ms_, "join", group.id, peer.id, who(peer.id) + " joined group " + std::to_string(group.id));
   // Nobody to ask: an empty group admits its first peers at once.
   if (group.ring.empty() && !group.proposal) return start_proposal(group);

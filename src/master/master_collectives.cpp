@@ -174,7 +174,9 @@ void MasterState::commit_collective(Group& group, std::map<uint32_t, Collective>
                 "last end to commit {} ms",
                 group.id, group.epoch, it->first, collective_text(c), c.go_ms - c.first_begin_ms,
                 c.last_end_ms - c.go_ms, now_ms_ - c.last_end_ms);
-  send_all(group.ring, wire::CollectiveResult{.epoch = group.epoch, .seq = it->first});
+  send_all(group.ring, wire::CollectiveResult{.epoch = group.epoch,
+                                              .seq = it->first,
+                                              .pending = static_cast<uint32_t>(group.waiting.size())});
   erase_collective(group, it);
 }
 

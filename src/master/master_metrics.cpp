@@ -1,5 +1,7 @@
 #include "master/master_metrics.h"
 
+#include <algorithm>
+
 #include <unistd.h>
 
 #include <dirent.h>
@@ -145,6 +147,14 @@ std::string metrics_text(const RunView& view, const MasterStats& stats) {
       if (l.bandwidth_Bps > 0) add(bandwidth, labels, l.bandwidth_Bps);
       if (l.rtt_s > 0) add(rtt, labels, l.rtt_s);
     }
+  }
+  for (uint32_t id : stats.emptied_groups) {
+    if (std::any_of(view.groups.begin(), view.groups.end(), [&](const GroupView& g) { return g.id == id; })) continue;
+    const std::string group = std::to_string(id);
+    add(peers, {{"group", group}, {"state", "member"}}, 0);
+    add(peers, {{"group", group}, {"state", "joining"}}, 0);
+    add(ring_size, {{"group", group}}, 0);
+    add(in_flight, {{"group", group}}, 0);
   }
   for (auto* f : {&peers, &epoch, &ring_size, &in_flight, &bottleneck, &revision, &bandwidth, &rtt, &shared, &unreachable})
     out.push_back(std::move(*f));

@@ -4,6 +4,7 @@
 
 #include <asio/post.hpp>
 #include "core/log.h"
+#include "master/master_log.h"
 #include "net/endpoint.h"
 #include "net/fd_limit.h"
 
@@ -61,9 +62,9 @@ void MasterServer::start() {
   thread_ = std::thread([this] { serve(); });
   const net::StrangerLimits& caps = strangers_->limits();
   const std::string listening = net::Endpoint{options_.listen_host, port()}.to_string();
-  log().info("master listening on {} ({}); open-file limit {}; at most {} unwelcomed connections ({} per source)",
+  master_log().info("master listening on {} ({}); open-file limit {}; at most {} unwelcomed connections ({} per source)",
              listening, options_.transport->name(), net::raise_fd_limit().soft, caps.total, caps.per_source);
-  if (http_) log().info("dashboard at {} (metrics at {}metrics, status at {}status)", http_url(), http_url(), http_url());
+  if (http_) master_log().info("dashboard at {} (metrics at {}metrics, status at {}status)", http_url(), http_url(), http_url());
   // Here, not in ferry-master, so that a master made through the C API or Python warns alike.
   if (!options_.secret && !is_loopback(options_.listen_host))
     log().warn("listening on {} without a run secret: anyone who can reach this port can join the run, read its "
@@ -92,9 +93,9 @@ void MasterServer::serve() {
   }
 }
 
-void MasterServer::close_all(const Status& why) {
+void MasterServer::close_all(const Status& why, const std::optional<wire::Message>& last) {
   listener_->stop();
-  for (auto& [id, served] : connections_) served.conn->close(why);
+  for (auto& [id, served] : connections_) served.conn->close(why, last);
   connections_.clear();
 }
 
@@ -123,12 +124,14 @@ void MasterServer::publish() {
   http_->publish(std::move(snapshot));
 }
 
-void MasterServer::stop() {
+void MasterServer::stop(Farewell farewell, const std::string& reason) {
   if (stopped_.exchange(true)) return;
   if (!started_) return;
   std::promise<void> closed;
-  asio::post(io_, [this, &closed] {
-    close_all(Status::failure(Errc::master_lost, "master shutting down"));
+  asio::post(io_, [this, &closed, farewell, reason] {
+    std::optional<wire::Message> last;
+    if (farewell == Farewell::going_away) last = wire::GoingAway{.reason = wire::bounded_reason(reason)};
+    close_all(Status::failure(Errc::master_lost, "master shutting down"), last);
     closed.set_value();
   });
   // Let the closes flush briefly; never wait on a stuck peer.
@@ -138,9 +141,11 @@ void MasterServer::stop() {
   if (thread_.joinable()) thread_.join();
   if (http_) http_->stop();
   // The serving thread has ended: the state is this thread's now.
-  log().info("{}", summary_line(state_.stats(), std::chrono::duration_cast<std::chrono::milliseconds>(
+  master_log().info("{}", summary_line(state_.stats(), std::chrono::duration_cast<std::chrono::milliseconds>(
                                                     std::chrono::steady_clock::now() - started_at_)));
-  log().info("master stopped");
+  master_log().info("master stopped{}", farewell == Farewell::going_away ? " (its peers were told it is gone for good)"
+                                                                  : " without telling its peers (they may resume with the "
+                                                                    "master started next at this address)");
 }
 
 void MasterServer::on_accept(asio::ip::tcp::socket socket, std::shared_ptr<net::StrangerGate::Pass> stranger) {

@@ -58,9 +58,18 @@ class MasterServer {
   std::string http_url() const { return http_ ? http_->url() : std::string(); }
   // Starts the serving thread. Throws Error(Errc::invalid_usage) if called twice.
   void start();
-  // Closes every connection, joins the thread and logs, at info, the run's
-  // summary (master_stats.h: summary_line), once. Idempotent; bounded.
-  void stop();
+  // How a stop ends the run for the peers.
+  enum class Farewell {
+    // Each connection gets a going_away (wire/messages.h) before it closes: the peers
+    // fail at once with master_lost, as the master will not come back.
+    going_away,
+    // Closes without a word, as a crash would: peers with a reconnect window dial this
+    // address again and resume with the master started next on it.
+    restart,
+  };
+  // Closes every connection (saying `farewell`), joins the thread and logs, at
+  // info, the run's summary (master_stats.h: summary_line), once. Idempotent; bounded.
+  void stop(Farewell farewell = Farewell::going_away, const std::string& reason = "the master was stopped");
 
  private:
   // A connection and, until its hello is accepted, its place among the strangers.
@@ -70,7 +79,8 @@ class MasterServer {
   };
 
   void serve();
-  void close_all(const Status& why);
+  // `last` (a going_away) goes out on each connection before it closes.
+  void close_all(const Status& why, const std::optional<wire::Message>& last = std::nullopt);
   void on_accept(asio::ip::tcp::socket socket, std::shared_ptr<net::StrangerGate::Pass> stranger);
   void on_stream(const Status& status, std::shared_ptr<net::Stream> stream,
                  std::shared_ptr<net::StrangerGate::Pass> stranger);

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "core/log.h"
+#include "master/master_log.h"
 #include "master/peer_ids.h"
 
 namespace ferry::master {
@@ -161,7 +162,7 @@ Group* MasterState::forget_peer(PeerId id, const std::string& reason) {
   }
   Group& group = groups_[peer.group];
   maybe_idle_.insert(group.id);
-  log().info("leave: {} (group {}): {}", name, group.id, reason);
+  master_log().info("leave: {} (group {}): {}", name, group.id, reason);
   erase_value(group.waiting, id);
   if (group.resume) group.resume->awaiting.erase(id);
   forget_revision_holder(group, id);
@@ -213,8 +214,10 @@ std::string MasterState::members_without(const Group& group, const std::function
 void MasterState::forget_idle_groups() {
   for (uint32_t id : maybe_idle_) {
     auto it = groups_.find(id);
-    if (it != groups_.end() && it->second.ring.empty() && it->second.waiting.empty() && !it->second.proposal)
+    if (it != groups_.end() && it->second.ring.empty() && it->second.waiting.empty() && !it->second.proposal) {
       groups_.erase(it);
+      stats_.emptied_groups.insert(id);
+    }
   }
   maybe_idle_.clear();
 }

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -74,6 +75,9 @@ struct MasterStats {
   Histogram bytes_per_collective{byte_bounds()};
   // Every verdict. A new entry per group, kind and result seen, so bounded by the groups a run has.
   std::map<CollectiveKey, uint64_t> collectives;
+  // Groups that emptied (their last peer left): /metrics shows their gauges at 0, as a
+  // scraper expects of a gauge, rather than leaving the series out. Bounded likewise.
+  std::set<uint32_t> emptied_groups;
 
   uint64_t aborted() const;
   // Counts a verdict: the map above always, the histograms when it committed.

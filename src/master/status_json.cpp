@@ -56,14 +56,18 @@ std::string status_json(const RunView& view, const MasterStats& stats, const Run
                            {"age_s", age_s(f.started_ms)},
                            {"waiting_for", f.waiting_for}});
     json links = json::array();
-    for (const LinkView& l : g.links)
+    // Neither an unreachable pair nor a shared-memory one has figures: the matrix's stand-ins
+    // for them (link_matrix.h: 1e12 B/s, RTT 0) would read as measurements.
+    for (const LinkView& l : g.links) {
+      const bool figures = !l.unreachable && !l.shared_memory;
       links.push_back({{"from", l.from},
                        {"to", l.to},
-                       {"bandwidth_Bps", l.unreachable ? json(nullptr) : json(l.bandwidth_Bps)},
-                       {"rtt_s", l.unreachable ? json(nullptr) : json(l.rtt_s)},
+                       {"bandwidth_Bps", figures ? json(l.bandwidth_Bps) : json(nullptr)},
+                       {"rtt_s", figures ? json(l.rtt_s) : json(nullptr)},
                        {"age_s", static_cast<double>(l.age_ms) / 1000},
                        {"unreachable", l.unreachable},
                        {"shared_memory", l.shared_memory}});
+    }
     groups.push_back({{"id", g.id},
                       {"epoch", g.epoch},
                       {"broken", g.broken},

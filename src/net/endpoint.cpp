@@ -15,6 +15,10 @@ std::optional<Endpoint> parse_endpoint(std::string_view text, bool allow_port_ze
     if (error) *error = "address '" + std::string(text) + "': " + why;
     return std::nullopt;
   };
+  // "http://host:port/": a URL pasted where HOST:PORT belongs, whose colons read as an IPv6 address's.
+  if (auto scheme = text.find("://"); scheme != std::string_view::npos)
+    return fail("a master or listen address is HOST:PORT, not a URL: drop '" + std::string(text.substr(0, scheme + 3)) +
+                "' (and any path), e.g. 10.0.0.1:48148 or [::1]:48148");
   std::string_view host, port;
   if (!text.empty() && text.front() == '[') {
     auto close = text.find(']');

@@ -65,6 +65,13 @@ class AllreduceOp final : public CollectiveOp, public ChunkConsumer, public std:
   void links_failed(const Status& why) override { fail_local(why); }
 
  private:
+  const char* call_name() const override {
+    switch (spec_.kind) {
+      case wire::CollectiveKind::barrier: return "barrier";
+      case wire::CollectiveKind::broadcast: return "broadcast";
+      default: return "all_reduce";
+    }
+  }
   void stop_transfers(const Status& why) override;
   // A commit tells the link what this transfer achieved (link_stats.h).
   void on_verdict(const Status& verdict) override;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/duration_text.h"
+#include "core/log.h"
 
 namespace ferry::peer {
 
@@ -95,11 +96,54 @@ bool CollectiveOp::cancel_if_not_started(const Status& why) {
   return true;
 }
 
+std::optional<std::string> CollectiveOp::wait_notice(Clock::time_point now, Clock::time_point last_progress) {
+  enum class Wait { start, progress, verdict };
+  Wait wait = Wait::start;
+  Clock::time_point since;
+  if (phase_ == Phase::issued && !local_failure_) {
+    wait = Wait::start, since = issued_at_;
+  } else if (phase_ == Phase::running && !local_failure_) {
+    wait = Wait::progress, since = last_progress;
+  } else if (end_sent_ && ended_ok_ && !verdict_ && !abort_asked_at_) {
+    wait = Wait::verdict, since = std::max(end_sent_at_, last_progress);
+  } else {
+    return std::nullopt;
+  }
+  if (!notice_ || notice_since_ != since) notice_.emplace(since), notice_since_ = since;
+  auto waited = notice_->due(now);
+  if (!waited) return std::nullopt;
+  auto left = [&](std::chrono::milliseconds bound) { return seconds_text(std::max(bound - *waited, bound * 0)); };
+  const std::string op = std::string(call_name()) + " (collective " + std::to_string(seq_) + " of epoch " +
+                         std::to_string(epoch_) + ")";
+  switch (wait) {
+    case Wait::start:
+      return op + " not started after " + seconds_text(*waited) +
+             ": the master starts it once every member of the group has called it (the same calls in the same "
+             "order on every member); it fails in " + left(deadlines_.start) + " (timeout_ms)";
+    case Wait::progress:
+      return op + " moved no data for " + seconds_text(*waited) +
+             ": it waits for its ring neighbours' bytes (a stalled link, or a peer stopped or overloaded); it fails "
+             "in " + left(deadlines_.progress) + " (progress_timeout_ms) unless data moves";
+    case Wait::verdict:
+      return op + " finished here " + seconds_text(*waited) +
+             " ago and waits for the master's verdict, which comes once every other member has finished its part; "
+             "in " + left(deadlines_.verdict) + " it asks the master to abort it";
+  }
+  return std::nullopt;
+}
+
 void CollectiveOp::check_deadlines(Clock::time_point now) {
   std::unique_lock lock(mu_);
   if (phase_ == Phase::finished) return;
   auto last_progress = this->last_progress();
   if (phase_ == Phase::running && !local_failure_) note_stall(now);
+  if (auto notice = wait_notice(now, last_progress)) {
+    lock.unlock();
+    log().warn("{}", *notice);
+    lock.lock();
+    if (phase_ == Phase::finished) return;
+    last_progress = this->last_progress();
+  }
   // Counted from the later of our end and our last transfer: a holder still
   // serving shared state to slower peers is not waiting in vain.
   if (end_sent_ && !verdict_ && now - std::max(end_sent_at_, last_progress) > deadlines_.verdict) {

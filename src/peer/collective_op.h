@@ -22,9 +22,11 @@
 #include <condition_variable>
 #include <mutex>
 #include <optional>
+#include <string>
 
 #include "core/buffer_pool.h"
 #include "core/error.h"
+#include "core/wait_notice.h"
 #include "wire/messages.h"
 
 namespace ferry::peer {
@@ -101,6 +103,8 @@ class CollectiveOp {
   // From the master's go to this peer's end(ok): the time its data moved; nullopt unless both happened.
   std::optional<double> transfer_seconds() const;
 
+  // The call that issued it, as notices name it ("all_reduce").
+  virtual const char* call_name() const { return "collective"; }
   // A running collective failed or was aborted: stop its transfers now.
   virtual void stop_transfers(const Status& why) = 0;
   // The master's verdict arrived (after stop_transfers for an abort). No lock held.
@@ -110,6 +114,8 @@ class CollectiveOp {
   enum class Phase { issued, running, local_done, finished };
   void maybe_finish(std::unique_lock<std::mutex>& lock);
   void note_stall(Clock::time_point now);  // mu_ held, phase running
+  // The warning a wait past 5 s gets (core/wait_notice.h), when one is due. mu_ held.
+  std::optional<std::string> wait_notice(Clock::time_point now, Clock::time_point last_progress);
   Clock::time_point last_progress() const {
     return Clock::time_point(Clock::duration(last_progress_ns_.load(std::memory_order_relaxed)));
   }
@@ -136,6 +142,8 @@ class CollectiveOp {
   std::optional<Status> verdict_;         // guarded by mu_
   std::optional<Clock::time_point> went_at_, verdict_at_;  // guarded by mu_
   OpTimeline timeline_;                   // guarded by mu_; complete once finished
+  std::optional<WaitNotice> notice_;      // guarded by mu_; of the wait that began at notice_since_
+  Clock::time_point notice_since_;        // guarded by mu_
 };
 
 }  // namespace ferry::peer

@@ -127,6 +127,7 @@ class Communicator final : private MasterSession::Events {
   void on_link_matrix(wire::LinkMatrix& matrix) override { calls_.on_link_matrix(matrix); }
   void on_probe_round(const wire::ProbeRound& round) override;
   void on_session_failed(const Status& why) override { redial_.on_session_failed(why); }
+  void on_master_gone(const Status& why) override { die(why); }
 
   void on_fetch_hello(const wire::FetchHello& hello, const std::string& welcome_proof,
                       const std::shared_ptr<net::Stream>& stream);
@@ -158,6 +159,8 @@ class Communicator final : private MasterSession::Events {
   // Guarded by state_.mu:
   std::string advertised_;  // the hello's advertised host, fixed at connect
   ResumeRecord resume_;     // what a redial tells the next master
+  // The epoch whose commits last told the caller of newcomers waiting (on_collective_result).
+  uint64_t pending_told_epoch_ = UINT64_MAX;
 };
 
 }  // namespace ferry::peer

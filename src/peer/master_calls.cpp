@@ -10,14 +10,14 @@ MasterCalls::MasterCalls(PeerState& state, MasterSession& session, RingMembershi
 
 template <class Send, class Answered>
 bool MasterCalls::ask(std::unique_lock<std::mutex>& lock, Send send, Answered answered, const std::string& what,
-                      std::chrono::milliseconds limit, bool resent_after_loss) {
+                      std::chrono::milliseconds limit, bool resent_after_loss, const PeerState::Notice& notice) {
   const uint64_t losses = redial_.losses(), refusals = refusals_;
   auto lost = [&] { return resent_after_loss && redial_.losses() != losses; };
   auto refused = [&] { return resent_after_loss && refusals_ != refusals; };
   lock.unlock();
   send();
   lock.lock();
-  state_.wait_for(lock, [&] { return answered() || lost() || refused(); }, what, limit);
+  state_.wait_for(lock, [&] { return answered() || lost() || refused(); }, what, limit, notice);
   if (refused()) throw Error(last_refusal_.code, last_refusal_.message);
   return answered();
 }
@@ -28,7 +28,7 @@ void MasterCalls::ready_for(std::unique_lock<std::mutex>& lock, const char* call
 }
 
 bool MasterCalls::cast_vote(std::unique_lock<std::mutex>& lock, wire::TopologyVote ballot,
-                            std::chrono::milliseconds limit, const char* call) {
+                            std::chrono::milliseconds limit, const char* call, const PeerState::Notice& notice) {
   ready_for(lock, call);
   const uint64_t before = topology_done_count_;
   auto send = [&] {
@@ -38,7 +38,8 @@ bool MasterCalls::cast_vote(std::unique_lock<std::mutex>& lock, wire::TopologyVo
     ballot.links_broken = membership_.links_broken();
     session_.send(ballot);
   };
-  return ask(lock, send, [&] { return topology_done_count_ > before; }, call, limit, /*resent_after_loss=*/true);
+  return ask(lock, send, [&] { return topology_done_count_ > before; }, call, limit, /*resent_after_loss=*/true,
+             notice);
 }
 
 void MasterCalls::update_topology(bool optimize) {
@@ -46,7 +47,16 @@ void MasterCalls::update_topology(bool optimize) {
   std::unique_lock lock(state_.mu);
   wire::TopologyVote ballot;
   ballot.optimize = optimize ? 1 : 0;
-  while (!cast_vote(lock, ballot, timeout_, "update_topology")) {
+  lock.unlock();
+  const size_t members = membership_.view().ring.size();
+  lock.lock();
+  auto notice = [members](std::chrono::milliseconds waited, std::chrono::milliseconds left) {
+    return "update_topology: no new ring after " + seconds_text(waited) + ": the master decides once every member " +
+           "of the group (" + std::to_string(members) + " at the last ring) has called update_topology() or " +
+           "wait_for_peers(), then waits for their links; this call gives up in " + seconds_text(left) +
+           " (timeout_ms)";
+  };
+  while (!cast_vote(lock, ballot, timeout_, "update_topology", notice)) {
   }
 }
 
@@ -71,8 +81,16 @@ void MasterCalls::wait_for_world(uint32_t min_peers, std::optional<std::chrono::
     wire::TopologyVote ballot;
     ballot.min_world = min_peers;
     ballot.hold_ms = static_cast<uint32_t>(std::min<int64_t>(left.count(), UINT32_MAX));
+    auto notice = [&, world](std::chrono::milliseconds waited, std::chrono::milliseconds) {
+      const auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      return "wait_for_peers: the group has " + std::to_string(world) + " of " + std::to_string(min_peers) +
+             " peers after " + seconds_text(waited) + ": the master holds this vote until " +
+             std::to_string(min_peers) + " members and newcomers are there (start more peers with this master " +
+             "address; the other members must call wait_for_peers() or update_topology() too); it gives up in " +
+             seconds_text(std::max(remaining, std::chrono::milliseconds(0)));
+    };
     // The master decides by the hold's end (its tick looks twice a second), then admits within timeout_ms.
-    cast_vote(lock, ballot, left + std::chrono::milliseconds(1'000) + timeout_, "wait_for_world");
+    cast_vote(lock, ballot, left + std::chrono::milliseconds(1'000) + timeout_, "wait_for_world", notice);
   }
 }
 
@@ -82,8 +100,12 @@ uint32_t MasterCalls::peers_pending() {
   for (;;) {
     ready_for(lock, "peers_pending");
     const uint64_t before = pending_answers_;
+    auto notice = [](std::chrono::milliseconds waited, std::chrono::milliseconds left) {
+      return "peers_pending: no answer after " + seconds_text(waited) + ": the master answers once every member " +
+             "of the group has called peers_pending(); this call gives up in " + seconds_text(left) + " (timeout_ms)";
+    };
     if (ask(lock, [&] { session_.send(wire::PendingQuery{}); }, [&] { return pending_answers_ > before; },
-            "peers_pending", timeout_, /*resent_after_loss=*/true))
+            "peers_pending", timeout_, /*resent_after_loss=*/true, notice))
       return last_pending_;
   }
 }

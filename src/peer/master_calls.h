@@ -45,13 +45,14 @@ class MasterCalls {
  private:
   // Calls send() with no lock held, then waits up to `limit` for answered(), or, when
   // `resent_after_loss`, for a lost master (false) or a refusal (throws). state.mu held via lock.
+  // A wait past 5 s logs `notice` (peer_state.h).
   template <class Send, class Answered>
   bool ask(std::unique_lock<std::mutex>& lock, Send send, Answered answered, const std::string& what,
-           std::chrono::milliseconds limit, bool resent_after_loss);
+           std::chrono::milliseconds limit, bool resent_after_loss, const PeerState::Notice& notice = nullptr);
   // Sends one topology vote and waits up to `limit` for the topology it decides. False when
   // the master was lost meanwhile: vote again with the one that comes back. votes and mu held.
   bool cast_vote(std::unique_lock<std::mutex>& lock, wire::TopologyVote ballot, std::chrono::milliseconds limit,
-                 const char* call);
+                 const char* call, const PeerState::Notice& notice);
   // Waits for a master being dialed again, then throws unless accepted. state.mu held via lock.
   void ready_for(std::unique_lock<std::mutex>& lock, const char* call);
 

@@ -96,6 +96,11 @@ void MasterSession::on_message(uint64_t generation, wire::Message message) {
           events_.on_link_matrix(m);
         } else if constexpr (std::is_same_v<M, wire::ProbeRound>) {
           events_.on_probe_round(m);
+        } else if constexpr (std::is_same_v<M, wire::GoingAway>) {
+          events_.on_master_gone(Status::failure(
+              Errc::master_lost, "the master at " + options_.master.to_string() + " shut down (" + m.reason +
+                                     ") and told its peers it will not come back; start a master and connect "
+                                     "again (a new communicator: this one is done)"));
         } else if constexpr (std::is_same_v<M, wire::Kick>) {
           bool auth = m.code == static_cast<uint32_t>(Errc::auth);
           fail(Status::failure(auth ? Errc::auth : Errc::kicked,

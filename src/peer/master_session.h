@@ -46,6 +46,10 @@ class MasterSession {
     virtual void on_link_matrix(wire::LinkMatrix& matrix) = 0;
     virtual void on_probe_round(const wire::ProbeRound& round) = 0;
     virtual void on_session_failed(const Status& why) = 0;
+    // The master said it is going away for good (wire::GoingAway): no redial can
+    // bring it back. `why` is master_lost. The close that follows still comes to
+    // on_session_failed.
+    virtual void on_master_gone(const Status& why) = 0;
   };
 
   struct Options {

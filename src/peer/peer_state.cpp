@@ -1,5 +1,7 @@
 #include "peer/peer_state.h"
 
+#include "core/log.h"
+
 namespace ferry::peer {
 
 bool PeerState::kill(const Status& why) {
@@ -10,6 +12,8 @@ bool PeerState::kill(const Status& why) {
   cv.notify_all();
   return true;
 }
+
+void PeerState::log_notice(const std::string& line) { log().warn("{}", line); }
 
 void PeerState::throw_if_dead() const {
   if (phase == Phase::dead) throw Error(dead_reason.code, dead_reason.message);

@@ -13,12 +13,14 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
 
 #include "core/duration_text.h"
 #include "core/error.h"
+#include "core/wait_notice.h"
 
 namespace ferry::peer {
 
@@ -45,14 +47,29 @@ struct PeerState {
   // Throws unless accepted (the check every collective and call starts with). mu held.
   void require_accepted(const char* call) const;
 
-  // Waits on cv until pred or dead or `within` passed; throws on the latter two. mu held via lock.
+  // What a long wait says (core/wait_notice.h): given how long it has waited and how long
+  // it has left, the warning line. Called with mu held: it may read fields, take no lock.
+  using Notice = std::function<std::string(std::chrono::milliseconds waited, std::chrono::milliseconds left)>;
+
+  // Waits on cv until pred or dead or `within` passed; throws on the latter two. A wait
+  // given a notice logs it at warning level after 5 s and every 30 s. mu held via lock.
   template <class Pred>
   void wait_for(std::unique_lock<std::mutex>& lock, Pred pred, const std::string& what,
-                std::chrono::milliseconds within) {
-    bool ok = cv.wait_for(lock, within, [&] { return pred() || phase == Phase::dead; });
+                std::chrono::milliseconds within, const Notice& notice = nullptr) {
+    auto done = [&] { return pred() || phase == Phase::dead; };
+    const auto began = std::chrono::steady_clock::now(), deadline = began + within;
+    WaitNotice notices(began);
+    bool ok;
+    while (!(ok = cv.wait_until(lock, notice ? std::min(deadline, notices.next()) : deadline, done)) &&
+           std::chrono::steady_clock::now() < deadline)
+      if (auto waited = notices.due(std::chrono::steady_clock::now()))
+        log_notice(notice(*waited, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - began) - *waited));
     throw_if_dead();
     if (!ok) throw Error(Errc::timeout, what + " did not complete within " + ms(within));
   }
+
+ private:
+  static void log_notice(const std::string& line);
 };
 
 }  // namespace ferry::peer

@@ -84,6 +84,7 @@ class SharedStateSync final : public CollectiveOp, public std::enable_shared_fro
   std::optional<uint64_t> planned_revision();
 
  private:
+  const char* call_name() const override { return "sync_shared_state"; }
   void stop_transfers(const Status& why) override;
   void on_verdict(const Status& verdict) override;
   struct Fetcher {

@@ -52,6 +52,7 @@ enum class MessageType : uint16_t {
   probe_round = 74,
   collective_pending = 75,
   call_refused = 76,
+  going_away = 77,
   // both directions on a master connection: liveness
   heartbeat = 96,
   // peer -> peer, before a link switches to raw chunk streaming
@@ -277,7 +278,12 @@ struct CollectiveResult {
   uint32_t seq = 0;
   uint32_t code = 0;
   std::string reason{};
-  template <class V> void fields(V& v) { v(epoch); v(seq); v(code); v(reason, Limit{kMaxReasonLength}); }
+  // Newcomers of the group waiting for admission when it was decided: the members
+  // tell their callers (once per epoch) that only a vote admits them.
+  uint32_t pending = 0;
+  template <class V> void fields(V& v) {
+    v(epoch); v(seq); v(code); v(reason, Limit{kMaxReasonLength}); v(pending);
+  }
 };
 
 // The answer to a member that ended a collective and, its verdict long in
@@ -307,6 +313,16 @@ struct Kick {
   uint32_t code = 0;
   std::string reason{};
   template <class V> void fields(V& v) { v(code); v(reason, Limit{kMaxReasonLength}); }
+};
+
+// The master's last frame when it is stopped on purpose (Ctrl-C on ferry-master,
+// ferry_master_stop, ferry_master_destroy): it will not come back, so its peers
+// fail at once with master_lost instead of dialing it for their reconnect
+// window. A master that crashes sends nothing: its peers keep the window.
+struct GoingAway {
+  static constexpr MessageType kType = MessageType::going_away;
+  std::string reason{};
+  template <class V> void fields(V& v) { v(reason, Limit{kMaxReasonLength}); }
 };
 
 struct Heartbeat {
@@ -531,7 +547,7 @@ using Message = std::variant<Hello, Welcome, TopologyVote, Topology, TopologyRea
                              PendingQuery, PendingCount, CollectiveBegin, CollectiveGo, CollectiveEnd,
                              CollectiveResult, Kick, Heartbeat, Leave, LinkHello, LinkWelcome, SyncBegin, SyncPlan,
                              FetchHello, AuthChallenge, LinkChallenge, LinkReport, LinkMatrixQuery, LinkMatrix,
-                             ProbeRound, ProbeDone, ProbeHello, CollectivePending, CallRefused>;
+                             ProbeRound, ProbeDone, ProbeHello, CollectivePending, CallRefused, GoingAway>;
 
 MessageType message_type(const Message& message);
 const char* message_type_name(uint16_t type);

@@ -18,6 +18,7 @@
 
 #include "core/auth_labels.h"
 #include "core/log.h"
+#include "master/master_log.h"
 #include "fuzz_input.h"
 #include "master/master_state.h"
 #include "master_program.h"
@@ -293,6 +294,7 @@ class Harness {
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   set_log_level("off");
+  ferry::master::set_master_log_level("off");
   return 0;
 }
 

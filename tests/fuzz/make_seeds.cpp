@@ -61,7 +61,7 @@ std::vector<wire::Message> example_messages() {
           wire::CollectiveBegin{5, 0, 1, 77, 1 << 20, 9, 1},
           wire::CollectiveGo{5, 0},
           wire::CollectiveEnd{5, 0, 4, "peer lost"},
-          wire::CollectiveResult{5, 0, 0, ""},
+          wire::CollectiveResult{5, 0, 0, "", 1},
           wire::Kick{9, "protocol violation"},
           wire::Heartbeat{},
           wire::Leave{},
@@ -77,7 +77,8 @@ std::vector<wire::Message> example_messages() {
           wire::LinkMatrix{3, {{1, 2, 0, 25'000'000, 24'000'000, 50'000, 1000, 1u << 26, 3}, {2, 1, 1, 9, 0, 0, 0, 5, 0}}},
           wire::ProbeRound{3, 1, {{2, "10.0.0.2", 7000, {}}}, {3}},
           wire::ProbeDone{3, 1, {{1, 2, 0, 25'000'000, 24'000'000, 50'000, 1000, 1u << 26, 0, 8}}, {4}},
-          wire::ProbeHello{1, 2, 3, 1, "n", "p", "boot/net/mnt"}};
+          wire::ProbeHello{1, 2, 3, 1, "n", "p", "boot/net/mnt"},
+          wire::GoingAway{"the master was stopped (SIGINT)"}};
 }
 
 void wire_seeds(SeedDir out) {

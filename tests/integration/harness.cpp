@@ -100,6 +100,7 @@ EmbeddedMaster::~EmbeddedMaster() { ferry_master_destroy(master_); }
 std::string EmbeddedMaster::address() const { return host_port(host_, port_); }
 
 void EmbeddedMaster::stop() { must(ferry_master_stop(master_), "ferry_master_stop"); }
+void EmbeddedMaster::stop_for_restart() { must(ferry_master_stop_for_restart(master_), "ferry_master_stop_for_restart"); }
 
 ferry_comm* create_peer(const std::string& master, const PeerSettings& s) {
   ferry_comm_params params;

@@ -66,7 +66,10 @@ class EmbeddedMaster {
   EmbeddedMaster& operator=(const EmbeddedMaster&) = delete;
   std::string address() const;
   uint16_t port() const { return port_; }
+  // ferry_master_stop: the peers are told the master is gone (they fail with MASTER_LOST at once).
   void stop();
+  // ferry_master_stop_for_restart: closed as a crash would, so peers keep their reconnect window.
+  void stop_for_restart();
 
  private:
   ferry_master* master_ = nullptr;

@@ -274,6 +274,39 @@ TEST_CASE("the master process killed, with no reconnect window: every peer's pen
   }
 }
 
+TEST_CASE("the master process stopped with SIGINT or SIGTERM: its peers are told, and fail with MASTER_LOST at once "
+          "despite their reconnect window",
+          "[process][failure]") {
+  const int signal_number = GENERATE(SIGINT, SIGTERM);
+  INFO("signal " << signal_number);
+  ChildSet children(false);
+  const MasterProcess master = start_master(children, 0, "info");
+  PeerFlags flags;
+  flags.peers = 2;
+  flags.probe_after_fatal = true;  // the library's default window: 300 s, which a silent close would wait out
+  std::vector<Child*> peers = running_peers(children, master.address, flags);
+
+  const double stopped_at = monotonic_s();
+  REQUIRE(::kill(master.child->pid(), signal_number) == 0);
+  const bool ended = children.pump_until(
+      [&] { return std::none_of(peers.begin(), peers.end(), [](const Child* p) { return p->running(); }); },
+      Clock::now() + std::chrono::seconds(60));  // a hang-deadline, far below the window
+  INFO(describe(peers) << "--- the master:\n" << master.child->err_tail(10));
+  REQUIRE(ended);
+  for (const Child* p : peers) {
+    CHECK(p->exit_code() == std::optional<int>(3));
+    const auto failure = first_failure_after(*p, stopped_at);
+    REQUIRE(failure.has_value());
+    CHECK(failure->result == FERRY_ERR_MASTER_LOST);
+    const auto next = first_after(*p, stopped_at, "next");
+    REQUIRE(next.has_value());
+    CHECK(next->result == FERRY_ERR_MASTER_LOST);
+    CHECK_THAT(p->err_tail(40), Catch::Contains("will not come back"));
+  }
+  REQUIRE(children.pump_until([&] { return !master.child->running(); }, Clock::now() + std::chrono::seconds(15)));
+  CHECK_THAT(master.child->err_tail(40), Catch::Contains("told it is gone for good"));
+}
+
 TEST_CASE("the master process SIGKILLed and started again on its port: every peer carries on in its place, no "
           "process restarted",
           "[process][failure][resume]") {

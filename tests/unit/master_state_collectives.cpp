@@ -35,6 +35,28 @@ TEST_CASE("master: collectives go when all began alike and commit when all ended
   for (auto& [conn, r] : results) CHECK(r.code == 0);
 }
 
+TEST_CASE("master: a commit tells the members how many newcomers wait for admission", "[master][pending]") {
+  Fixture f;
+  f.ring_of(2);
+  uint64_t e = f.state.epoch(0);
+  auto commit = [&](uint32_t seq) {
+    for (ConnId c = 1; c <= 2; ++c) f.state.on_message(c, begin(e, seq));
+    f.step();
+    for (ConnId c = 1; c <= 2; ++c) f.state.on_message(c, CollectiveEnd{e, seq, 0, ""});
+    f.step();
+    auto results = f.sent<CollectiveResult>();
+    REQUIRE(results.size() == 2);
+    return results;
+  };
+  for (auto& [conn, r] : commit(0)) CHECK(r.pending == 0);
+  REQUIRE(f.hello(3) != 0);  // a newcomer: pending until the members vote
+  f.step();
+  for (auto& [conn, r] : commit(1)) {
+    CHECK(r.code == 0);
+    CHECK(r.pending == 1);
+  }
+}
+
 TEST_CASE("master: a member that ended and asks for a late verdict is told who still runs, and nothing aborts",
           "[master]") {
   Fixture f;

@@ -203,4 +203,28 @@ TEST_CASE("master status: the ring's bottleneck is its slowest measured hop, and
   const std::string text = metrics_text(view, f.state.stats());
   CHECK(has_line(text, "ferry_master_ring_bottleneck_bytes_per_second{group=\"0\",order=\"chosen\"} 80000000"));
   CHECK(text.find("ferry_master_link_shared_memory{from=\"" + std::to_string(ring[1])) != std::string::npos);
+  // /status gives a shared-memory pair no figures: the matrix's stand-ins (1e12 B/s, RTT 0) are no measurements.
+  const json doc = json::parse(status_json(view, f.state.stats(), f.state.journal(), StatusContext{}));
+  size_t shared_links = 0;
+  for (const json& l : doc["groups"][0]["links"]) {
+    if (!l["shared_memory"].get<bool>()) continue;
+    ++shared_links;
+    CHECK(l["bandwidth_Bps"].is_null());
+    CHECK(l["rtt_s"].is_null());
+  }
+  CHECK(shared_links == 1);
+}
+
+TEST_CASE("master status: a group's gauges drop to 0 when its last peer leaves, rather than vanish", "[master][status]") {
+  Fixture f;
+  f.ring_of(2);
+  CHECK(has_line(metrics_text(f.state.view(), f.state.stats()), "ferry_master_peers{group=\"0\",state=\"member\"} 2"));
+  for (ConnId c = 1; c <= 2; ++c) f.state.on_message(c, Leave{});
+  f.step();
+  REQUIRE(f.state.view().groups.empty());
+  const std::string text = metrics_text(f.state.view(), f.state.stats());
+  CHECK(has_line(text, "ferry_master_peers{group=\"0\",state=\"member\"} 0"));
+  CHECK(has_line(text, "ferry_master_peers{group=\"0\",state=\"joining\"} 0"));
+  CHECK(has_line(text, "ferry_master_ring_size{group=\"0\"} 0"));
+  CHECK(has_line(text, "ferry_master_collectives_in_flight{group=\"0\"} 0"));
 }

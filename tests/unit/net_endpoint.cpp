@@ -37,7 +37,9 @@ TEST_CASE("endpoint: malformed addresses are refused saying what is wrong", "[ne
                         Case{"[::1]5000", false, "expected ':PORT' after ']'"}, Case{"[::1:5000", false, "missing ']'"},
                         Case{"[]:5000", false, "empty host"}, Case{"10.0.0.1", false, "expected HOST:PORT"},
                         Case{"10.0.0.1:", false, "not a number"}, Case{"10.0.0.1:65536", false, "above 65535"},
-                        Case{"10.0.0.1:0", false, "port 0"}, Case{"[::1]:x", true, "not a number"}}) {
+                        Case{"10.0.0.1:0", false, "port 0"}, Case{"[::1]:x", true, "not a number"},
+                        Case{"http://10.0.0.1:48148", false, "not a URL: drop 'http://'"},
+                        Case{"tcp://[::1]:48148/", false, "not a URL: drop 'tcp://'"}}) {
     INFO(c.text);
     std::string error;
     CHECK_FALSE(parse_endpoint(c.text, c.port_zero, &error));

@@ -48,7 +48,7 @@ std::vector<Message> one_of_each() {
           CollectiveBegin{9, 17, 1, 0xABCDEF, 1u << 20, 10, 1},
           CollectiveGo{9, 17},
           CollectiveEnd{9, 17, 4, "peer lost"},
-          CollectiveResult{9, 17, 0, ""},
+          CollectiveResult{9, 17, 0, "", 3},
           Kick{9, "bad frame"},
           Heartbeat{},
           Leave{},
@@ -64,7 +64,8 @@ std::vector<Message> one_of_each() {
           ProbeRound{7, 1, {{2, "10.0.0.2", 7000, {"fd00::2"}}}, {3}},
           ProbeDone{7, 1, {{1, 2, 0, 25'000'000, 24'000'000, 50'000, 1000, 1u << 26, 0, 8}}, {4}},
           ProbeHello{1, 2, 7, 1, "n", "p", "boot/net/mnt"},
-          CollectivePending{9, 17, {2, 3}}, CallRefused{7, "out of order"}};
+          CollectivePending{9, 17, {2, 3}}, CallRefused{7, "out of order"},
+          GoingAway{"the master was stopped"}};
 }
 
 }  // namespace
@@ -84,7 +85,7 @@ TEST_CASE("wire: golden bytes pin the format", "[wire][golden]") {
   // Changing these bytes breaks compatibility with every deployed peer: bump kProtocolVersion instead.
   std::vector<uint8_t> hello = {
       0x46, 0x52, 0x59, 0x31,  // magic "FRY1"
-      0x07, 0x00,              // version 7
+      0x08, 0x00,              // version 8
       0x01, 0x00,              // type hello
       0x49, 0x00, 0x00, 0x00,  // payload length 73
       0x07, 0x00, 0x00, 0x00,  // peer_group 7

@@ -8,6 +8,7 @@
 
 #include "core/log.h"
 #include "core/run_secret.h"
+#include "master/master_log.h"
 #include "master/master_server.h"
 #include "net/tls_transport.h"
 #include "net/endpoint.h"
@@ -74,6 +75,11 @@ int main(int argc, char** argv) {
                  "HOST:PORT (or PORT: loopback only) of a read-only HTTP endpoint for people watching the run: "
                  "/ (a live dashboard), /status (JSON), /metrics (Prometheus). Never shows the secret, keys or "
                  "tensors; off by default");
+  bool keep_peers_on_stop = false;
+  app.add_flag("--keep-peers-on-stop", keep_peers_on_stop,
+               "on SIGINT/SIGTERM, stop without telling the peers the master is gone: they dial this address "
+               "again for their reconnect window and resume with the master started next on it (to replace a "
+               "master without ending the run). Without it they are told, and fail at once (master lost)");
   cert_option->needs(key_option);
   key_option->needs(cert_option);
   const std::string version =
@@ -81,7 +87,7 @@ int main(int argc, char** argv) {
   ferry::tooling::add_version_flag(app, version);
   if (const auto status = ferry::tooling::parse_command_line(app, argc, argv)) return *status;
 
-  if (!ferry::set_log_level(log_level)) {
+  if (!ferry::set_log_level(log_level) || !ferry::master::set_master_log_level(log_level)) {
     std::fprintf(stderr, "ferry-master: unknown --log-level '%s'\n", log_level.c_str());
     return 2;
   }
@@ -138,7 +144,11 @@ int main(int argc, char** argv) {
       return 70;
     }
     ferry::log().info("signal {}: shutting down", signal);
-    server.stop();
+    const std::string name = signal == SIGINT ? "SIGINT" : "SIGTERM";
+    if (keep_peers_on_stop)
+      server.stop(ferry::master::MasterServer::Farewell::restart, "");
+    else
+      server.stop(ferry::master::MasterServer::Farewell::going_away, "ferry-master got " + name);
   } catch (const ferry::Error& e) {
     std::fprintf(stderr, "ferry-master: %s\n", e.what());
     return 1;

@@ -61,6 +61,7 @@ class FakePeer final : public peer::MasterSession::Events {
   void on_link_matrix(wire::LinkMatrix&) override {}
   void on_probe_round(const wire::ProbeRound& round) override;
   void on_session_failed(const Status& why) override;
+  void on_master_gone(const Status& why) override { on_session_failed(why); }
 
  private:
   void begin(uint32_t seq);

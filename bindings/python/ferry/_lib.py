@@ -230,6 +230,7 @@ _SIGNATURES = {
     "ferry_master_port": (_R, [MasterPtr, ctypes.POINTER(ctypes.c_uint16)]),
     "ferry_master_http_port": (_R, [MasterPtr, ctypes.POINTER(ctypes.c_uint16)]),
     "ferry_master_stop": (_R, [MasterPtr]),
+    "ferry_master_stop_for_restart": (_R, [MasterPtr]),
     "ferry_master_destroy": (None, [MasterPtr]),
     "ferry_comm_params_init": (None, [ctypes.c_void_p]),
     "ferry_comm_create": (_R, [ctypes.POINTER(CommParams), ctypes.POINTER(CommPtr)]),
@@ -399,6 +400,8 @@ _PYTHON_NAMES = {
     "ferry_comm_destroy": "comm.close()",
     "ferry_comm_abort": "an interrupted call on the main thread (Ctrl-C)",
     "ferry_master_stop": "Master.stop()",
+    "ferry_master_stop_for_restart": "Master.stop(restart=True)",
+    "ferry_master_destroy": "Master.close()",
 }
 _C_NAME = re.compile(r"\bferry_[a-z_]+\b")
 

@@ -115,14 +115,21 @@ class Master:
         """True between start() and stop()."""
         return self._running
 
-    def stop(self) -> None:
-        """Stops serving: closes every connection (peers see MasterLostError) and joins the
-        serving thread. Blocks at most ~2 s (the GIL is released meanwhile). Idempotent;
-        a no-op after close()."""
+    def stop(self, restart: bool = False) -> None:
+        """Stops serving: tells every peer the master is going away, closes every connection
+        and joins the serving thread; the peers fail at once with MasterLostError.
+
+        ``restart=True`` closes without a word, as a crash would: peers with a reconnect
+        window (``master_reconnect_timeout_ms``) see PeerLostError, dial this address again
+        and resume with the ``Master`` started next on it. Blocks at most ~2 s (the GIL is
+        released meanwhile). Idempotent; a no-op after close()."""
         with self._lock:
             if self._ptr is None:
                 return
-            _lib.check(_lib.lib().ferry_master_stop(self._ptr), "Master.stop()")
+            if restart:
+                _lib.check(_lib.lib().ferry_master_stop_for_restart(self._ptr), "Master.stop(restart=True)")
+            else:
+                _lib.check(_lib.lib().ferry_master_stop(self._ptr), "Master.stop()")
             self._running = False
             self._stopped = True
 

@@ -88,14 +88,33 @@ def test_peers_see_master_lost_after_stop(master, address):
     comm.close()
 
 
+def test_a_master_stopped_for_good_fails_its_peers_at_once(master, address):
+    """Master.stop() tells the peers: MasterLostError at once, not after the reconnect window
+    (before the going_away message, update_topology waited here for the whole window, 300 s)."""
+    comm = make_peer(address, master_reconnect_timeout_ms=300_000)
+    comm.connect()
+    master.stop()
+    began = time.monotonic()
+    with pytest.raises(ferry.MasterLostError) as info:
+        comm.update_topology()
+    assert time.monotonic() - began < 60  # a hang-deadline, not a timing
+    message = str(info.value)
+    assert "shut down" in message and "will not come back" in message and "Master.stop()" in message, message
+    assert not info.value.is_retryable
+    with pytest.raises(ferry.MasterLostError):
+        comm.all_reduce(np.ones(4, np.float32))
+    comm.close()
+
+
 def test_a_master_started_again_takes_its_peer_back(master, address):
-    """By default a lost master is retryable: PeerLostError, then update_topology waits for
-    the master started again on the same port, and the peer goes on with its id."""
+    """A lost master (a crash, or Master.stop(restart=True)) is retryable: PeerLostError, then
+    update_topology waits for the master started again on the same port, and the peer goes on
+    with its id."""
     comm = make_peer(address)
     comm.connect()
     peer_id = comm.peer_id
     assert comm.all_reduce(np.full(4, 2.0, np.float32)).tolist() == [2.0] * 4
-    master.stop()
+    master.stop(restart=True)
     with pytest.raises(ferry.PeerLostError) as info:
         for _ in range(100):  # the first call may race the socket's closing
             comm.all_reduce(np.ones(4, np.float32))
@@ -109,3 +128,21 @@ def test_a_master_started_again_takes_its_peer_back(master, address):
         assert comm.peer_id == peer_id
         assert comm.all_reduce(np.full(4, 3.0, np.float32)).tolist() == [3.0] * 4
         comm.close()
+
+
+def test_an_embedded_master_says_what_ferry_master_says_at_default_settings(capfd):
+    """Its listen, join and leave lines at info (the library's own log stays at warn)."""
+    with ferry.Master("127.0.0.1:0") as m:
+        port = m.port
+        comm = make_peer(f"127.0.0.1:{port}")
+        comm.connect()
+        comm.close()
+        deadline = time.monotonic() + 10
+        err = ""
+        while time.monotonic() < deadline and "leave: " not in err:
+            err += capfd.readouterr().err
+            time.sleep(0.05)
+    err += capfd.readouterr().err
+    assert f"[ferry info] master listening on 127.0.0.1:{port}" in err, err
+    assert "[ferry info] join: " in err and "[ferry info] leave: " in err, err
+    assert "[ferry info] summary: " in err, err
