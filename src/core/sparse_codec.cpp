@@ -32,9 +32,10 @@ void check_spec(SparseSpec spec) {
   }
 }
 
-size_t chunk_bytes(SparseSpec spec, uint64_t n) {
+// The most bytes a chunk of n elements can take.
+uint64_t chunk_bytes_max(SparseSpec spec, uint64_t n) {
   const uint64_t sent = std::min<uint64_t>(spec.k, n);
-  return 8 + field_bytes(sent, index_width(spec.chunk)) + field_bytes(sent, spec.bits);
+  return 8 + field_bytes(index_bits_max(n, sent, rice_parameter(spec.chunk, spec.k))) + field_bytes(sent * spec.bits);
 }
 
 uint8_t* write_header(SparseSpec spec, DType dtype, uint64_t count, uint8_t* out) {
@@ -83,7 +84,8 @@ uint8_t* encode_chunk(SparseSpec spec, const float* x, uint32_t n, ChunkScratch&
   std::memcpy(out + 4, &step, 4);
 
   BitWriter indices(out + 8);
-  for (uint32_t j = 0; j < sent; ++j) indices.put(selected[j], index_width(spec.chunk));
+  const uint32_t r = rice_parameter(spec.chunk, spec.k);
+  for (uint32_t j = 0; j < sent; ++j) indices.put_rice(selected[j] - (j == 0 ? 0 : selected[j - 1] + 1), r);
   BitWriter codes(indices.finish());
   for (uint32_t j = 0; j < sent; ++j) {
     const float v = x[selected[j]];
@@ -106,8 +108,9 @@ uint8_t* encode_chunk(SparseSpec spec, const float* x, uint32_t n, ChunkScratch&
 }
 
 // [[gnu::noinline]]: the work stays behind the floating-point guard of sparse_encode.
-[[gnu::noinline]] void encode_all(SparseSpec spec, DType dtype, const void* x, size_t count, uint8_t* out,
-                                  float* residual) {
+[[gnu::noinline]] size_t encode_all(SparseSpec spec, DType dtype, const void* x, size_t count, uint8_t* out,
+                                    float* residual) {
+  uint8_t* const begin = out;
   out = write_header(spec, dtype, count, out);
   const uint32_t max_n = static_cast<uint32_t>(std::min<size_t>(spec.chunk, count));
   ChunkScratch scratch(max_n, std::min(spec.k, max_n));
@@ -130,6 +133,7 @@ uint8_t* encode_chunk(SparseSpec spec, const float* x, uint32_t n, ChunkScratch&
     if (r != nullptr && !in_place) std::memcpy(r, chunk, n * sizeof(float));
     out = encode_chunk(spec, chunk, n, scratch, out, r);
   }
+  return static_cast<size_t>(out - begin);
 }
 
 }  // namespace
@@ -147,23 +151,24 @@ uint32_t sparse_k_for_density(uint32_t chunk, double density) {
   return static_cast<uint32_t>(std::clamp(k, 1.0, static_cast<double>(chunk)));
 }
 
-size_t sparse_encoded_bytes(SparseSpec spec, size_t count) {
+size_t sparse_max_encoded_bytes(SparseSpec spec, size_t count) {
   check_spec(spec);
   if (count > kMaxSparseCount) {
     throw std::invalid_argument("sparse codec: count " + std::to_string(count) + " exceeds 2^40");
   }
   const size_t full = count / spec.chunk;
   const size_t rest = count % spec.chunk;
-  return kSparseHeaderBytes + full * chunk_bytes(spec, spec.chunk) + (rest != 0 ? chunk_bytes(spec, rest) : 0);
+  return kSparseHeaderBytes + full * chunk_bytes_max(spec, spec.chunk) +
+         (rest != 0 ? chunk_bytes_max(spec, rest) : 0);
 }
 
-void sparse_encode(SparseSpec spec, DType dtype, const void* x, size_t count, uint8_t* out, float* residual) {
-  (void)sparse_encoded_bytes(spec, count);  // checks spec and count
+size_t sparse_encode(SparseSpec spec, DType dtype, const void* x, size_t count, uint8_t* out, float* residual) {
+  (void)sparse_max_encoded_bytes(spec, count);  // checks spec and count
   if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16) {
     throw std::invalid_argument("sparse codec: input must be f32, bf16 or f16");
   }
   const DefaultFloatEnvironment environment;
-  encode_all(spec, dtype, x, count, out, residual);
+  return encode_all(spec, dtype, x, count, out, residual);
 }
 
 }  // namespace ferry

@@ -24,18 +24,31 @@ uint32_t read_u32(const uint8_t* p) {
   return v;
 }
 
-// Walks the chunks of a contribution whose header (and so length) is known
-// good, checking each; out == nullptr only checks, otherwise adds each value
-// to out (the caller's count equals the header's).
-[[gnu::noinline]] Status walk_chunks(const uint8_t* in, const SparseHeader& h, float* out) {
+// The fewest bytes a contribution with this header can take.
+uint64_t min_bytes(SparseSpec spec, uint64_t count) {
+  const uint32_t r = rice_parameter(spec.chunk, spec.k);
+  auto chunk = [&](uint64_t n) {
+    const uint64_t sent = n < spec.k ? n : spec.k;
+    return 8 + field_bytes(index_bits_min(sent, r)) + field_bytes(sent * spec.bits);
+  };
+  const uint64_t rest = count % spec.chunk;
+  return kSparseHeaderBytes + count / spec.chunk * chunk(spec.chunk) + (rest != 0 ? chunk(rest) : 0);
+}
+
+// Walks the chunks of a contribution whose header is known good, checking
+// each and that they end exactly at in + in_bytes; out == nullptr only
+// checks, otherwise adds each value to out (the caller's count is the header's).
+[[gnu::noinline]] Status walk_chunks(const uint8_t* in, size_t in_bytes, const SparseHeader& h, float* out) {
   const SparseSpec spec = h.spec;
-  const uint32_t width = index_width(spec.chunk);
+  const uint32_t r = rice_parameter(spec.chunk, spec.k);
   const uint32_t top = levels(spec.bits);
   const uint8_t* p = in + kSparseHeaderBytes;
+  const uint8_t* const end = in + in_bytes;
   for (uint64_t first = 0, c = 0; first < h.count; first += spec.chunk, ++c) {
     const uint64_t remaining = h.count - first;
     const auto n = static_cast<uint32_t>(remaining < spec.chunk ? remaining : spec.chunk);
     const uint32_t sent = spec.k < n ? spec.k : n;
+    if (end - p < 8) return refuse("ends inside chunk " + std::to_string(c) + "'s scale");
     const uint32_t lo_bits = read_u32(p);
     const uint32_t step_bits = read_u32(p + 4);
     const float lo = std::bit_cast<float>(lo_bits);
@@ -48,19 +61,31 @@ uint32_t read_u32(const uint8_t* p) {
                       std::to_string(step) + ")");
       }
     }
-    BitReader indices(p + 8);
-    const uint8_t* codes_at = p + 8 + field_bytes(sent, width);
-    BitReader codes(codes_at);
-    int64_t previous = -1;
-    float* chunk_out = out == nullptr ? nullptr : out + first;
+    // Indices first (to know where the codes start), then codes and values.
+    BitReader indices(p + 8, end);
+    uint32_t next = 0;  // the least index the next entry may have
     for (uint32_t j = 0; j < sent; ++j) {
-      const uint32_t index = indices.get(width);
-      if (static_cast<int64_t>(index) <= previous || index >= n) {
-        return refuse("chunk " + std::to_string(c) + " entry " + std::to_string(j) + ": index " +
-                      std::to_string(index) + (index >= n ? " is past the chunk's " + std::to_string(n) + " elements"
-                                                          : " does not increase"));
+      uint32_t gap = 0;
+      if (!indices.get_rice(r, (n - 1) >> r, &gap) || gap >= n - next) {
+        return refuse("chunk " + std::to_string(c) + " entry " + std::to_string(j) +
+                      (indices.overrun() ? ": the contribution ends inside its indices"
+                                         : ": index past the chunk's " + std::to_string(n) + " elements"));
       }
-      previous = index;
+      next += gap + 1;
+    }
+    const uint8_t* codes_at = indices.position();
+    if (static_cast<uint64_t>(end - codes_at) < field_bytes(uint64_t{sent} * spec.bits)) {
+      return refuse("ends inside chunk " + std::to_string(c) + "'s values");
+    }
+    BitReader again(p + 8, codes_at);
+    BitReader codes(codes_at, end);
+    float* chunk_out = out == nullptr ? nullptr : out + first;
+    next = 0;
+    for (uint32_t j = 0; j < sent; ++j) {
+      uint32_t gap = 0;
+      again.get_rice(r, (n - 1) >> r, &gap);  // read and checked above
+      const uint32_t index = next + gap;
+      next = index + 1;
       const uint32_t code = codes.get(spec.bits);
       if (chunk_out != nullptr) {
         const float v = marker ? std::bit_cast<float>(kNanBits) : code_value(code, spec.bits, lo, step);
@@ -70,8 +95,9 @@ uint32_t read_u32(const uint8_t* p) {
     if (!indices.padding_zero() || !codes.padding_zero()) {
       return refuse("chunk " + std::to_string(c) + " has padding bits that are not zero");
     }
-    p = codes_at + field_bytes(sent, spec.bits);
+    p = codes.position();
   }
+  if (p != end) return refuse(std::to_string(end - p) + " bytes past its last chunk");
   return Status::success();
 }
 
@@ -105,11 +131,12 @@ Status sparse_read_header(const uint8_t* in, size_t in_bytes, SparseHeader* head
                   ", k 1..chunk, bits 2, 4 or 8)");
   }
   if (h.count > kMaxSparseCount) return refuse("count " + std::to_string(h.count) + " exceeds 2^40");
-  const size_t expected = sparse_encoded_bytes(h.spec, h.count);
-  if (in_bytes != expected) {
+  const uint64_t least = min_bytes(h.spec, h.count);
+  const uint64_t most = sparse_max_encoded_bytes(h.spec, h.count);
+  if (in_bytes < least || in_bytes > most) {
     return refuse(std::to_string(in_bytes) + " bytes where its header (count " + std::to_string(h.count) +
                   ", chunk " + std::to_string(h.spec.chunk) + ", k " + std::to_string(h.spec.k) + ", bits " +
-                  std::to_string(h.spec.bits) + ") implies " + std::to_string(expected));
+                  std::to_string(h.spec.bits) + ") implies " + std::to_string(least) + ".." + std::to_string(most));
   }
   *header = h;
   return Status::success();
@@ -120,7 +147,7 @@ Status sparse_validate(const uint8_t* in, size_t in_bytes, SparseHeader* header)
   Status st = sparse_read_header(in, in_bytes, &h);
   if (!st.ok()) return st;
   const DefaultFloatEnvironment environment;
-  st = walk_chunks(in, h, nullptr);
+  st = walk_chunks(in, in_bytes, h, nullptr);
   if (st.ok() && header != nullptr) *header = h;
   return st;
 }
@@ -133,7 +160,7 @@ Status sparse_decode_add(const uint8_t* in, size_t in_bytes, float* out, size_t 
     return refuse("count " + std::to_string(h.count) + " where " + std::to_string(count) + " was expected");
   }
   const DefaultFloatEnvironment environment;
-  return walk_chunks(in, h, out);
+  return walk_chunks(in, in_bytes, h, out);
 }
 
 Status sparse_decode_sum(std::span<const std::span<const uint8_t>> contributions, float* out, size_t count) {

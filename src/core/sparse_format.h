@@ -1,7 +1,8 @@
 // Pieces of the sparse codec's format (sparse_codec.h, Byte layout) that the
-// encoder and the decoder share: the bit fields (little-endian bit streams of
-// fixed-width values, 0..16 bits, padded with zero bits to a whole byte), the
-// value levels and the one definition of a code's value. Internal to core/.
+// encoder and the decoder share: the bit fields (little-endian bit streams,
+// padded with zero bits to a whole byte), the Rice code of the index gaps and
+// its size bounds, the value levels and the one definition of a code's value.
+// Internal to core/.
 #pragma once
 
 #include <bit>
@@ -10,14 +11,21 @@
 
 namespace ferry::sparse_detail {
 
-// Bytes of a field of count values of width bits.
-constexpr size_t field_bytes(uint64_t count, uint32_t width) { return static_cast<size_t>((count * width + 7) / 8); }
+// Bytes of a field of `bits` bits.
+constexpr uint64_t field_bytes(uint64_t bits) { return (bits + 7) / 8; }
 
-// ceil(log2 chunk): the index width (0 for a chunk of one element).
-constexpr uint32_t index_width(uint32_t chunk) {
-  uint32_t w = 0;
-  while ((uint64_t{1} << w) < chunk) ++w;
-  return w;
+// The Rice parameter of a spec: r = floor(log2(chunk / k)), 0..16.
+constexpr uint32_t rice_parameter(uint32_t chunk, uint32_t k) {
+  return 31u - static_cast<uint32_t>(std::countl_zero(chunk / k));
+}
+
+// Bounds of a chunk's index field, in bits, for `sent` indices among n with
+// parameter r: each gap costs its quotient in ones, a zero and r low bits,
+// and the gaps sum to at most n - sent, so their quotients to at most
+// (n - sent) >> r.
+constexpr uint64_t index_bits_min(uint64_t sent, uint32_t r) { return sent * (r + 1); }
+constexpr uint64_t index_bits_max(uint64_t n, uint64_t sent, uint32_t r) {
+  return sent * (r + 1) + ((n - sent) >> r);
 }
 
 // The non-finite chunk's lo and step.
@@ -47,6 +55,13 @@ class BitWriter {
       pending_ -= 8;
     }
   }
+  // The Rice code of gap: gap >> r ones, a zero, then gap's r low bits.
+  void put_rice(uint32_t gap, uint32_t r) {
+    uint32_t q = gap >> r;
+    for (; q >= 16; q -= 16) put(0xffffu, 16);
+    put((1u << q) - 1u, q + 1);  // q ones, then the zero
+    put(gap & ((1u << r) - 1u), r);
+  }
   // Writes the last partial byte (zero-padded); returns the end of the field.
   uint8_t* finish() {
     if (pending_ != 0) *out_++ = static_cast<uint8_t>(acc_);
@@ -61,13 +76,16 @@ class BitWriter {
   uint32_t pending_ = 0;
 };
 
-// Reads a field whose length the caller has checked: it reads exactly
-// field_bytes(count, width) bytes when count values are taken.
+// Reads a field within [in, end): a read past end sets overrun() and gives 0.
 class BitReader {
  public:
-  explicit BitReader(const uint8_t* in) : in_(in) {}
+  BitReader(const uint8_t* in, const uint8_t* end) : in_(in), end_(end) {}
   uint32_t get(uint32_t width) {
     while (pending_ < width) {
+      if (in_ == end_) {
+        overrun_ = true;
+        return 0;
+      }
       acc_ |= static_cast<uint64_t>(*in_++) << pending_;
       pending_ += 8;
     }
@@ -76,14 +94,29 @@ class BitReader {
     pending_ -= width;
     return value;
   }
+  // A Rice-coded gap into *gap; false when its quotient exceeds max_quotient
+  // or the field ends first.
+  bool get_rice(uint32_t r, uint32_t max_quotient, uint32_t* gap) {
+    uint32_t q = 0;
+    while (get(1) != 0) {
+      if (overrun_ || ++q > max_quotient) return false;
+    }
+    const uint32_t low = get(r);
+    if (overrun_) return false;
+    *gap = q << r | low;
+    return true;
+  }
+  bool overrun() const { return overrun_; }
   // After the last value: true when the padding bits were zero.
   bool padding_zero() const { return acc_ == 0; }
   const uint8_t* position() const { return in_; }
 
  private:
   const uint8_t* in_;
+  const uint8_t* end_;
   uint64_t acc_ = 0;
   uint32_t pending_ = 0;
+  bool overrun_ = false;
 };
 
 }  // namespace ferry::sparse_detail

@@ -223,8 +223,8 @@ void sparse_seeds(SeedDir out) {
       std::vector<float> x(count);
       for (size_t i = 0; i < count; ++i) x[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)));
       if (count == 300) x[3] = NAN;
-      std::vector<uint8_t> contribution(sparse_encoded_bytes(spec, count));
-      sparse_encode(spec, DType::f32, x.data(), count, contribution.data(), nullptr);
+      std::vector<uint8_t> contribution(sparse_max_encoded_bytes(spec, count));
+      contribution.resize(sparse_encode(spec, DType::f32, x.data(), count, contribution.data(), nullptr));
       out.write(cat({0}, contribution));
       if (count == 300) {
         std::vector<uint8_t> floats(count * sizeof(float));

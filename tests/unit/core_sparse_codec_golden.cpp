@@ -23,17 +23,20 @@ const std::vector<float> kInput = {0.5f, -2.0f, 0.25f, 1.0f, -1.0f, 0.0f, 3.0f, 
 
 TEST_CASE("sparse golden bytes, 2-bit values", "[core][sparse]") {
   // header: 'F' 'S', version 1, bits 2, dtype f32 (10), 0 0 0, chunk 8, k 3, count 20.
+  // Rice parameter r = floor(log2(8 / 3)) = 1: a gap g is g >> 1 ones, a zero, g & 1.
   // chunk 0: 3, -2, then 1 and -1 tie: index 3 wins. lo 1, step (3 - 1) / 1 = 2;
-  //   indices 1 | 3 << 3 | 6 << 6 = 0x199; codes -2: sign, m = round(0.5) = 0 -> 0b10;
-  //   1 -> 0; 3 -> 1: 0b01'00'10 = 0x12.
-  // chunk 1: 2.5, then the 1.5 at 0 and 1 (of four); lo 1.5, step 1; 0x1c8; codes 0, 0, 1.
-  // chunk 2 (4 elements): 8, -4, then the 0 at index 1; lo 0, step 8; codes 0b10, 0, 1.
+  //   indices 1, 3, 6: gaps 1, 1, 2 -> bits 0 1 | 0 1 | 1 0 0 = 0x1a;
+  //   codes -2: sign, m = round(0.5) = 0 -> 0b10; 1 -> 0; 3 -> 1: 0b01'00'10 = 0x12.
+  // chunk 1: 2.5, then the 1.5 at 0 and 1 (of four); lo 1.5, step 1;
+  //   indices 0, 1, 7: gaps 0, 0, 5 -> 0 0 | 0 0 | 1 1 0 1 = 0xb0; codes 0, 0, 1.
+  // chunk 2 (4 elements): 8, -4, then the 0 at index 1; lo 0, step 8;
+  //   indices 0, 1, 2: gaps 0, 0, 0 -> 0x00; codes 0b10, 0, 1.
   const std::string expected =
       "465301020a000000080000000300000014000000"
       "00000000"
-      "0000803f" "00000040" "9901" "12"
-      "0000c03f" "0000803f" "c801" "10"
-      "00000000" "00000041" "8800" "12";
+      "0000803f" "00000040" "1a" "12"
+      "0000c03f" "0000803f" "b0" "10"
+      "00000000" "00000041" "00" "12";
   std::vector<float> residual;
   REQUIRE(test::to_hex(encode({8, 3, 2}, kInput, &residual)) == expected);
   // What was not sent, plus the quantization error of what was.
@@ -49,8 +52,8 @@ TEST_CASE("sparse golden bytes, 4-bit values", "[core][sparse]") {
   const std::string expected =
       "465301040a000000080000000300000014000000"
       "00000000"
-      "0000803f" "2549923e" "9901" "0b07"
-      "0000c03f" "2549123e" "c801" "0007"
-      "00000000" "2549923f" "8800" "0b07";
+      "0000803f" "2549923e" "1a" "0b07"
+      "0000c03f" "2549123e" "b0" "0007"
+      "00000000" "2549923f" "00" "0b07";
   REQUIRE(test::to_hex(encode({8, 3, 4}, kInput)) == expected);
 }

@@ -16,9 +16,10 @@ namespace ferry::sparse_test {
 using Bytes = std::vector<uint8_t>;
 
 inline Bytes encode(SparseSpec spec, const std::vector<float>& x, std::vector<float>* residual = nullptr) {
-  Bytes out(sparse_encoded_bytes(spec, x.size()));
+  Bytes out(sparse_max_encoded_bytes(spec, x.size()));
   if (residual != nullptr) residual->assign(x.size(), -7.0f);
-  sparse_encode(spec, DType::f32, x.data(), x.size(), out.data(), residual != nullptr ? residual->data() : nullptr);
+  float* r = residual != nullptr ? residual->data() : nullptr;
+  out.resize(sparse_encode(spec, DType::f32, x.data(), x.size(), out.data(), r));
   return out;
 }
 
