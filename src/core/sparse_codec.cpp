@@ -100,7 +100,8 @@ uint8_t* encode_chunk(SparseSpec spec, const float* x, uint32_t n, ChunkScratch&
     }
     codes.put(code, spec.bits);
     if (residual != nullptr) {
-      const float sent_value = finite ? code_value(code, spec.bits, lo, step) : std::bit_cast<float>(kNanBits);
+      // +0 + v: what sparse_decode_sum makes of this contribution alone (a -0 becomes +0).
+      const float sent_value = 0.0f + (finite ? code_value(code, spec.bits, lo, step) : std::bit_cast<float>(kNanBits));
       residual[selected[j]] = v - sent_value;
     }
   }

@@ -39,9 +39,10 @@
 // chunk holds one), or lo + L * step overflows f32, lo and step are both the
 // quiet NaN 0x7fc00000, codes are 0, and every sent entry decodes to that NaN.
 //
-// Residual (error feedback): r[i] = x[i] - d[i] in f32, where d is what a
-// decoder makes of this contribution (d = 0 at entries not sent): what was not
-// sent, plus the quantization error of what was. SparseLoCo keeps it locally.
+// Residual (error feedback): r[i] = x[i] - d[i] in f32, where d is what
+// sparse_decode_sum makes of this contribution alone (d = +0 + v where i is
+// sent, so a -0 value gives +0; d = +0 elsewhere): what was not sent, plus
+// the quantization error of what was. SparseLoCo keeps it locally.
 // ---------------------------------------------------------------------------
 // Byte layout (version 1, little-endian):
 //   header, 24 bytes:
