@@ -21,8 +21,8 @@
 // chunk, a branch-free pass that keeps the indices in and above the threshold
 // bin, then nth_element over that bin's magnitudes only, to find the exact
 // k_c-th key. Chosen over std::nth_element on the whole chunk, which measured
-// ~3x slower (ferry_core_bench sparse_encode/*); the figures are in
-// sparse_select.cpp.
+// 4-5x slower (ferry_core_bench sparse_select/*, 2 %, chunk 4096: 1.93 against
+// 0.41 GB/s of f32 on one core of the 2-core dev machine, shared).
 //
 // Values (one scale pair per chunk, f32): with L = 2^(b-1) - 1 (1, 7, 127 for
 // b = 2, 4, 8) and lo, hi the least and the greatest |x| of the chunk's
