@@ -2,7 +2,7 @@
 // that fuzzing starts from frames, runs and chunks the real code produces.
 // Built and run at build time: the seeds follow the wire format as it changes.
 //
-//   ferry_fuzz_seeds OUT_DIR   ->   OUT_DIR/{wire,master,quant,int_quant,http}/seed-NNN
+//   ferry_fuzz_seeds OUT_DIR   ->   OUT_DIR/{wire,master,quant,int_quant,sparse,http}/seed-NNN
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -13,6 +13,7 @@
 
 #include "core/int_quant.h"
 #include "core/quant.h"
+#include "core/sparse_codec.h"
 #include "master_program.h"
 #include "wire/chunk_header.h"
 #include "wire/fetch_frames.h"
@@ -215,6 +216,29 @@ void int_quant_seeds(SeedDir out) {
         }
 }
 
+// fuzz_sparse_decode's two modes: valid contributions (flag 0), one with a
+// non-finite chunk, and float inputs for the encoder (flag 1).
+void sparse_seeds(SeedDir out) {
+  for (SparseSpec spec : {SparseSpec{4096, 82, 2}, SparseSpec{64, 5, 4}, SparseSpec{7, 7, 8}, SparseSpec{1, 1, 2}})
+    for (size_t count : {size_t{0}, size_t{1}, size_t{300}, size_t{5000}}) {
+      std::vector<float> x(count);
+      for (size_t i = 0; i < count; ++i) x[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)));
+      if (count == 300) x[3] = NAN;
+      std::vector<uint8_t> contribution(sparse_max_encoded_bytes(spec, count));
+      contribution.resize(sparse_encode(spec, DType::f32, x.data(), count, contribution.data(), nullptr));
+      out.write(cat({0}, contribution));
+      if (count == 300) {
+        std::vector<uint8_t> floats(count * sizeof(float));
+        std::memcpy(floats.data(), x.data(), floats.size());
+        const auto c = static_cast<uint16_t>(spec.chunk - 1), k = static_cast<uint16_t>(spec.k - 1);
+        const uint8_t bits = spec.bits == 2 ? 0 : spec.bits == 4 ? 1 : 2;
+        out.write(cat({1, static_cast<uint8_t>(c), static_cast<uint8_t>(c >> 8), static_cast<uint8_t>(k),
+                       static_cast<uint8_t>(k >> 8), bits},
+                      floats));
+      }
+    }
+}
+
 }  // namespace
 
 // fuzz_http_request's format: u16 where the first read ends, then a request head.
@@ -239,6 +263,7 @@ int main(int argc, char** argv) {
   master_seeds(SeedDir(root / "master"));
   quant_seeds(SeedDir(root / "quant"));
   int_quant_seeds(SeedDir(root / "int_quant"));
+  sparse_seeds(SeedDir(root / "sparse"));
   http_seeds(SeedDir(root / "http"));
   return 0;
 }

@@ -12,9 +12,9 @@
 
 #include <cstdint>
 #include <cstring>
-#include <random>
 #include <vector>
 
+#include "bench_data.h"
 #include "core/half.h"
 #include "core/int_quant.h"
 #include "core/quant.h"
@@ -107,17 +107,7 @@ using ferry::Quant;
 using ferry::QuantSpec;
 using ferry::quant_detail::QuantPath;
 
-const std::vector<float>& normal_floats(uint64_t seed) {
-  static std::vector<float> data[2];
-  std::vector<float>& v = data[seed % 2];
-  if (v.empty()) {
-    v.resize(kConvertCount);
-    std::mt19937_64 rng(seed);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    for (float& x : v) x = normal(rng);
-  }
-  return v;
-}
+using ferry::bench::normal_floats;
 
 std::vector<uint8_t> encoded(QuantSpec spec, const std::vector<float>& x) {
   std::vector<uint8_t> wire(ferry::quant_encoded_bytes<float>(spec, x.size()));
