@@ -281,15 +281,17 @@ class DiLoCo:
             progress = self.group.join(deadline)
             self.joined = True
             done = self.synced
+            kept = progress is None or (self.restored and (int(progress[0]), int(progress[1])) == (done, BOUNDARY))
             if progress is None:
                 self.group.boundary(done, self.min_peers, deadline)
                 self._reissue()
-            elif self.restored and (int(progress[0]), int(progress[1])) == (done, BOUNDARY):
+            elif kept:
                 self.group.grow(self.min_peers, deadline)  # as the first restored peer does
                 self._reissue()
             else:
                 self._arrive(int(progress[0]), int(progress[1]), deadline)
-        self.box.restart(self.restored_elapsed if self.restored and progress is None else 0.0)
+        # A peer that keeps its restored state resumes its phase where the checkpoint stood.
+        self.box.restart(self.restored_elapsed if self.restored and kept else 0.0)
 
     def _arrive(self, label: int, phase: int, deadline: Optional[float] = None) -> None:
         """A newcomer takes its place at progress (label, phase) with weight 0 where the
