@@ -96,6 +96,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import torch
 
+from . import diloco_checkpoint
 from .communicator import Communicator
 from .dtypes import parse_quant
 from .elastic import BOUNDARY, FINAL, CommTime, ElasticGroup, PendingReduce
@@ -493,60 +494,16 @@ class DiLoCo:
 
     def state_dict(self) -> Dict[str, Any]:
         """Everything needed to resume bit-identically: theta, the outer momentum, the
-        counters, the model (the local copy), the inner optimizer and, with overlap, the
-        reduction in flight (its input and weight) and each fragment's snapshot at its last
+        counters (time-boxed: the phase's elapsed time and the work since each fragment's
+        sync), the model (the local copy), the inner optimizer and, with overlap, the
+        reduction in flight (its inputs and weight) and each fragment's snapshot at its last
         issue. Tensors are copies. Take it between step() calls, after this peer's first."""
-        if self.owed:
-            raise InvalidUsageError("DiLoCo.state_dict(): a newcomer checkpoints after its first step()")
-        state = {
-            "outer_step": self.outer_step,
-            "inner_step": self.inner_step,
-            "sync_points": self.synced,
-            "window_steps": self.window_steps,
-            "window_elapsed_s": self.box.elapsed if self.inner_time is not None else 0.0,
-            "work": self.meter.state(),
-            "outer_params": [p.clone() for p in self.outer_params],
-            "outer_momentum": [b.clone() for b in self.outer_momentum],
-            "model": {k: v.clone() for k, v in self.model.state_dict().items()},
-            "inner_optimizer": self.inner_optimizer.state_dict(),
-        }
-        if self.overlap:
-            pending = self.pending
-            state["in_flight"] = None if pending is None else {
-                "step": pending.step, "inputs": [t.clone() for t in pending.inputs], "weight": pending.weight,
-                "leader": list(pending.leader)}
-            state["issued"] = [None if f.issued is None else [t.clone() for t in f.issued] for f in self.fragments]
-        return state
+        return diloco_checkpoint.save(self)
 
-    @torch.no_grad()
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Restores what state_dict() saved, in place (the tensors ferry syncs stay the same
         objects). Call it before join(): the first peer's restored theta then starts the run,
         and a newcomer's is replaced by the group's. The whole group restarts from one
-        checkpoint step; each restored peer reissues the reduction it had in flight."""
-        if self.joined:
-            raise InvalidUsageError("DiLoCo.load_state_dict() after join(): restore first, then join")
-        if len(state["outer_params"]) != len(self.outer_params) or self.overlap != ("in_flight" in state):
-            raise InvalidArgumentError("state_dict does not match this model or mode (parameters, overlap)")
-        for dst, src in zip(self.outer_params, state["outer_params"]):
-            dst.copy_(src)
-        for dst, src in zip(self.outer_momentum, state["outer_momentum"]):
-            dst.copy_(src)
-        self.model.load_state_dict(state["model"])
-        self.inner_optimizer.load_state_dict(state["inner_optimizer"])
-        if "sync_points" in state:
-            self.synced, self.window_steps = int(state["sync_points"]), int(state["window_steps"])
-            self.meter.load(state["work"])
-            self.restored_elapsed = float(state["window_elapsed_s"])
-        else:  # a checkpoint of the fixed schedule from before the time-boxed mode
-            position = int(state["outer_step"]) * self.sync_every + int(state["inner_step"])
-            self.synced, self.window_steps = divmod(position, self.period)
-        self.outer_steps_began = -int(state["inner_step"])  # steps_run counts from here
-        if self.overlap:
-            for f, issued in zip(self.fragments, state["issued"]):
-                f.issued = None if issued is None else [t.clone() for t in issued]
-            flight = state["in_flight"]
-            inputs = flight and [t.clone() for t in flight.get("inputs") or [flight["input"]]]
-            self.pending = None if flight is None else PendingReduce(
-                flight["step"], inputs, [], flight["weight"], self._quants(inputs), leader=flight.get("leader", ()))
-        self.restored = True
+        checkpoint step (sync point); each restored peer reissues the reduction it had in
+        flight."""
+        diloco_checkpoint.restore(self, state)

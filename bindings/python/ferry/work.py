@@ -9,8 +9,9 @@ and 0 below ``min_work`` (a peer that did almost nothing contributes no noise). 
 ride the same all-reduce as today's weights, so the mean stays bit-identical everywhere.
 
 **The time box.** An inner phase (a window: H/F inner steps in the fixed schedule) ends at
-the first ``step()`` that finds ``window_s`` seconds gone since the phase began, and a phase
-begins when this peer's previous sync point returned. Only durations on one peer's own
+the first ``step()`` that finds T/F seconds gone since the phase began, and a phase
+begins when this peer's previous sync point returned (whatever the caller does between
+step() calls, an evaluation say, counts against the phase). Only durations on one peer's own
 clock (``time.monotonic()`` by default) are compared, never two peers' clocks: a peer whose
 clock is off by hours, or runs fast, ends its own phases early or late but cannot move
 another's deadline, and nobody waits for a time that no clock of its own will show. The
