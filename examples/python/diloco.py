@@ -26,12 +26,13 @@ Modes:
 from __future__ import annotations
 
 import math
+import time
 from typing import Callable, List, Sequence
 
 import torch
 
 from ferry.diloco import CommTime, DiLoCo
-from task import content_hash, train_step
+from task import content_hash, evaluate, train_step
 from elastic import REDUCE, ElasticGroup
 from outer import split_flat
 from peer_cli import Peer, parser
@@ -75,27 +76,65 @@ def comm_figures(t: CommTime) -> dict:
     return dict(reduce_s=t.reduce_s, hidden_s=t.hidden_s, exposed_s=t.exposed_s, membership_s=t.membership_s)
 
 
+def work_note(diloco: DiLoCo) -> str:
+    """This peer's part of the last outer step: its inner steps and its share of the update."""
+    if not diloco.work:
+        return ""
+    w = diloco.work[-1]
+    return f" | {w.steps} inner steps, share {w.share * 100:.0f}%" if w.group_weight else f" | {w.steps} inner steps"
+
+
 def run_diloco(peer: Peer, **options) -> None:
     """DiLoCo through the library: ferry.diloco.DiLoCo does the outer step, joins and retries.
-    ``options``: DiLoCo's fragments, overlap, merge, alpha (async_diloco.py, streaming_diloco.py)."""
+    ``options``: DiLoCo's fragments, overlap, merge, alpha (async_diloco.py, streaming_diloco.py).
+    --inner-time runs it time-boxed; --step-time pads every inner step (a GPU of that speed)."""
     args = peer.args
+    schedule = dict(inner_time=args.inner_time) if args.inner_time else {}
     with peer.communicator() as comm:
-        diloco = DiLoCo(comm, peer.model, peer.optimizer, args.inner_steps, outer_lr=args.outer_lr,
-                        outer_momentum=args.outer_momentum, quant=args.quant, min_peers=args.min_peers,
-                        log=peer.log, **options)
+        diloco = DiLoCo(comm, peer.model, peer.optimizer, None if args.inner_time else args.inner_steps,
+                        outer_lr=args.outer_lr, outer_momentum=args.outer_momentum, quant=args.quant,
+                        min_peers=args.min_peers, log=peer.log, **schedule, **options)
         diloco.join()
-        # With overlap the model is not theta between outer steps: no held-out loss per step.
-        evaluated = None if options.get("overlap") else peer.model
+        began, curve, inner_s = time.monotonic(), [], 0.0
+        # With overlap the model is not theta between outer steps: no held-out loss per step. Nor
+        # time-boxed or with --curve: an evaluation between steps would eat into the next phase
+        # (the phase starts when step() returns) or hold the group up at the next outer step.
+        # --quiet prints no per-step line: no held-out loss for it either.
+        evaluated = None if options.get("overlap") or args.inner_time or args.curve or args.quiet else peer.model
         losses = []
         while diloco.outer_step < args.outer_steps:
+            step_began = time.monotonic()
             losses.append(train_step(peer.model, peer.optimizer, peer.batches.next()))
+            time.sleep(max(0.0, args.step_time - (time.monotonic() - step_began)))
+            inner_s += time.monotonic() - step_began
             if diloco.step():
+                if args.curve:  # theta, evaluated after the run: an evaluation here would delay this peer
+                    curve.append((time.monotonic() - began, [p.clone() for p in diloco.outer_params]))
                 peer.report(diloco.outer_step - 1, sum(losses) / len(losses), evaluated, comm.group_world_size,
-                            diloco.bytes_sent)
+                            diloco.bytes_sent, work_note(diloco))
                 losses = []
         diloco.finish()
+        wall = time.monotonic() - began
+        steps = [w.steps for w in diloco.work]
         peer.finish(peer.model, content_hash(diloco.outer_params), diloco.bytes_sent,
-                    world=comm.group_world_size, **comm_figures(diloco.comm_time))
+                    world=comm.group_world_size, train_wall_s=wall, inner_steps_per_outer=steps,
+                    inner_step_s=inner_s / max(1, sum(steps)),
+                    curve=held_out_curve(peer, curve), **comm_figures(diloco.comm_time))
+
+
+def held_out_curve(peer: Peer, curve: list) -> list:
+    """[seconds since the join, held-out loss of theta then] for every kept outer step."""
+    out = []
+    saved = [p.detach().clone() for p in peer.params]
+    for seconds, theta in curve:
+        with torch.no_grad():
+            for p, t in zip(peer.params, theta):
+                p.copy_(t)
+        out.append([seconds, evaluate(peer.model, peer.data.test_x, peer.data.test_y)[0]])
+    with torch.no_grad():
+        for p, t in zip(peer.params, saved):
+            p.copy_(t)
+    return out
 
 
 def adamw_state(optimizer: torch.optim.Optimizer, params: Sequence[torch.Tensor]) -> dict:

@@ -48,6 +48,16 @@ def parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--pace", type=float, default=0.0,
                    help="spend at least this many seconds per outer step (sleeping the rest): emulates slower "
                         "compute, so that joins and kills land mid-run in demos and tests")
+    p.add_argument("--inner-time", type=float,
+                   help="time-boxed DiLoCo: seconds per inner phase instead of --inner-steps steps; every peer runs "
+                        "the steps that fit, weighted by them (a slow GPU adds fewer steps instead of holding the "
+                        "others back)")
+    p.add_argument("--step-time", type=float, default=0.0,
+                   help="spend at least this many seconds per inner step (sleeping the rest): a GPU of that speed "
+                        "(tools/diloco-bench gives one peer a multiple of it: a slower GPU)")
+    p.add_argument("--curve", action="store_true",
+                   help="keep theta after every outer step with its time since the join, and put their held-out "
+                        "losses in --result as 'curve' ([seconds, loss] pairs; evaluated after the run)")
     p.add_argument("--join-when-exists", metavar="PATH",
                    help="connect only once PATH exists (a demo or test starts a late joiner ahead, warm)")
     p.add_argument("--result", help="write a JSON summary here at the end")
@@ -93,8 +103,9 @@ class Peer:
             sys.stdout.flush()
 
     def report(self, step: int, train_loss: float, model: Optional[torch.nn.Module], world: int,
-               bytes_sent: int) -> None:
-        """One line per outer step: step, loss (training; held-out of `model`), world, bytes sent."""
+               bytes_sent: int, note: str = "") -> None:
+        """One line per outer step: step, loss (training; held-out of `model`), world, bytes sent,
+        and `note` (DiLoCo's: this peer's inner steps and its share of the update)."""
         time.sleep(max(0.0, self.args.pace - (time.monotonic() - self.last_step)))
         self.step_times.append(time.monotonic() - self.last_step)
         held = ""
@@ -104,7 +115,7 @@ class Peer:
         # The step times leave the evaluation out: modes that evaluate every step
         # (local) and those that do not (async) must be timed alike.
         self.last_step = time.monotonic()
-        self.log(f"step {step:3d} | loss {train_loss:.4f} |{held} world {world} | sent {bytes_sent / 1e3:9.1f} kB")
+        self.log(f"step {step:3d} | loss {train_loss:.4f} |{held} world {world} | sent {bytes_sent / 1e3:9.1f} kB{note}")
 
     def finish(self, model: torch.nn.Module, weights_hash: str, bytes_sent: int, **extra: Any) -> Dict[str, Any]:
         """Held-out loss/accuracy of the final model, printed and (with --result) written as JSON."""

@@ -14,6 +14,19 @@ optimizer (AdamW in the paper). Every H = ``sync_every`` inner steps:
 ``w_i`` is 1 for a peer that trained the interval and 0 for one admitted during the
 reduction (it has nothing to contribute), so the mean divides by the peers that trained.
 
+**Time-boxed** (``inner_time=T`` instead of ``sync_every``; for peers of unequal speed): the
+inner phase lasts T seconds on each peer's own clock instead of H steps, every peer runs the
+steps that fit, and ``w_i`` is the work it did (``weight_by``: "steps", the default there,
+or "samples"), 0 below ``min_work``. A slow GPU then adds fewer steps instead of holding the
+others back; ``work`` shows each outer step's steps and share. How the phase is timed, and
+why a skewed clock cannot stall the group: ferry/work.py.
+
+**Module buffers** (``sync_buffers=True``, the default): BatchNorm's running statistics and
+the like travel with the outer step's reduction (float buffers: the weighted mean; integer
+ones: the ring leader's; ferry/module_buffers.py) and are handed to newcomers, so every peer
+ends each outer step with the same buffers too. With overlap they land with the reduction,
+replacing the buffers' drift since its issue.
+
 What ferry adds (the protocol is ``ferry.elastic``'s; the examples use the same one):
 
 - **Newcomers** connect at any time; the group admits them at the next boundary (right
@@ -60,7 +73,8 @@ applies the outer step and merges the local copy with the new theta:
 
 then, if it ends an outer step, comes its boundary (admissions; nothing is in flight
 then), and its own issue. After
-the loop, :meth:`finish` waits for the last reduction (a collective). A newcomer admitted at
+the loop, :meth:`finish` waits for the last reduction (a collective; a ``with`` block that
+ends normally calls it). A newcomer admitted at
 a boundary adds weight 0 to the reduction issued there; one admitted while a reduction is
 retried adds weight 0 to it and to the next (it trained neither window); one admitted while
 the last reduction is retried in finish() stops with the group (``ferry.elastic.FINAL``).
@@ -82,16 +96,21 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import torch
 
+from . import diloco_checkpoint
 from .communicator import Communicator
+from .dtypes import parse_quant
 from .elastic import BOUNDARY, FINAL, CommTime, ElasticGroup, PendingReduce
 from .errors import InvalidArgumentError, InvalidUsageError
+from .module_buffers import ModuleBuffers
 from .outer import MERGES, Fragment, OuterOptimizer, fragment_parameters, split_flat
+from .shared_names import describe_shared, naming_mismatches
+from .work import TimeBox, WorkMeter, WorkStats
 
 # join()'s default deadline (seconds): peers of one run usually start within minutes of each
 # other; a wait past ten means a peer that will not come, better told than waited on forever.
 JOIN_TIMEOUT_S = 600.0
 
-__all__ = ["CommTime", "DiLoCo", "OuterOptimizer", "split_flat"]
+__all__ = ["CommTime", "DiLoCo", "OuterOptimizer", "WorkStats", "split_flat"]
 
 
 class DiLoCo:
@@ -102,7 +121,7 @@ class DiLoCo:
         model: the module being trained (its parameters are the local copy).
         inner_optimizer: the optimizer the caller steps (AdamW in the paper); it is only
             saved and restored here (its state stays local, as in DiLoCo).
-        sync_every: H, inner steps per outer step (the paper: 500).
+        sync_every: H, inner steps per outer step (the paper: 500); None with inner_time.
         outer_lr: the outer SGD's learning rate (the paper: 0.7).
         outer_momentum: its Nesterov momentum (the paper: 0.9); 0 for plain SGD (the
             momentum then is not shared).
@@ -121,6 +140,15 @@ class DiLoCo:
             device keeps the outer step on the GPU: the all-reduce stages through pinned host
             memory on ferry's own stream (ferry.cuda_stage), beside the training stream; "cpu"
             keeps them in host memory, off the GPU's memory.
+        inner_time: the time-boxed mode (instead of sync_every): seconds per outer step's
+            inner phase (T/F per sync point), on ``clock``.
+        weight_by: what a pseudo-gradient's weight counts: None (1 per trained peer; the
+            default of the fixed schedule), "steps" (the time-boxed default) or "samples"
+            (pass ``step(samples=N)``).
+        min_work: below this many steps (samples) since its last sync, a peer's weight is 0.
+        clock: the time-box clock (default time.monotonic; only this peer's durations count).
+        sync_buffers: sync the model's buffers at every outer step (module docstring); False
+            leaves each peer's its own.
 
     One class with options rather than a ``StreamingDiLoCo`` beside it: F = 1 without overlap
     *is* DiLoCo, and a second class would repeat every join, retry and checkpoint path.
@@ -140,9 +168,20 @@ class DiLoCo:
                  log: Optional[Callable[[str], None]] = None,
                  fragments: Union[int, Sequence[Sequence[torch.nn.Parameter]]] = 1, overlap: bool = False,
                  merge: str = "progress", alpha: float = 0.5,
-                 outer_device: Union[None, str, torch.device] = None) -> None:
-        if not isinstance(sync_every, int) or sync_every < 1:
+                 outer_device: Union[None, str, torch.device] = None, inner_time: Optional[float] = None,
+                 weight_by: Optional[str] = None, min_work: float = 1, clock: Callable[[], float] = time.monotonic,
+                 sync_buffers: bool = True) -> None:
+        if inner_time is not None:
+            if sync_every is not None:
+                raise InvalidArgumentError("give sync_every (steps per outer step) or inner_time (seconds), not both")
+            if not isinstance(inner_time, (int, float)) or not inner_time > 0:
+                raise InvalidArgumentError(f"inner_time must be a positive number of seconds, got {inner_time!r}")
+            weight_by = weight_by or "steps"
+        elif not isinstance(sync_every, int) or isinstance(sync_every, bool) or sync_every < 1:
             raise InvalidArgumentError(f"sync_every must be a positive int, got {sync_every!r}")
+        parse_quant(quant)  # an unknown name fails here, not at the first outer step
+        if not isinstance(min_peers, int) or min_peers < 1:
+            raise InvalidArgumentError(f"min_peers must be a positive int, got {min_peers!r}")
         if outer_lr <= 0 or not 0 <= outer_momentum < 1:
             raise InvalidArgumentError(f"need outer_lr > 0 and 0 <= outer_momentum < 1, got {outer_lr}, {outer_momentum}")
         if merge not in MERGES or not 0 <= alpha <= 1:
@@ -161,32 +200,64 @@ class DiLoCo:
             # One flat pseudo-gradient, one all-reduce per sync point: one dtype, one device.
             raise InvalidArgumentError("DiLoCo needs a model whose parameters share one dtype and device")
         lists = fragment_parameters(model, fragments)
-        if sync_every % len(lists):
+        if sync_every is not None and sync_every % len(lists):
             raise InvalidArgumentError(f"sync_every ({sync_every}) must be a multiple of the fragments ({len(lists)})")
-        self.period = sync_every // len(lists)  # inner steps between sync points
+        # inner steps between sync points (fixed schedule), or the time box's seconds
+        self.period = None if sync_every is None else sync_every // len(lists)
+        self.inner_time = inner_time
+        self.box = TimeBox(None if inner_time is None else inner_time / len(lists), clock)
+        self.meter = WorkMeter(len(lists), weight_by, min_work)
         prefix = (lambda i: "outer") if len(lists) == 1 else (lambda i: f"outer{i}")
         self.outer_device = torch.device(outer_device) if outer_device is not None else self.params[0].device
         self.fragments = [Fragment(f, outer_lr, outer_momentum, prefix(i), self.outer_device)
                           for i, f in enumerate(lists)]
         shared = {name: t for f in self.fragments for name, t in f.outer.shared().items()}
+        self.buffers = ModuleBuffers(model, self.outer_device) if sync_buffers else None
+        if self.buffers is not None:
+            shared.update(self.buffers.named)
+        self.names = describe_shared(model, self.fragments, self.buffers and self.buffers.names)
         self.group = ElasticGroup(comm, shared, log or (lambda _: None))
-        self.position = 0  # inner steps into the run, as the schedule counts them
+        self.synced = 0  # sync points done
+        self.window_steps = 0  # inner steps since the last one
+        self.outer_steps_began = 0  # inner steps into the run when the current outer step began
+        self.steps_run = 0  # inner steps this peer ran (or was restored with)
         self.pending: Optional[PendingReduce] = None  # overlap: the reduction in flight
         self.owed: List[Callable[[], None]] = []  # a newcomer's share of the sync point it arrived in
         self.restored = False
+        self.restored_elapsed = 0.0  # the time box's seconds at the checkpoint
         self.joined = False
+        self.finished = False
 
     # ------------------------------------------------------------------ schedule
 
     @property
+    def position(self) -> int:
+        """Inner steps into the run as the fixed schedule counts them (sync points x H/F plus
+        the steps since the last); time-boxed, the sync points done (a phase has no length
+        in steps)."""
+        return self.synced * self.period + self.window_steps if self.period else self.synced
+
+    @property
     def outer_step(self) -> int:
-        """Outer steps completed: every fragment synced this many times (H inner steps each)."""
-        return self.position // self.sync_every
+        """Outer steps completed: every fragment synced this many times."""
+        return self.synced // len(self.fragments)
 
     @property
     def inner_step(self) -> int:
-        """Inner steps since the last outer step."""
-        return self.position % self.sync_every
+        """Inner steps since the last outer step (time-boxed: this peer's)."""
+        if self.period:
+            return self.position % self.sync_every
+        return self.steps_run - self.outer_steps_began
+
+    @property
+    def work(self) -> List[WorkStats]:
+        """This peer's work per outer step, oldest first (the last 10,000): steps, samples,
+        the weight it contributed, the group's total weight and the world."""
+        return list(self.meter.log)
+
+    def _set_synced(self, sync_points: int) -> None:
+        self.synced, self.window_steps = sync_points, 0
+        self.outer_steps_began = self.steps_run
 
     def _fragment_at(self, sync_point: int) -> Fragment:
         """Sync points count from 1; fragment (n - 1) mod F syncs at the n-th: a staggered
@@ -207,17 +278,21 @@ class DiLoCo:
         if self.joined:
             raise InvalidUsageError("DiLoCo.join(): already joined")
         deadline = None if timeout is None else time.monotonic() + timeout
-        progress = self.group.join(deadline)
-        self.joined = True
-        done = self.position // self.period
-        if progress is None:
-            self.group.boundary(done, self.min_peers, deadline)
-            self._reissue()
-        elif self.restored and (int(progress[0]), int(progress[1])) == (done, BOUNDARY):
-            self.group.grow(self.min_peers, deadline)  # as the first restored peer does
-            self._reissue()
-        else:
-            self._arrive(int(progress[0]), int(progress[1]), deadline)
+        with naming_mismatches(self.names):
+            progress = self.group.join(deadline)
+            self.joined = True
+            done = self.synced
+            kept = progress is None or (self.restored and (int(progress[0]), int(progress[1])) == (done, BOUNDARY))
+            if progress is None:
+                self.group.boundary(done, self.min_peers, deadline)
+                self._reissue()
+            elif kept:
+                self.group.grow(self.min_peers, deadline)  # as the first restored peer does
+                self._reissue()
+            else:
+                self._arrive(int(progress[0]), int(progress[1]), deadline)
+        # A peer that keeps its restored state resumes its phase where the checkpoint stood.
+        self.box.restart(self.restored_elapsed if self.restored and kept else 0.0)
 
     def _arrive(self, label: int, phase: int, deadline: Optional[float] = None) -> None:
         """A newcomer takes its place at progress (label, phase) with weight 0 where the
@@ -225,22 +300,23 @@ class DiLoCo:
         self.pending = None
         for f in self.fragments:
             f.reset()
+        self.meter.reset()
         if phase == BOUNDARY:
-            self.position = label * self.period
+            self._set_synced(label)
             self.group.grow(self.min_peers if label == 0 else 1, deadline)
             if self.overlap and label > 0:
                 self.owed = [lambda: self._issue(label, 0.0)]
         elif not self.overlap:  # inside the reduction of sync point label + 1
-            self.position = (label + 1) * self.period
+            self._set_synced(label + 1)
             self._blocking_sync(label + 1, 0.0)
         else:  # inside the reduction issued at sync point label (finished at label + 1, or FINAL)
-            self.pending = self.group.start_reduce(label, [self._zeros(label)], 0.0, self.quant, phase)
+            self.pending = self._start(label, 0.0, phase)
             self._finish_pending()
             self._fragment_at(label).reset()
             if phase == FINAL:
-                self.position = label * self.period
+                self._set_synced(label)
             else:
-                self.position = (label + 1) * self.period
+                self._set_synced(label + 1)
                 # The others' next sync point: its boundary (if it ends an outer step) and issue.
                 self.owed = [lambda: self._overlapped_sync(label + 1, weight=0.0)]
 
@@ -249,8 +325,14 @@ class DiLoCo:
             self.join()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        pass  # the Communicator is the caller's to close; finish() is a collective, so explicit
+    def __exit__(self, kind: Optional[type], *exc: object) -> None:
+        """A block that ends normally finishes the run (finish(), a collective: every peer's
+        block ends after the same outer step), so no reduction is left in flight and every
+        peer keeps theta; its errors are raised. A block left by an exception finishes
+        nothing: a collective then could wait on peers that are not coming. The
+        Communicator is the caller's to close."""
+        if kind is None and self.joined and not self.finished:
+            self.finish()
 
     def finish(self) -> None:
         """Ends the run (a collective: every peer calls it after the same outer step): waits for
@@ -258,44 +340,56 @@ class DiLoCo:
         outer weights, bit-identical on every peer."""
         if not self.joined:
             raise InvalidUsageError("DiLoCo.finish() before join()")
-        self._settle_owed()
-        if self.pending is not None:
-            self.group.mark_final(self.pending)
-            self._finish_pending()
+        with naming_mismatches(self.names):
+            self._settle_owed()
+            if self.pending is not None:
+                self.group.mark_final(self.pending)
+                self._finish_pending()
         for f in self.fragments:
             f.outer.load_into(f.params)
+        self.finished = True
 
     # ------------------------------------------------------------------ training
 
-    def step(self) -> bool:
-        """Call once after every ``inner_optimizer.step()``. Every H/F-th call is a sync point
-        (a collective; blocks through re-forms after a peer loss). Returns True when it
-        completes an outer step (every ``sync_every``-th call); with one fragment and no overlap
-        the model then holds the new theta. Other calls return False at once."""
+    def step(self, samples: Optional[int] = None) -> bool:
+        """Call once after every ``inner_optimizer.step()`` (``samples``: the batch's, with
+        weight_by="samples"). The call that ends a phase (every H/F-th; time-boxed, the first
+        after T/F seconds) is a sync point (a collective; blocks through re-forms after a peer
+        loss). Returns True when it completes an outer step (every F-th sync point); with one
+        fragment and no overlap the model then holds the new theta. Other calls return False
+        at once."""
         if not self.joined:
             raise InvalidUsageError("DiLoCo.step() before join() (or `with DiLoCo(...)`)")
-        self._settle_owed()
-        self.position += 1
-        if self.position % self.period:
+        if self.owed:
+            self._settle_owed()
+            self.box.restart()
+        self.meter.add(self.outer_step, samples)
+        self.steps_run += 1
+        self.window_steps += 1
+        if not (self.box.due() if self.period is None else self.window_steps == self.period):
             return False
-        sync_point = self.position // self.period
-        if self.overlap:
-            self._overlapped_sync(sync_point)
-        else:
-            self._blocking_sync(sync_point, 1.0)
-        return self.inner_step == 0
+        sync_point = self.synced + 1
+        self.synced, self.window_steps = sync_point, 0
+        ends_outer_step = sync_point % len(self.fragments) == 0
+        if ends_outer_step:
+            self.outer_steps_began = self.steps_run
+        with naming_mismatches(self.names):
+            if self.overlap:
+                self._overlapped_sync(sync_point)
+            else:
+                self._blocking_sync(sync_point, self.meter.take((sync_point - 1) % len(self.fragments)))
+        self.box.restart()
+        return ends_outer_step
 
     def _blocking_sync(self, sync_point: int, weight: float) -> None:
         """Reduce (retried in the re-formed group until it succeeds), then apply, then the
         next boundary (admissions). theta changes only after the reduction succeeded."""
-        fragment = self._fragment_at(sync_point)
-        delta = fragment.outer.pseudo_gradient(fragment.params) if weight else self._zeros(sync_point)
-        mean = self.group.reduce(sync_point - 1, [delta], weight, self.quant)[0]
-        fragment.outer.step(mean)
-        fragment.outer.load_into(fragment.params)
+        inputs, leader = self._inputs(sync_point, weight)
+        means = self.group.reduce(sync_point - 1, inputs, weight, self._quants(inputs), leader)
+        self._apply(sync_point, means, weight, self.group.last_total)
         self.group.boundary(sync_point)
 
-    def _overlapped_sync(self, sync_point: int, weight: float = 1.0) -> None:
+    def _overlapped_sync(self, sync_point: int, weight: Optional[float] = None) -> None:
         """Apply the reduction issued at the last sync point (it ran during the inner steps
         since), admit at the boundary (nothing in flight) if this sync point ends an outer
         step, issue this one's and return."""
@@ -307,28 +401,62 @@ class DiLoCo:
         # outer step, a newcomer waits at most H inner steps, as with plain DiLoCo.
         if sync_point % len(self.fragments) == 0:
             self.group.boundary(sync_point)
-        self._issue(sync_point, weight)
+        self._issue(sync_point, self.meter.take((sync_point - 1) % len(self.fragments)) if weight is None else weight)
 
     def _issue(self, sync_point: int, weight: float) -> None:
+        if weight:
+            self._fragment_at(sync_point).snapshot()
+        # else a newcomer (nothing trained: its snapshot is the theta it started from) or a
+        # peer below min_work (its local progress stays, merged as usual)
+        self.pending = self._start(sync_point, weight)
+
+    def _start(self, sync_point: int, weight: float, phase: Optional[int] = None) -> PendingReduce:
+        inputs, leader = self._inputs(sync_point, weight)
+        if phase is None:
+            return self.group.start_reduce(sync_point, inputs, weight, self._quants(inputs), leader=leader)
+        return self.group.start_reduce(sync_point, inputs, weight, self._quants(inputs), phase, leader)
+
+    def _inputs(self, sync_point: int, weight: float):
+        """What this peer contributes at ``sync_point``: its fragment's pseudo-gradient times
+        ``weight`` (zeros for 0), then, if it ends an outer step, the module buffers; and the
+        indices of the inputs that are the leader's (integer buffers)."""
         fragment = self._fragment_at(sync_point)
         if weight:
             delta = fragment.outer.pseudo_gradient(fragment.params)
-            fragment.snapshot()
-        else:  # a newcomer: nothing trained, its snapshot is the theta it started from
+            if weight != 1:
+                delta.mul_(weight)
+        else:
             delta = self._zeros(sync_point)
-        self.pending = self.group.start_reduce(sync_point, [delta], weight, self.quant)
+        inputs = [delta]
+        if self.buffers is not None and len(self.buffers) and sync_point % len(self.fragments) == 0:
+            inputs += self.buffers.inputs(weight) if weight else self.buffers.zeros()
+            return inputs, self.buffers.leader(1)
+        return inputs, []
+
+    def _quants(self, inputs: Sequence[torch.Tensor]) -> List[Optional[str]]:
+        """The pseudo-gradient quantized as asked; the buffers in full precision."""
+        return [self.quant] + [None] * (len(inputs) - 1)
+
+    def _apply(self, sync_point: int, means: Sequence[torch.Tensor], weight: float, total: float) -> None:
+        fragment = self._fragment_at(sync_point)
+        fragment.outer.step(means[0])
+        if len(means) > 1:
+            self.buffers.load(means[1:], contributed=total > 0)
+        if not self.overlap:
+            fragment.outer.load_into(fragment.params)
+        self.meter.settled((sync_point - 1) // len(self.fragments), weight, total, self.comm.group_world_size)
 
     def _finish_pending(self) -> None:
         pending, self.pending = self.pending, None
-        fragment = self._fragment_at(pending.step)
-        fragment.outer.step(self.group.finish_reduce(pending)[0])
-        fragment.merge(self.merge, self.alpha)
+        means = self.group.finish_reduce(pending)
+        self._apply(pending.step, means, pending.weight, self.group.last_total)
+        self._fragment_at(pending.step).merge(self.merge, self.alpha)
 
     def _reissue(self) -> None:
         """After a restore: the reduction the checkpoint had in flight, again (same inputs)."""
         if self.pending is not None:
             p = self.pending
-            self.pending = self.group.start_reduce(p.step, p.inputs, p.weight, self.quant)
+            self.pending = self.group.start_reduce(p.step, p.inputs, p.weight, p.quant, leader=p.leader)
 
     def _settle_owed(self) -> None:
         owed, self.owed = self.owed, []
@@ -366,47 +494,16 @@ class DiLoCo:
 
     def state_dict(self) -> Dict[str, Any]:
         """Everything needed to resume bit-identically: theta, the outer momentum, the
-        counters, the model (the local copy), the inner optimizer and, with overlap, the
-        reduction in flight (its input and weight) and each fragment's snapshot at its last
+        counters (time-boxed: the phase's elapsed time and the work since each fragment's
+        sync), the model (the local copy), the inner optimizer and, with overlap, the
+        reduction in flight (its inputs and weight) and each fragment's snapshot at its last
         issue. Tensors are copies. Take it between step() calls, after this peer's first."""
-        if self.owed:
-            raise InvalidUsageError("DiLoCo.state_dict(): a newcomer checkpoints after its first step()")
-        state = {
-            "outer_step": self.outer_step,
-            "inner_step": self.inner_step,
-            "outer_params": [p.clone() for p in self.outer_params],
-            "outer_momentum": [b.clone() for b in self.outer_momentum],
-            "model": {k: v.clone() for k, v in self.model.state_dict().items()},
-            "inner_optimizer": self.inner_optimizer.state_dict(),
-        }
-        if self.overlap:
-            pending = self.pending
-            state["in_flight"] = None if pending is None else {
-                "step": pending.step, "input": pending.inputs[0].clone(), "weight": pending.weight}
-            state["issued"] = [None if f.issued is None else [t.clone() for t in f.issued] for f in self.fragments]
-        return state
+        return diloco_checkpoint.save(self)
 
-    @torch.no_grad()
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Restores what state_dict() saved, in place (the tensors ferry syncs stay the same
         objects). Call it before join(): the first peer's restored theta then starts the run,
         and a newcomer's is replaced by the group's. The whole group restarts from one
-        checkpoint step; each restored peer reissues the reduction it had in flight."""
-        if self.joined:
-            raise InvalidUsageError("DiLoCo.load_state_dict() after join(): restore first, then join")
-        if len(state["outer_params"]) != len(self.outer_params) or self.overlap != ("in_flight" in state):
-            raise InvalidArgumentError("state_dict does not match this model or mode (parameters, overlap)")
-        for dst, src in zip(self.outer_params, state["outer_params"]):
-            dst.copy_(src)
-        for dst, src in zip(self.outer_momentum, state["outer_momentum"]):
-            dst.copy_(src)
-        self.model.load_state_dict(state["model"])
-        self.inner_optimizer.load_state_dict(state["inner_optimizer"])
-        self.position = int(state["outer_step"]) * self.sync_every + int(state["inner_step"])
-        if self.overlap:
-            for f, issued in zip(self.fragments, state["issued"]):
-                f.issued = None if issued is None else [t.clone() for t in issued]
-            flight = state["in_flight"]
-            self.pending = None if flight is None else PendingReduce(
-                flight["step"], [flight["input"].clone()], [], flight["weight"], self.quant)
-        self.restored = True
+        checkpoint step (sync point); each restored peer reissues the reduction it had in
+        flight."""
+        diloco_checkpoint.restore(self, state)

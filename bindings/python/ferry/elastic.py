@@ -16,7 +16,10 @@ The protocol (every peer issues the same collectives in the same order):
   survivors get the same error), the survivors vote, sync (a newcomer admitted by this vote
   learns the phase is REDUCE and joins the reduction with weight 0) and reduce again. Inputs
   are kept intact (results go to separate outputs), so the retry reduces the same values in
-  the new world. A reduction issued with ``all_reduce_async`` (start_reduce) may run while
+  the new world. Inputs named in ``leader`` are not averaged: the group's rank 0 alone sends
+  its values (the others send zeros) and every peer receives them, a broadcast that follows
+  the ring as re-formed after a loss (DiLoCo's integer module buffers). A total weight of 0
+  (nobody contributed) gives zero means, not NaN. A reduction issued with ``all_reduce_async`` (start_reduce) may run while
   the caller trains, and is waited (and retried) later by finish_reduce; the phase FINAL
   (mark_final) tells a newcomer admitted during such a retry that the group stops after it.
 
@@ -29,7 +32,7 @@ import logging
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterator, List, Optional, Sequence
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Union
 
 import torch
 
@@ -48,6 +51,8 @@ RETRYABLE = (PeerLostError, TimeoutError)
 # every half minute: often enough to see, rare enough not to drown the training log.
 GROW_FIRST_NOTICE_S = 5.0
 GROW_NOTICE_EVERY_S = 30.0
+# quant= of a reduction: one for every input, or one per input (None: full precision).
+Quant = Union[None, str, Sequence[Optional[str]]]
 
 
 @dataclass
@@ -85,8 +90,10 @@ class PendingReduce:
     inputs: Sequence[torch.Tensor]
     outputs: List[torch.Tensor]
     weight: float
-    quant: Optional[str]
+    quant: Quant
     phase: int = REDUCE
+    leader: Sequence[int] = ()  # inputs whose result is group rank 0's, not a mean
+    total: float = 0.0  # the group's sum of weights, once settled
     handles: List[Handle] = field(default_factory=list)
     weight_in: torch.Tensor = field(default_factory=lambda: torch.zeros(1, dtype=torch.float64))
     weight_out: torch.Tensor = field(default_factory=lambda: torch.zeros(1, dtype=torch.float64))
@@ -107,6 +114,7 @@ class ElasticGroup:
         self.log = log
         self.revision = 0
         self.bytes_sent = 0  # all-reduce payload and shared state served, by this peer
+        self.last_total = 0.0  # the sum of the weights of the last reduction settled
         self.time = CommTime()
 
     # ------------------------------------------------------------------ joining
@@ -209,10 +217,11 @@ class ElasticGroup:
     # ------------------------------------------------------------------ reductions
 
     def start_reduce(self, step: int, inputs: Sequence[torch.Tensor], weight: float,
-                     quant: Optional[str] = None, phase: int = REDUCE) -> PendingReduce:
-        """Issues the weighted sum of ``inputs`` (kept intact) and returns at once."""
+                     quant: Quant = None, phase: int = REDUCE, leader: Sequence[int] = ()) -> PendingReduce:
+        """Issues the weighted sum of ``inputs`` (kept intact) and returns at once. The inputs
+        at the indices ``leader`` come back as group rank 0's values (module docstring)."""
         with self._waiting():
-            return self._issue(step, inputs, weight, quant, phase)
+            return self._issue(PendingReduce(step, inputs, [], weight, quant, phase, leader))
 
     def finish_reduce(self, pending: PendingReduce) -> List[torch.Tensor]:
         """Waits for the reduction; through peer loss votes, syncs and reduces again. Returns
@@ -221,25 +230,31 @@ class ElasticGroup:
             return self._settle(pending)
 
     def reduce(self, step: int, inputs: Sequence[torch.Tensor], weight: float,
-               quant: Optional[str] = None) -> List[torch.Tensor]:
+               quant: Quant = None, leader: Sequence[int] = ()) -> List[torch.Tensor]:
         """start_reduce + finish_reduce (timed as one wait: nothing of it is hidden)."""
         with self._waiting():
-            return self._settle(self._issue(step, inputs, weight, quant, REDUCE))
+            return self._settle(self._issue(PendingReduce(step, inputs, [], weight, quant, REDUCE, leader)))
 
     def mark_final(self, pending: PendingReduce) -> None:
         """Says, to a newcomer admitted while ``pending`` is retried, that no step follows it."""
         pending.phase = FINAL
         self.progress[1] = FINAL
 
-    def _issue(self, step: int, inputs: Sequence[torch.Tensor], weight: float, quant: Optional[str],
-               phase: int) -> PendingReduce:
-        self.progress[0], self.progress[1] = step, phase
-        pending = PendingReduce(step, inputs, [torch.empty_like(t) for t in inputs], weight, quant, phase)
-        pending.weight_in.fill_(weight)
+    def _issue(self, template: PendingReduce) -> PendingReduce:
+        """Issues ``template``'s reduction afresh (new outputs and handles): the first attempt
+        and every retry in a re-formed ring (whose rank 0 may be another peer)."""
+        t = template
+        self.progress[0], self.progress[1] = t.step, t.phase
+        pending = PendingReduce(t.step, t.inputs, [torch.empty_like(x) for x in t.inputs], t.weight, t.quant,
+                                t.phase, t.leader)
+        pending.weight_in.fill_(t.weight)
         pending.handles.append(self.comm.all_reduce_async(pending.weight_in, op="sum", out=pending.weight_out))
-        for i, t in enumerate(inputs):
-            pending.handles.append(self.comm.all_reduce_async(t, op="sum", tag=1 + i, out=pending.outputs[i],
-                                                              quant=quant))
+        quants = [t.quant] * len(t.inputs) if t.quant is None or isinstance(t.quant, str) else list(t.quant)
+        for i, x in enumerate(t.inputs):
+            if i in t.leader and self.comm.rank != 0:
+                x = torch.zeros_like(x)  # kept by the handle until it completes
+            pending.handles.append(self.comm.all_reduce_async(x, op="sum", tag=1 + i, out=pending.outputs[i],
+                                                              quant=quants[i]))
         return pending
 
     def _settle(self, pending: PendingReduce) -> List[torch.Tensor]:
@@ -258,10 +273,15 @@ class ElasticGroup:
             self.log(f"reduce of step {pending.step} failed ({type(error).__name__}); re-forming the ring")
             with self._membership():
                 self.vote_and_sync()
-            pending = self._issue(pending.step, pending.inputs, pending.weight, pending.quant, pending.phase)
-        total = float(pending.weight_out[0])
-        for out in pending.outputs:
-            out.div_(total)
+            pending = self._issue(pending)
+        total = pending.total = self.last_total = float(pending.weight_out[0])
+        for i, out in enumerate(pending.outputs):
+            if i in pending.leader:
+                continue
+            if total:
+                out.div_(total)
+            else:  # nobody contributed (every weight 0): no change, rather than NaN
+                out.zero_()
         return pending.outputs
 
     @contextmanager

@@ -67,6 +67,25 @@ def run_threads(n: int, body: Callable[[int], Any], timeout_s: float = 30.0) -> 
     return results
 
 
+def run_with_own_master(n: int, body: Callable[[str, int], Any]) -> List[Any]:
+    """run_threads(n) of body(address, i) against a master of their own (closed after)."""
+    master = ferry.Master("127.0.0.1:0").start()
+    try:
+        return run_threads(n, lambda i: body(f"127.0.0.1:{master.port}", i))
+    finally:
+        master.close()
+
+
+def reap(child: "subprocess.Popen") -> None:
+    """Ends a child process for sure (kill if it still runs) and closes its pipes."""
+    if child.poll() is None:
+        child.kill()
+    child.wait(10)
+    for pipe in (child.stdout, child.stderr):
+        if pipe is not None:
+            pipe.close()
+
+
 def child_env() -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(PACKAGE_ROOT), env.get("PYTHONPATH", "")])

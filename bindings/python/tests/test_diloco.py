@@ -18,7 +18,7 @@ import torch
 import ferry
 from diloco_peer import PEER_ARGS, SYNC_EVERY, gradient, inner_step, replay, toy
 from ferry.diloco import DiLoCo
-from harness import HERE, child_env, run_threads
+from harness import HERE, child_env, reap, run_threads, run_with_own_master
 
 
 def bits(tensors) -> bytes:
@@ -227,16 +227,9 @@ def test_state_dict_round_trips_and_resumes_bit_identically(layers, options):
             diloco.finish()
             return bits(diloco.outer_params + diloco.outer_momentum + list(diloco.model.parameters()))
 
-    def with_master(body):
-        master = ferry.Master("127.0.0.1:0").start()
-        try:
-            return run_threads(2, lambda shard: body(f"127.0.0.1:{master.port}", shard))
-        finally:
-            master.close()
-
-    straight = with_master(lambda a, s: run(a, s))
-    saved = with_master(lambda a, s: run(a, s, stop_at=(1, 1)))
-    resumed = with_master(lambda a, s: run(a, s, state=saved[s]))
+    straight = run_with_own_master(2, run)
+    saved = run_with_own_master(2, lambda a, s: run(a, s, stop_at=(1, 1)))
+    resumed = run_with_own_master(2, lambda a, s: run(a, s, state=saved[s]))
     assert straight[0] == straight[1] == resumed[0] == resumed[1]
 
 
@@ -354,11 +347,7 @@ def test_a_peer_killed_inside_an_outer_all_reduce_leaves_no_partial_update(addre
         results = run_threads(3 if newcomer else 2, body, timeout_s=60)
         assert child.wait(10) == -9  # SIGKILL, as planned
     finally:
-        if child.poll() is None:
-            child.kill()
-        child.wait(10)
-        child.stdout.close()
-        child.stderr.close()
+        reap(child)
     assert sum(f"reduce of step {label} failed" in line for line in logs) == 2, logs  # both survivors retried
     if newcomer:
         phase = "final reduce" if overlap and label == outer_steps * fragments else "reduce"
