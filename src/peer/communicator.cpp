@@ -154,23 +154,7 @@ void Communicator::connect() {
     }
     lock.lock();
   }
-  const std::string master = config_.master.to_string();
-  try {
-    state_.wait_for(lock, [&] { return state_.phase == Phase::accepted; }, "connect", config_.timeout,
-                    [&](std::chrono::milliseconds waited, std::chrono::milliseconds left) {
-                      return "connect: pending at the master " + master + " for " + seconds_text(waited) +
-                             ": a newcomer is admitted when the members of its group call update_topology() or "
-                             "wait_for_peers() (C: ferry_update_topology, ferry_wait_for_world; peers_pending() "
-                             "tells them someone waits); this call gives up in " + seconds_text(left) +
-                             " (timeout_ms)";
-                    });
-  } catch (const Error& e) {
-    if (e.code() != Errc::timeout) throw;
-    throw Error(Errc::timeout, "connect: still pending at the master " + master + " after " + ms(config_.timeout) +
-                                   ": a newcomer is admitted only when the members of its group call "
-                                   "ferry_update_topology or ferry_wait_for_world (ferry_peers_pending tells them "
-                                   "someone waits); this peer stays pending, and ferry_connect again waits on");
-  }
+  wait_for_admission(state_, lock, config_.master.to_string(), config_.timeout);
 }
 
 wire::Hello Communicator::hello_message() {
@@ -364,21 +348,7 @@ void Communicator::on_collective_result(const wire::CollectiveResult& result) {
   }
   if (op) op->verdict(status_from_wire(result.code, result.reason));
   if (result.code == 0) membership_.report_links(/*now=*/false);
-  if (result.code == 0 && result.pending > 0) {
-    {
-      std::lock_guard lock(state_.mu);
-      if (pending_told_epoch_ == result.epoch) return;
-      pending_told_epoch_ = result.epoch;
-    }
-    // Once per epoch, from a verdict the master sends anyway: no query, nothing on the hot path.
-    // No vote of our own here: a vote changes the world under the caller and must fall at the
-    // same call on every member, which async collectives in flight rule out (README, "Joining").
-    log().warn("{} newcomer(s) wait at the master to join this group while its collectives go on without them "
-               "(collective {} of epoch {} committed): the master admits them only when every member calls "
-               "update_topology() or wait_for_peers() (C: ferry_update_topology, ferry_wait_for_world); "
-               "peers_pending() is the cheap check at a loop boundary. Said once per epoch",
-               result.pending, result.seq, result.epoch);
-  }
+  pending_notice_.on_commit(result);
 }
 
 void Communicator::on_collective_pending(const wire::CollectivePending& pending) {

@@ -49,6 +49,7 @@
 #include <asio/strand.hpp>
 
 #include "net/listener.h"
+#include "peer/admission_notices.h"
 #include "peer/allreduce_op.h"
 #include "peer/comm_config.h"
 #include "peer/link_probe.h"
@@ -155,12 +156,11 @@ class Communicator final : private MasterSession::Events {
   asio::strand<asio::io_context::executor_type> watchdog_strand_;
   asio::steady_timer watchdog_;  // only on watchdog_strand_
   std::vector<std::thread> threads_;
+  PendingNewcomerNotice pending_notice_;  // thread-safe itself
 
   // Guarded by state_.mu:
   std::string advertised_;  // the hello's advertised host, fixed at connect
   ResumeRecord resume_;     // what a redial tells the next master
-  // The epoch whose commits last told the caller of newcomers waiting (on_collective_result).
-  uint64_t pending_told_epoch_ = UINT64_MAX;
 };
 
 }  // namespace ferry::peer
