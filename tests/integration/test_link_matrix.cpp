@@ -18,7 +18,9 @@ using namespace ferry::test;
 
 namespace {
 
-constexpr uint32_t kMaxAgeMs = 2000;
+// Long enough that the probes taken at admission outlive an all-reduce and
+// the queries on a loaded sanitizer build (2 s did not: CI saw every entry gone).
+constexpr uint32_t kMaxAgeMs = 6000;
 
 struct PeerView {
   std::vector<uint64_t> ring;
@@ -81,9 +83,11 @@ TEST_CASE("link matrix: every peer reads the master's matrix of every pair (prob
     size_t count = 0;
     must(ferry_comm_ring(comm, v.ring.data(), v.ring.size(), &count), "ferry_comm_ring");
     wait_all(read);  // nobody leaves (which would take its links along) before everyone read
-    std::this_thread::sleep_for(std::chrono::milliseconds(kMaxAgeMs + 500));
-    v.after_max_age = query(comm);
-    wait_all(aged);
+    if (wire == Wire::plain) {  // the master ages entries the same way whatever the wire: once is enough
+      std::this_thread::sleep_for(std::chrono::milliseconds(kMaxAgeMs + 500));
+      v.after_max_age = query(comm);
+      wait_all(aged);
+    }
     ferry_comm_destroy(comm);
   });
   REQUIRE(failures(results) == "");
@@ -95,7 +99,7 @@ TEST_CASE("link matrix: every peer reads the master's matrix of every pair (prob
   };
   for (const PeerView& v : views) {
     REQUIRE(v.links.size() == peers * (peers - 1));
-    CHECK(v.after_max_age.empty());
+    if (wire == Wire::plain) CHECK(v.after_max_age.empty());
     for (size_t k = 0; k < v.links.size(); ++k) {
       const ferry_link_info& l = v.links[k];
       INFO("link " << l.from_peer << " -> " << l.to_peer);
