@@ -445,7 +445,7 @@ FERRY_API ferry_result ferry_connect(ferry_comm* comm);
 /* Collective over the group's accepted peers: admits pending peers, drops
    lost ones, and rebuilds the ring; returns once every member has its
    links and the pairs nobody measured were probed (ferry_link_info: up to
-   8 rounds of at most ~3.5 s each; 0.25 s each on a LAN). Must not be
+   8 rounds of at most ~3.5 s each; 0.1 s each on a LAN). Must not be
    called with operations in flight. Blocks at most timeout_ms per attempt.
    That bound ignores a lost master being dialed again
    (master_reconnect_timeout_ms): the call first waits for it, up to the

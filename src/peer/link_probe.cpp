@@ -25,6 +25,12 @@ using std::chrono::milliseconds;
 
 // A dial that never answers (a firewall dropping SYNs) costs at most this.
 constexpr milliseconds kProbeDialTimeout{3'000};
+// Floors of a probe's length and of its rate's span, for paths whose RTT is
+// too short to set them: on loopback or a LAN TCP settles within a few ms, and
+// 10 samples per span still smooth bunched acks (0.25 s and 0.1 s cost every
+// admission ~1.5 s for 3 peers and ~0.2 s per pair, for the same figures).
+constexpr milliseconds kMinProbeLength{100};
+constexpr milliseconds kMinRateSpan{40};
 constexpr size_t kDrainBytes = 64 << 10;
 constexpr uint32_t kUnsentPerProbeLane = 128 << 10;
 
@@ -213,7 +219,7 @@ std::optional<wire::LinkEntry> LinkProber::probe(const wire::ProbeRound& round, 
       if (r && (rtt_us == 0 || r < rtt_us)) rtt_us = r;
     }
   auto rtt = std::chrono::microseconds(rtt_us);
-  auto length = std::clamp<Clock::duration>(16 * rtt, milliseconds(250), kMaxProbeTime);
+  auto length = std::clamp<Clock::duration>(16 * rtt, kMinProbeLength, kMaxProbeTime);
 
   auto stop = std::make_shared<std::atomic<bool>>(false);
   for (auto& s : streams) asio::dispatch(s->executor(), [s, stop] { pump(s, stop); });
@@ -226,7 +232,7 @@ std::optional<wire::LinkEntry> LinkProber::probe(const wire::ProbeRound& round, 
     std::this_thread::sleep_for(milliseconds(10));
     samples.push_back({Clock::now(), delivered(fds)});
   }
-  double best = probe_rate(samples, started, std::max<Clock::duration>(2 * rtt, milliseconds(100)));
+  double best = probe_rate(samples, started, std::max<Clock::duration>(2 * rtt, kMinRateSpan));
   uint64_t delivered_total = samples.empty() ? 0 : samples.back().delivered;
   std::vector<LaneSample> lanes;
   for (int fd : fds) lanes.push_back({false, read_tcp_info(fd)});

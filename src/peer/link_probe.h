@@ -4,12 +4,12 @@
 //
 // Prober side: kProbeLanes TCP connections to the target (on bbr where the
 // link options allow it, as a growing ring link would be: lane_tuner.h),
-// each writing zeros as fast as the path takes them, for 10 RTTs (at least
-// 250 ms, at most kMaxProbeTime). The rate is TCP_INFO's delivered segments (acked or SACKed), summed
+// each writing zeros as fast as the path takes them, for 16 RTTs (at least
+// 100 ms, at most kMaxProbeTime). The rate is TCP_INFO's delivered segments (acked or SACKed), summed
 // over the connections and sampled every 10 ms: the best over any span of
-// 2 RTTs (at least 100 ms) after the first such span, so slow start's ramp
-// and bunched acks fade out. On loopback or a LAN a probe takes 0.25 s, so
-// the 14 rounds of an 8-peer group take ~3 s; at a 230 ms RTT one takes
+// 2 RTTs (at least 40 ms) after the first such span, so slow start's ramp
+// and bunched acks fade out. On loopback or a LAN a probe takes 0.1 s, so
+// the 14 rounds of an 8-peer group take ~1.5 s; at a 230 ms RTT one takes
 // 2.3 s: there the time goes to slow start, which a shorter probe would
 // mistake for the path's rate (accuracy wins; the README gives the totals).
 // The entry's RTT is the smallest the connections saw (the path's, without
