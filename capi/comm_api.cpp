@@ -83,6 +83,8 @@ ferry::peer::CommConfig to_config(const ferry_comm_params& p) {
   c.max_chunk_bytes = p.max_chunk_bytes;
   check_range(p.shared_memory, 0, 1, "shared_memory");
   c.shared_memory = p.shared_memory != 0;
+  check_range(p.dial_out_only, 0, 1, "dial_out_only");
+  c.dial_out_only = p.dial_out_only != 0;
   if (auto secret = ferry::load_run_secret(p.secret_file))
     c.secret = std::make_shared<const ferry::RunSecret>(std::move(*secret));
   const char *cert = p.tls_cert_file, *key = p.tls_key_file, *ca = p.tls_ca_file;

@@ -412,6 +412,20 @@ typedef struct ferry_comm_params {
      warning level. A master that answers and refuses (TLS on one side only,
      another certificate authority) fails the call at once. 0..86400000. */
   uint32_t master_connect_timeout_ms;
+  /* 1: this peer accepts no connection (added in 0.3): it sits behind NAT, a
+     cloud security group or a firewall that admits nothing inbound, but can
+     dial out. It opens no peer-to-peer listener (p2p_listen_host and the
+     port and advertised fields are then unused), and the master has every
+     ring link with it dialed from its side: its previous ring neighbour's
+     link to it is dialed by this peer, the receiver. Two such peers are never
+     ring neighbours; a group needs one peer that accepts connections per
+     dial-out-only one. A link dialed by its receiver stays on TCP (no shared
+     memory) at its first lane count (it does not grow), and probes to this
+     peer are skipped (the ring solver counts such pairs as its slowest known
+     link). 0 (default): it listens; a neighbour whose dial to it fails has
+     that link dialed the other way at the next proposal, and nobody is
+     evicted for it while the other way works. 0..1. */
+  uint32_t dial_out_only;
 } ferry_comm_params;
 
 FERRY_API void ferry_comm_params_init(ferry_comm_params* params);

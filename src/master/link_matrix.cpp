@@ -36,12 +36,6 @@ uint64_t LinkMatrix::mark_unreachable(uint64_t from, uint64_t to, uint64_t now_m
   return wait;
 }
 
-bool LinkMatrix::any_unreachable(const std::vector<uint64_t>& members) const {
-  auto member = [&](uint64_t id) { return std::find(members.begin(), members.end(), id) != members.end(); };
-  return std::any_of(unreachable_.begin(), unreachable_.end(),
-                     [&](const auto& kv) { return member(kv.first.first) && member(kv.first.second); });
-}
-
 std::vector<std::pair<uint64_t, uint64_t>> LinkMatrix::unreachable_pairs(size_t limit) const {
   std::vector<std::pair<uint64_t, uint64_t>> out;
   for (const auto& [pair, until] : unreachable_) {
@@ -59,7 +53,10 @@ bool LinkMatrix::retry_due(const std::vector<uint64_t>& members) const {
 }
 
 double LinkMatrix::capacity(uint64_t from, uint64_t to) const {
-  if (unreachable_.count({from, to})) return -1;
+  return dial_failed(from, to) ? -1 : measured_capacity(from, to);
+}
+
+double LinkMatrix::measured_capacity(uint64_t from, uint64_t to) const {
   auto it = cells_.find({from, to});
   if (it == cells_.end()) return 0;
   if (it->second.entry.shared_memory) return kSharedMemoryCapacity;

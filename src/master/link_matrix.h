@@ -50,6 +50,11 @@ class LinkMatrix {
   // 200 Mbit/s hosts into 100 Mbit/s ones resent 2-9 % where every other
   // pair resent ~0.1 %, and a ring with two such edges ran at 0.74x one with one.
   double capacity(uint64_t from, uint64_t to) const;
+  // As capacity(), but 0 rather than -1 for a pair whose dial failed: what its
+  // data direction carried when the other end dialed (link_dialers.h).
+  double measured_capacity(uint64_t from, uint64_t to) const;
+  // Whether `from` failed to open a connection to `to` and is still backing off.
+  bool dial_failed(uint64_t from, uint64_t to) const { return unreachable_.count({from, to}) > 0; }
   static constexpr double kSharedMemoryCapacity = 1e12;  // what capacity() says of a shared-memory pair
   double rtt_ms(uint64_t from, uint64_t to) const;
   // A member left: its row and its column go.
@@ -65,8 +70,6 @@ class LinkMatrix {
   // Whether some pair of `members` failed before, is due for a retry, and is
   // not yet measured again (call expire first).
   bool retry_due(const std::vector<uint64_t>& members) const;
-  // Whether some pair of `members` is unreachable now.
-  bool any_unreachable(const std::vector<uint64_t>& members) const;
   // At most `limit` entries, in (from, to) order, each with its age at now_ms.
   std::vector<wire::LinkEntry> entries(uint64_t now_ms, size_t limit) const;
   size_t size() const { return cells_.size(); }

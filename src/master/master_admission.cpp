@@ -19,7 +19,10 @@ void MasterState::on_hello(ConnId conn, const wire::Hello& hello) {
   if (hello.p2p_connections == 0 || hello.p2p_connections > wire::kMaxConnectionsPerLink)
     return kick(conn, Errc::invalid_argument,
                 "p2p_connections must be 1.." + std::to_string(wire::kMaxConnectionsPerLink));
-  if (hello.advertised_port == 0) return kick(conn, Errc::invalid_argument, "advertised p2p port is 0");
+  if (hello.advertised_port == 0 && !hello.dial_out_only)
+    return kick(conn, Errc::invalid_argument, "advertised p2p port is 0");
+  if (hello.advertised_port != 0 && hello.dial_out_only)
+    return kick(conn, Errc::invalid_argument, "a dial-out-only peer advertises no p2p port");
   uint32_t timeout = hello.heartbeat_timeout_ms ? hello.heartbeat_timeout_ms
                                                 : limits_.default_heartbeat_timeout_ms;
   if (timeout < limits_.min_heartbeat_timeout_ms || timeout > limits_.max_heartbeat_timeout_ms)
@@ -54,6 +57,7 @@ Peer& MasterState::add_peer(ConnId conn, const wire::Hello& hello, PeerId id, ui
   peer.connections = hello.p2p_connections;
   peer.source = c.remote_host;
   peer.silent_link_ms = hello.silent_link_ms;
+  peer.dial_out_only = hello.dial_out_only != 0;
   peer.joined_ms = peer.heard_ms = now_ms_;
   peer.endpoint.peer_id = peer.id;
   peer.endpoint.host = hello.advertised_host.empty() ? c.remote_host : hello.advertised_host;

@@ -91,7 +91,7 @@ void MasterState::start_collective(Group& group, uint32_t seq) {
   std::vector<SyncCandidate> candidates;
   for (auto& [id, begin] : c.sync_begins) {
     const Peer& p = peers_.at(id);
-    candidates.push_back({id, p.endpoint, begin});
+    candidates.push_back({id, p.endpoint, begin, !p.dial_out_only});
   }
   ElectionOutcome outcome = elect_shared_state(candidates, group.shared_revision.has_value(),
                                                group.shared_revision.value_or(0));

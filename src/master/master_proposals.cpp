@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "core/log.h"
+#include "master/link_dialers.h"
 #include "master/master_state.h"
 #include "master/peer_ids.h"
 #include "master/ring_verdict.h"
@@ -42,14 +43,22 @@ void MasterState::start_proposal(Group& group, std::vector<PeerId> order) {
   send_topology(group, !ordered);
 }
 
+bool MasterState::can_dial(const Group& group, PeerId from, PeerId to) const {
+  return !peers_.at(to).dial_out_only && !group.links.dial_failed(from, to);
+}
+
 RingProblem MasterState::ring_problem(Group& group, const std::vector<PeerId>& members) {
   group.links.expire(now_ms_, limits_.link_max_age_ms);
   RingProblem problem = RingProblem::sized(members.size());
+  const CanDial dial = [&](PeerId from, PeerId to) { return can_dial(group, from, to); };
   double longest = 0;
   for (size_t a = 0; a < members.size(); ++a)
     for (size_t b = 0; b < members.size(); ++b)
       if (a != b) {
-        problem.bw(a, b) = group.links.capacity(members[a], members[b]);
+        // A pair either end can dial carries data both ways (link_dialers.h).
+        problem.bw(a, b) = linkable(members[a], members[b], dial)
+                               ? group.links.measured_capacity(members[a], members[b])
+                               : -1;
         problem.rtt_ms[a * members.size() + b] = group.links.rtt_ms(members[a], members[b]);
         if (problem.bw(a, b) > 0) longest = std::max(longest, problem.rtt_ms[a * members.size() + b]);
       }
@@ -101,6 +110,8 @@ void MasterState::send_topology(Group& group, bool reorder) {
     // A ring moves at its slowest link; one lane count for all keeps both ends of every link agreed.
     topology.p2p_connections = std::min(topology.p2p_connections, p.connections);
   }
+  proposal.receiver_dials = assign_dialers(proposal.members, [&](PeerId from, PeerId to) { return can_dial(group, from, to); });
+  topology.receiver_dials = proposal.receiver_dials;
   log().info("phase: group {} proposes epoch {} with {} peers", group.id, proposal.epoch,
                proposal.members.size());
   send_all(proposal.members, topology);
@@ -128,8 +139,10 @@ void MasterState::settle_proposal(Group& group) {
   // answers O(N log N) in all, not O(N^2).
   if (p.failed_answers == 0 && p.answers.size() < p.members.size()) return;
   std::vector<VerdictMember> members;
-  for (PeerId id : p.members) {
+  for (size_t i = 0; i < p.members.size(); ++i) {
+    PeerId id = p.members[i];
     VerdictMember m{id, peers_.at(id).phase == Phase::accepted, std::nullopt};
+    m.next_dials = i < p.receiver_dials.size() && p.receiver_dials[i] != 0;
     if (auto it = p.answers.find(id); it != p.answers.end()) m.answer = it->second;
     members.push_back(std::move(m));
   }
@@ -170,12 +183,13 @@ std::vector<PeerId> MasterState::placeable(Group& group, std::vector<PeerId>* ev
   std::vector<PeerId> members = group.ring;
   for (PeerId id : group.waiting)
     if (!contains(members, id)) members.push_back(id);
-  if (!group.links.any_unreachable(members)) return members;
+  RingProblem problem = ring_problem(group, members);
+  if (std::none_of(problem.bandwidth.begin(), problem.bandwidth.end(), [](double bw) { return bw < 0; })) return members;
   // Keeping an accepted member is worth more than keeping a joiner; among equals, the older stays.
   std::vector<double> keep_weight;
   for (PeerId id : members)
     keep_weight.push_back((peers_.at(id).phase == Phase::accepted ? 1e6 : 0) + 1.0 / static_cast<double>(id));
-  std::vector<size_t> drop = fewest_to_drop(ring_problem(group, members), keep_weight, std::chrono::milliseconds(500));
+  std::vector<size_t> drop = fewest_to_drop(problem, keep_weight, std::chrono::milliseconds(500));
   if (drop.empty()) return members;
   std::vector<PeerId> kept;
   for (size_t i = 0; i < members.size(); ++i) {
@@ -194,7 +208,10 @@ void MasterState::probe_or_commit(Group& group) {
   p.probing = true;
   group.links.expire(now_ms_, limits_.link_max_age_ms);
   p.probe_rounds = plan_probes(
-      p.members, [&](PeerId from, PeerId to) { return group.links.has(from, to); }, limits_.max_probe_rounds);
+      p.members,
+      // A pair whose target takes no connection is not probed: a probe dials its target.
+      [&](PeerId from, PeerId to) { return group.links.has(from, to) || !can_dial(group, from, to); },
+      limits_.max_probe_rounds);
   if (p.probe_rounds.empty()) return maybe_commit_proposal(group);
   p.probe_started_ms = now_ms_;
   log().debug("phase: group {} epoch {} probes {} rounds", group.id, p.epoch, p.probe_rounds.size());

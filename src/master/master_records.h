@@ -35,6 +35,7 @@ struct Peer {
   uint32_t open_collectives = 0;   // records in its group that hold its begin
   uint32_t open_syncs = 0;         // ... of which shared-state syncs
   uint32_t silent_link_ms = 0;     // its hello's: when it answers a proposal at the latest
+  bool dial_out_only = false;      // its hello's: it accepts no connection, so its links are dialed from its side
   const char* voted_in = "";       // the call of its last vote or pending query, for messages
   uint64_t joined_ms = 0;          // on the state's clock: its hello, and its last message
   uint64_t heard_ms = 0;
@@ -46,6 +47,7 @@ struct Peer {
 struct Proposal {
   uint64_t epoch = 0;
   std::vector<PeerId> members;
+  std::vector<uint8_t> receiver_dials;  // as sent (wire::Topology): who dials each link
   std::map<PeerId, wire::TopologyReady> answers;
   size_t failed_answers = 0;  // of `answers`, those whose code is not 0
   uint64_t started_ms = 0;

@@ -223,6 +223,8 @@ class MasterState {
   // possible); dropped accepted members are added to `evict`.
   std::vector<PeerId> placeable(Group& group, std::vector<PeerId>* evict);
   RingProblem ring_problem(Group& group, const std::vector<PeerId>& members);
+  // Whether `from` can open connections to `to` as far as the master knows (link_dialers.h).
+  bool can_dial(const Group& group, PeerId from, PeerId to) const;
   // `members` reordered when the matrix knows a ring better by the hysteresis rule; else nullopt.
   std::optional<std::vector<PeerId>> better_ring(Group& group, const std::vector<PeerId>& members,
                                                  std::chrono::milliseconds budget, double gain);

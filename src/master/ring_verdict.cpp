@@ -73,9 +73,12 @@ class Claims {
       if (m_[i].answer) continue;
       if (m_[i].accepted) return false;
       for (size_t j : {prev(i), next(i)})
-        if (m_[j].accepted && accuses(j, i)) {
+        if (accuses(j, i)) {
+          // Blamed, its answer may still blame back: a failed link to route
+          // around, not a member to lose. Any neighbour's blame counts: two
+          // joiners behind one failed link answer at the same deadline.
           if (m_[i].hear_if_blamed) return false;
-          alive[i] = false;
+          if (m_[j].accepted) alive[i] = false;
         }
     }
     auto reached = anchored(alive);
@@ -125,11 +128,13 @@ std::optional<Verdict> ring_verdict(const std::vector<VerdictMember>& members, b
     auto j = claims.blamed(i);
     if (!j || out(i) || out(*j)) continue;
     if (claims.accuses(*j, i) && reroute) {
-      // Each failed link once, from its dialer's side. In a ring of two each
-      // end dials the other and neither knows which way failed: both are.
-      size_t dialer = *j == claims.next(i) ? i : *j, far = dialer == i ? *j : i;
-      if (dialer == i)
+      // Each failed link once, as i's link to its next member, named by who
+      // dialed it. In a ring of two both links join the same two members and
+      // neither end knows which failed: both are.
+      if (*j == claims.next(i)) {
+        size_t dialer = members[i].next_dials ? *j : i, far = dialer == i ? *j : i;
         verdict.failed_links.push_back({members[dialer].id, members[far].id, claims.reason(dialer)});
+      }
     } else if (claims.accuses(*j, i)) {
       size_t loser = claims.less_trusted(i, *j);
       evict(loser, "the link between " + name(i) + " and " + name(*j) + " failed at both ends (" + claims.reason(i) +

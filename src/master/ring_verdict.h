@@ -35,7 +35,9 @@
 //  - Silence: the verdict waits for every accepted member. A pending member
 //    that has not answered is not waited for once its fate is sealed: an
 //    accepted member blamed it (unless `hear_if_blamed`: its answer may show
-//    the link down at both ends, to be routed around), or it is cut off from
+//    the link down at both ends, to be routed around; any neighbour's blame
+//    waits so, as two joiners behind one failed link answer at the same
+//    silent deadline), or it is cut off from
 //    every accepted member as above. It is then evicted as silent. (A
 //    proposal of only pending members waits for all of them.)
 //
@@ -71,6 +73,7 @@ struct VerdictMember {
   bool accepted = false;                      // in the committed ring before this proposal
   std::optional<wire::TopologyReady> answer;  // none yet: silent so far
   bool hear_if_blamed = false;                // pending: wait for its answer even once an accepted member blamed it
+  bool next_dials = false;                    // its link to the next member is dialed by that member (link_dialers.h)
 };
 
 struct Culprit {
@@ -78,7 +81,7 @@ struct Culprit {
   std::string why;
 };
 
-// A link both ends agree did not form: `from` dials `to` in the ring.
+// A link both ends agree did not form: `from` dialed `to` (its sender, or its receiver).
 struct FailedLink {
   uint64_t from = 0, to = 0;
   std::string why;

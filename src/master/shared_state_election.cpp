@@ -129,10 +129,16 @@ ElectionOutcome elect_shared_state(const std::vector<SyncCandidate>& candidates,
     }
     std::vector<uint64_t> holders;
     for (size_t i = 0; i < candidates.size(); ++i)
-      if (eligible[i] && tensors[i][t].hash == winner) holders.push_back(candidates[i].peer_id);
+      if (eligible[i] && candidates[i].serves && tensors[i][t].hash == winner) holders.push_back(candidates[i].peer_id);
     for (size_t i = 0; i < candidates.size(); ++i) {
       if (tensors[i][t].hash == winner) continue;
       if (eligible[i] && candidates[i].begin.strategy == static_cast<uint8_t>(SyncStrategy::send_only)) continue;
+      if (holders.empty()) {
+        out.status = Status::failure(Errc::connect, "tensor '" + tensors[0][t].name +
+                                                        "' is held only by peers that accept no connection "
+                                                        "(dial_out_only): nobody can fetch it");
+        return out;
+      }
       uint64_t id = candidates[i].peer_id;
       wire::SyncPlan& plan = out.plans[id];
       plan.fetches.push_back({.tensor = static_cast<uint32_t>(t), .hash = winner, .holders = holders});

@@ -14,7 +14,8 @@
 //    win (ties: the bytes of the lowest peer id). Tensors that allow
 //    inequality are never compared or moved.
 //  - Members whose bytes differ from the winner fetch them from every
-//    eligible member holding them; everyone ends at revision T.
+//    eligible member holding them that accepts connections; everyone ends at
+//    revision T. When only dial-out-only members hold them, the sync aborts.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,7 @@ struct SyncCandidate {
   uint64_t peer_id = 0;
   wire::PeerAddress address;
   wire::SyncBegin begin;
+  bool serves = true;  // false: it accepts no connection (dial_out_only), so no fetcher is sent to it
 };
 
 struct ElectionOutcome {

@@ -25,12 +25,13 @@ LinkOptions link_options(const CommConfig& config, std::weak_ptr<OpRegistry> ops
           config.timeout,   std::move(ops),     max_lanes,  bbr};
 }
 
-std::string advertised_host(const CommConfig& config, const net::Listener& listener, asio::any_io_executor executor) {
+std::string advertised_host(const CommConfig& config, const net::Listener* listener, asio::any_io_executor executor) {
+  if (!listener) return {};  // nobody dials a dial-out-only peer
   if (!config.advertised_host.empty()) return config.advertised_host;
-  const auto& bound = listener.address();
+  const auto& bound = listener->address();
   if (!bound.is_unspecified()) return bound.to_string();  // the one address it takes
   // Else the master says where it saw us from: over IPv6, an address a v4-only listener cannot take.
-  if (listener.takes_v6()) return {};
+  if (listener->takes_v6()) return {};
   auto master = net::resolve_one_address(executor, config.master.host);
   if (master.is_v6() && !master.to_v6().is_v4_mapped())
     throw Error(Errc::invalid_argument,
@@ -41,17 +42,18 @@ std::string advertised_host(const CommConfig& config, const net::Listener& liste
   return {};
 }
 
-wire::Hello peer_hello(const CommConfig& config, const net::Listener& listener, const LinkOptions& links,
+wire::Hello peer_hello(const CommConfig& config, const net::Listener* listener, const LinkOptions& links,
                        const std::string& advertised) {
   wire::Hello hello;
   hello.peer_group = config.peer_group;
   // A listener on "::" or 0.0.0.0 with no address chosen for it is offered at every
   // interface address too: the master passes on those of the family it did not see.
-  if (advertised.empty() && listener.address().is_unspecified())
-    hello.other_hosts = net::interface_addresses(listener.takes_v4(), listener.takes_v6());
+  if (listener && advertised.empty() && listener->address().is_unspecified())
+    hello.other_hosts = net::interface_addresses(listener->takes_v4(), listener->takes_v6());
   if (hello.other_hosts.size() > wire::kMaxOtherHosts) hello.other_hosts.resize(wire::kMaxOtherHosts);
   hello.advertised_host = advertised;
-  hello.advertised_port = config.advertised_port ? config.advertised_port : listener.port();
+  if (listener) hello.advertised_port = config.advertised_port ? config.advertised_port : listener->port();
+  hello.dial_out_only = listener ? 0 : 1;
   hello.p2p_connections = config.connections ? config.connections : kStartLanes;
   hello.heartbeat_timeout_ms = static_cast<uint32_t>(config.heartbeat_timeout.count());
   hello.silent_link_ms = static_cast<uint32_t>(LinkSetup::silent_link_deadline(links).count());

@@ -37,6 +37,7 @@ struct CommConfig {
   size_t max_chunk_bytes = 256 << 10;  // measured: chunks that stay in L2 between copy, hash and reduce cost least CPU
   net::SocketTuning p2p_tuning;  // applied to every p2p socket, both directions
   bool shared_memory = true;     // ring lanes to a peer on this host go through shared memory (link_setup.h)
+  bool dial_out_only = false;    // no p2p listener: this peer dials every link, probe and fetch it takes part in
   std::shared_ptr<const RunSecret> secret;  // null: the run is not authenticated
   std::shared_ptr<net::Transport> transport;  // null: plain TCP
 };
@@ -47,11 +48,12 @@ CommConfig with_transport(CommConfig config);
 LinkOptions link_options(const CommConfig& config, std::weak_ptr<OpRegistry> ops);
 
 // The host neighbours are told to dial (hello.advertised_host; empty: the
-// master's view). Throws Error (invalid_argument) when that view would be
-// an IPv6 address and the listener takes IPv4 only. May resolve the master's name.
-std::string advertised_host(const CommConfig& config, const net::Listener& listener, asio::any_io_executor executor);
+// master's view, or none without a listener). Throws Error (invalid_argument) when that
+// view would be an IPv6 address and the listener takes IPv4 only. May resolve the master's name.
+std::string advertised_host(const CommConfig& config, const net::Listener* listener, asio::any_io_executor executor);
 // The hello of every dial of the master, but its resume half (resume_record.h).
-wire::Hello peer_hello(const CommConfig& config, const net::Listener& listener, const LinkOptions& links,
+// `listener` null: a dial-out-only peer, which advertises no address.
+wire::Hello peer_hello(const CommConfig& config, const net::Listener* listener, const LinkOptions& links,
                        const std::string& advertised);
 
 }  // namespace ferry::peer

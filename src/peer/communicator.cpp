@@ -53,9 +53,23 @@ Communicator::Communicator(CommConfig config)
       calls_(state_, session_, membership_, *ops_, redial_, config_.timeout),
       watchdog_strand_(asio::make_strand(io_.get_executor())),
       watchdog_(watchdog_strand_) {
-  listener_ = net::Listener::bind(io_.get_executor(), config_.listen_host, config_.port_min, config_.port_max);
   // Raised before anything opens descriptors; the caps on strangers are sized from it.
-  auto strangers = net::StrangerGate::create("p2p", net::StrangerLimits::within(net::raise_fd_limit().soft));
+  auto fd_limit = net::raise_fd_limit().soft;
+  if (!config_.dial_out_only) start_listener(fd_limit);
+  asio::dispatch(watchdog_strand_, [this] { arm_watchdog(); });
+  try {
+    for (uint32_t i = 0; i < config_.io_threads; ++i) threads_.emplace_back([this] { serve_io(); });
+  } catch (const std::system_error& e) {
+    // No destructor runs for a constructor that throws: the threads made so far end here.
+    io_.stop();
+    for (auto& t : threads_) t.join();
+    throw Error(Errc::system, std::string("cannot start the communicator's io threads: ") + e.what());
+  }
+}
+
+void Communicator::start_listener(uint64_t fd_limit) {
+  listener_ = net::Listener::bind(io_.get_executor(), config_.listen_host, config_.port_min, config_.port_max);
+  auto strangers = net::StrangerGate::create("p2p", net::StrangerLimits::within(fd_limit));
   listener_->start(strangers, [this](asio::ip::tcp::socket socket, std::shared_ptr<net::StrangerGate::Pass> pass) {
     accept_p2p(std::move(socket), std::move(pass), link_options_,
                {[this](const wire::LinkHello& hello, const std::string& proof, const std::shared_ptr<net::Stream>& s) {
@@ -68,15 +82,6 @@ Communicator::Communicator(CommConfig config)
                   prober_.accept(hello, proof, s);
                 }});
   });
-  asio::dispatch(watchdog_strand_, [this] { arm_watchdog(); });
-  try {
-    for (uint32_t i = 0; i < config_.io_threads; ++i) threads_.emplace_back([this] { serve_io(); });
-  } catch (const std::system_error& e) {
-    // No destructor runs for a constructor that throws: the threads made so far end here.
-    io_.stop();
-    for (auto& t : threads_) t.join();
-    throw Error(Errc::system, std::string("cannot start the communicator's io threads: ") + e.what());
-  }
 }
 
 void Communicator::serve_io() {
@@ -110,7 +115,7 @@ Communicator::~Communicator() {
   auto grace = Clock::now() + kLeaveGrace;
   ops_->wait_empty(grace);
   session_.wait_closed(grace);
-  listener_->stop();
+  if (listener_) listener_->stop();
   asio::post(watchdog_strand_, [this] { watchdog_.cancel(); });
   work_.reset();
   // Give posted closes a moment, then stop regardless: destroy is bounded.
@@ -137,7 +142,7 @@ void Communicator::abort() {
 void Communicator::connect() {
   std::lock_guard vote(state_.votes);
   // Before state_.mu: it may resolve the master's name.
-  std::string advertised = advertised_host(config_, *listener_, io_.get_executor());
+  std::string advertised = advertised_host(config_, listener_.get(), io_.get_executor());
   std::unique_lock lock(state_.mu);
   state_.throw_if_dead();
   if (state_.phase == Phase::accepted) throw Error(Errc::invalid_usage, "already connected");
@@ -165,7 +170,7 @@ wire::Hello Communicator::hello_message() {
     advertised = advertised_;
     resuming = state_.phase == Phase::reconnecting;
   }
-  wire::Hello hello = peer_hello(config_, *listener_, link_options_, advertised);
+  wire::Hello hello = peer_hello(config_, listener_.get(), link_options_, advertised);
   if (!resuming) return hello;
   // The awaited collectives before the commits (resume_record.h): one leaving the first is in the second.
   auto now = resume_snapshot();

@@ -135,6 +135,8 @@ class Communicator final : private MasterSession::Events {
   void die(const Status& why);
   // Body of each io thread: runs io_ until it stops; a handler's exception fails the communicator.
   void serve_io();
+  // The p2p listener, where neighbours, probers and fetchers dial in (none when dial_out_only).
+  void start_listener(uint64_t fd_limit);
   void arm_watchdog();
   // Sends an issued op's begin (or fails it: the master is away), then lets its end go.
   void begin_issued(CollectiveOp& op, const std::optional<Status>& no_master, const std::function<void()>& send_begin);
@@ -152,7 +154,7 @@ class Communicator final : private MasterSession::Events {
   LinkProber prober_;  // answers through session_: declared after it, so it goes first
   MasterRedial redial_;
   MasterCalls calls_;
-  std::shared_ptr<net::Listener> listener_;
+  std::shared_ptr<net::Listener> listener_;  // null: dial_out_only
   asio::strand<asio::io_context::executor_type> watchdog_strand_;
   asio::steady_timer watchdog_;  // only on watchdog_strand_
   std::vector<std::thread> threads_;

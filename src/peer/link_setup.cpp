@@ -22,6 +22,8 @@ LinkSetup::LinkSetup(asio::any_io_executor executor, LinkOptions options, uint64
     if (topology_.ring[i].peer_id == self_id_) rank_ = static_cast<uint32_t>(i);
   next_ = topology_.ring[(rank_ + 1) % n];
   prev_ = topology_.ring[(rank_ + n - 1) % n];
+  dials_out_ = !topology_.receiver_dials_link(rank_);
+  dials_in_ = topology_.receiver_dials_link((rank_ + n - 1) % n);
   out_.resize(n > 1 ? topology_.p2p_connections : 0);
   in_.resize(out_.size());
 }
@@ -29,13 +31,20 @@ LinkSetup::LinkSetup(asio::any_io_executor executor, LinkOptions options, uint64
 void LinkSetup::start() {
   if (out_.empty()) return finish({Status::success(), nullptr, 0});
   asio::dispatch(strand_, [self = shared_from_this()] { self->arm_timer(); });
-  for (uint32_t lane = 0; lane < out_.size(); ++lane) dial_lane(lane);
+  for (uint32_t lane = 0; lane < out_.size(); ++lane) {
+    if (dials_out_) dial_lane(true, lane);
+    if (dials_in_) dial_lane(false, lane);
+  }
+}
+
+bool LinkSetup::accepted_lanes_up() const {
+  return (dials_out_ || out_ready_ == out_.size()) && (dials_in_ || in_ready_ == in_.size());
 }
 
 void LinkSetup::arm_timer() {
-  // First, the previous peer's first lane: a dial the network swallows (a
-  // firewall dropping SYNs) fails at connect_timeout on its side, and waiting
-  // the whole timeout here would cost the master that much per ring it tries.
+  // First, the first lane of each link a neighbour dials here: a dial the
+  // network swallows (a firewall dropping SYNs) fails at connect_timeout on its
+  // side, and waiting the whole timeout here would cost the master that much per ring it tries.
   const auto first = silent_link_deadline(options_);
   timer_.expires_after(first);
   timer_.async_wait([self = shared_from_this(), first](std::error_code ec) {
@@ -43,7 +52,10 @@ void LinkSetup::arm_timer() {
     bool heard;
     {
       std::lock_guard lock(self->mu_);
-      heard = std::any_of(self->in_.begin(), self->in_.end(), [](const auto& lane) { return lane != nullptr; });
+      auto any = [](const auto& lanes) {
+        return std::any_of(lanes.begin(), lanes.end(), [](const auto& lane) { return lane != nullptr; });
+      };
+      heard = (self->dials_in_ || any(self->in_)) && (self->dials_out_ || any(self->out_));
     }
     if (!heard) return self->deadline_passed(false, first);
     self->timer_.expires_after(self->options_.timeout - first);
@@ -58,8 +70,13 @@ void LinkSetup::deadline_passed(bool whole, std::chrono::milliseconds waited) {
   std::optional<Outcome> failed;
   {
     std::lock_guard lock(mu_);
-    outgoing_missing = whole && out_ready_ < out_.size();  // at the first deadline only the silence is certain
-    failed = std::move(outgoing_failure_);
+    // At the first deadline only the silence is certain: of the previous peer's
+    // dial when it dials here, else of the next peer's.
+    auto silent = [](const auto& lanes) {
+      return std::none_of(lanes.begin(), lanes.end(), [](const auto& lane) { return lane != nullptr; });
+    };
+    outgoing_missing = whole ? out_ready_ < out_.size() : dials_in_ || !silent(in_);
+    failed = std::move(dial_failure_);
   }
   if (failed) return finish(std::move(*failed));  // the dial's failure, not a timeout's guess
   const auto& blame = outgoing_missing ? next_ : prev_;
@@ -69,22 +86,25 @@ void LinkSetup::deadline_passed(bool whole, std::chrono::milliseconds waited) {
           nullptr, blame.peer_id});
 }
 
-void LinkSetup::dial_lane(uint32_t lane) {
+void LinkSetup::dial_lane(bool outgoing, uint32_t lane) {
   auto self = shared_from_this();
-  wire::LinkHello hello{.from_peer = self_id_,
-                        .to_peer = next_.peer_id,
+  const wire::RingMember& target = outgoing ? next_ : prev_;
+  wire::LinkHello hello{.from_peer = outgoing ? self_id_ : prev_.peer_id,
+                        .to_peer = outgoing ? next_.peer_id : self_id_,
                         .epoch = topology_.epoch,
                         .lane = lane,
-                        .lanes = static_cast<uint32_t>(out_.size())};
-  peer::dial_lane(executor_, options_, next_, hello, true,
-                  [self, lane](Status st, std::shared_ptr<net::Stream> stream, bool shared_memory) {
-                    if (st.ok()) return self->lane_ready(true, lane, std::move(stream), shared_memory);
-                    // Out of local resources: this peer's own trouble, so it names itself, not the next peer.
-                    if (st.code == Errc::system) return self->outgoing_failed({st, nullptr, self->self_id_});
+                        .lanes = static_cast<uint32_t>(out_.size()),
+                        .receiver_dials = outgoing ? uint8_t{0} : uint8_t{1}};
+  peer::dial_lane(executor_, options_, target, hello, /*offer_shared_memory=*/outgoing,
+                  [self, outgoing, lane, target_id = target.peer_id](Status st, std::shared_ptr<net::Stream> stream,
+                                                                     bool shared_memory) {
+                    if (st.ok()) return self->lane_ready(outgoing, lane, std::move(stream), shared_memory);
+                    // Out of local resources: this peer's own trouble, so it names itself, not the neighbour.
+                    if (st.code == Errc::system) return self->dial_failed({st, nullptr, self->self_id_});
                     Errc code = st.code == Errc::timeout || st.code == Errc::auth ? st.code : Errc::connect;
-                    self->outgoing_failed({Status::failure(code, "peer " + std::to_string(self->next_.peer_id) +
-                                                                     ": " + st.message),
-                                           nullptr, self->next_.peer_id});
+                    self->dial_failed(
+                        {Status::failure(code, "peer " + std::to_string(target_id) + ": " + st.message), nullptr,
+                         target_id});
                   });
 }
 
@@ -103,37 +123,46 @@ std::shared_ptr<net::Stream> LinkSetup::accept_ring(const wire::LinkHello& hello
 
 bool LinkSetup::offer_inbound(const wire::LinkHello& hello, const std::string& welcome_proof,
                               const std::shared_ptr<net::Stream>& stream) {
+  // A hello for the link from the previous peer, which it dials; or for the
+  // link to the next peer, which that peer dials as its receiver.
+  const bool outgoing = hello.receiver_dials != 0;
   {
     std::lock_guard lock(mu_);
-    if (!done_ || hello.epoch != topology_.epoch || hello.to_peer != self_id_ || hello.from_peer != prev_.peer_id ||
-        hello.lanes != in_.size() || hello.lane >= in_.size() || in_[hello.lane])
+    auto& lanes = outgoing ? out_ : in_;
+    bool ours = outgoing ? !dials_out_ && hello.from_peer == self_id_ && hello.to_peer == next_.peer_id
+                         : !dials_in_ && hello.from_peer == prev_.peer_id && hello.to_peer == self_id_;
+    if (!done_ || !ours || hello.epoch != topology_.epoch || hello.lanes != lanes.size() ||
+        hello.lane >= lanes.size() || lanes[hello.lane])
       return false;
-    in_[hello.lane] = stream;  // reserved; counted as ready once the welcome is out
+    lanes[hello.lane] = stream;  // reserved; counted as ready once the welcome is out
   }
   auto self = shared_from_this();
-  auto lane_stream = accept_ring(hello, stream);
+  auto lane_stream = outgoing ? stream : accept_ring(hello, stream);
   uint8_t shm = lane_stream != stream ? 1 : 0;
-  asio::dispatch(stream->executor(), [self, stream, lane_stream, shm, lane = hello.lane, welcome_proof] {
+  const wire::RingMember& dialer = outgoing ? next_ : prev_;
+  asio::dispatch(stream->executor(), [self, stream, lane_stream, shm, outgoing, lane = hello.lane, welcome_proof,
+                                      dialer_id = dialer.peer_id] {
     wire::LinkWelcome welcome{.proof = welcome_proof, .shm = shm};
-    net::write_one_message(stream, welcome, [self, stream, lane_stream, lane](Status st) {
+    net::write_one_message(stream, welcome, [self, stream, lane_stream, outgoing, lane, dialer_id](Status st) {
       if (!st.ok())
-        return self->finish({Status::failure(Errc::peer_lost, "link from peer " + std::to_string(self->prev_.peer_id) +
-                                                                  ": " + st.message),
-                             nullptr, self->prev_.peer_id});
-      self->lane_ready(false, lane, lane_stream, lane_stream != stream);
+        return self->finish({Status::failure(Errc::peer_lost, std::string(outgoing ? "link to" : "link from") +
+                                                                  " peer " + std::to_string(dialer_id) + ": " +
+                                                                  st.message),
+                             nullptr, dialer_id});
+      self->lane_ready(outgoing, lane, lane_stream, lane_stream != stream);
     });
   });
   return true;
 }
 
-void LinkSetup::outgoing_failed(Outcome outcome) {
+void LinkSetup::dial_failed(Outcome outcome) {
   {
     std::lock_guard lock(mu_);
-    if (!done_ || outgoing_failure_) return;
-    // Closing our inbound lanes now would make the previous peer blame us for
+    if (!done_ || dial_failure_) return;
+    // Closing the lanes a neighbour dialed here now would make it blame us for
     // a link that is fine: report once they are all up (or the timer fires).
-    if (in_ready_ < in_.size()) {
-      outgoing_failure_ = std::move(outcome);
+    if (!accepted_lanes_up()) {
+      dial_failure_ = std::move(outcome);
       return;
     }
   }
@@ -154,9 +183,9 @@ void LinkSetup::lane_ready(bool outgoing, uint32_t lane, std::shared_ptr<net::St
     (outgoing ? out_ : in_)[lane] = std::move(stream);
     ++(outgoing ? out_ready_ : in_ready_);
     if (shared_memory) ++(outgoing ? shared_memory_.out : shared_memory_.in);
-    if (outgoing_failure_) {
-      if (in_ready_ < in_.size()) return;
-      failed = std::move(outgoing_failure_);
+    if (dial_failure_) {
+      if (!accepted_lanes_up()) return;
+      failed = std::move(dial_failure_);
     } else {
       if (out_ready_ < out_.size() || in_ready_ < in_.size()) return;
       out = out_;
@@ -173,6 +202,8 @@ void LinkSetup::lane_ready(bool outgoing, uint32_t lane, std::shared_ptr<net::St
 }
 
 LaneGrowth LinkSetup::growth(uint32_t lanes) const {
+  // The sender measures and dials further lanes: a link its receiver dials keeps its count.
+  if (!dials_out_) return {0, false, resume_, nullptr};
   // Further lanes are plain TCP: a link over shared memory never grows.
   auto dial = [executor = executor_, options = options_, next = next_,
                hello_base = wire::LinkHello{.from_peer = self_id_, .to_peer = next_.peer_id, .epoch = topology_.epoch,

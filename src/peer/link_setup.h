@@ -1,13 +1,19 @@
-// Builds the links of one proposed ring: dials `lanes` connections to the
-// next peer (link_hello -> link_welcome on each) and collects as many
-// handshaken connections from the previous peer, all within a deadline.
-// The result is a started RingLinks, or the peer to blame. A previous peer
-// not heard from at all by its dial's connect timeout (plus a grace) is
-// blamed then, not at the whole deadline: its dial has failed by then.
+// Builds the links of one proposed ring: `lanes` connections to the next
+// peer (the data goes there) and as many from the previous peer, each
+// handshaken (link_hello -> link_welcome), all within a deadline. Each link
+// is dialed by whichever end the master chose (Topology::receiver_dials,
+// master/link_dialers.h): usually its sender; its receiver when the sender
+// cannot reach it (behind NAT, an inbound firewall, dial_out_only). The
+// result is a started RingLinks, or the peer to blame. A neighbour that was
+// to dial this peer and is not heard from at all by its dial's connect
+// timeout (plus a grace) is blamed then, not at the whole deadline: its
+// dial has failed by then.
 //
 // A lane whose two ends share a host (net/host_identity.h) carries its bytes
 // through a shared-memory ring the dialer offers in its hello; any failure to
 // make or map one leaves that lane on its connection, which works everywhere.
+// The ring's writer makes it, so a link its receiver dials stays on TCP, and
+// it does not grow (lane_tuner.h: the sender, which measures, would dial).
 //
 // Threading: offer_inbound() and cancel() from any thread.
 #pragma once
@@ -62,14 +68,18 @@ class LinkSetup : public std::enable_shared_from_this<LinkSetup> {
   void arm_timer();
   // `whole`: the set-up's timeout passed; else only the first lane's, with nothing heard.
   void deadline_passed(bool whole, std::chrono::milliseconds waited);
-  void dial_lane(uint32_t lane);
+  // `outgoing`: a lane of the link to the next peer (this peer dials it forward), else of
+  // the link from the previous one (dialed here for its receiver).
+  void dial_lane(bool outgoing, uint32_t lane);
+  // Whether every lane the neighbours dial to this peer is up.
+  bool accepted_lanes_up() const;
   // The inbound stream as this lane will use it: over the hello's ring when it maps.
   std::shared_ptr<net::Stream> accept_ring(const wire::LinkHello& hello, const std::shared_ptr<net::Stream>& stream);
   // How the started links may dial further lanes (ring_links.h).
   LaneGrowth growth(uint32_t lanes) const;
   void lane_ready(bool outgoing, uint32_t lane, std::shared_ptr<net::Stream> stream, bool shared_memory);
-  // A lane to the next peer failed: finish now, or once the inbound lanes are up.
-  void outgoing_failed(Outcome outcome);
+  // A lane this peer dialed failed: finish now, or once the lanes it accepts are up.
+  void dial_failed(Outcome outcome);
   void finish(Outcome outcome);
 
   asio::any_io_executor executor_;
@@ -79,6 +89,8 @@ class LinkSetup : public std::enable_shared_from_this<LinkSetup> {
   const SettledLink resume_;
   uint32_t rank_ = 0;
   wire::RingMember next_, prev_;
+  bool dials_out_ = true;   // this peer dials its link to next_ (else next_ dials it)
+  bool dials_in_ = false;   // this peer dials its link from prev_ (else prev_ dials it)
   asio::strand<asio::any_io_executor> strand_;
   asio::steady_timer timer_;  // only on strand_
   std::mutex mu_;
@@ -86,7 +98,7 @@ class LinkSetup : public std::enable_shared_from_this<LinkSetup> {
   std::vector<std::shared_ptr<net::Stream>> out_, in_;  // guarded by mu_
   size_t out_ready_ = 0, in_ready_ = 0;              // guarded by mu_
   SharedMemoryLanes shared_memory_;       // guarded by mu_
-  std::optional<Outcome> outgoing_failure_;  // guarded by mu_; reported once the inbound lanes are up
+  std::optional<Outcome> dial_failure_;  // guarded by mu_; reported once the accepted lanes are up
 };
 
 }  // namespace ferry::peer

@@ -174,13 +174,13 @@ void RingMembership::refuse_or_park(const wire::LinkHello& hello, const std::str
     auto now = Clock::now();
     std::erase_if(parked_links_, [&](const ParkedLink& p) { return now - p.since > options_.timeout; });
     // Before our welcome we do not even know our own id: the hello may still be for us.
-    bool for_us = self_ == 0 || hello.to_peer == self_;
+    bool for_us = self_ == 0 || hello.acceptor() == self_;
     if (!closed_ && for_us && hello.epoch > known && parked_links_.size() < kMaxParkedLinks) {
       // Its sender heard of the ring before we did; keep it until our proposal arrives.
       parked_links_.push_back({hello, welcome_proof, stream, now});
       return;
     }
-    refusal = "link_hello for epoch " + std::to_string(hello.epoch) + " from peer " + std::to_string(hello.from_peer) +
+    refusal = "link_hello for epoch " + std::to_string(hello.epoch) + " from peer " + std::to_string(hello.dialer()) +
               " does not match this peer's ring";
   }
   log().debug("refused a link: {}", refusal);
@@ -191,7 +191,8 @@ void RingMembership::refuse_or_park(const wire::LinkHello& hello, const std::str
 bool RingMembership::is_further_lane(const wire::LinkHello& hello) const {
   const auto& links = committed_.links;
   size_t n = committed_.ring.size();
-  if (closed_ || !links || n < 2 || hello.to_peer != self_ || hello.epoch != links->epoch()) return false;
+  if (closed_ || !links || n < 2 || hello.receiver_dials || hello.to_peer != self_ || hello.epoch != links->epoch())
+    return false;
   uint64_t prev = committed_.ring[(committed_.rank + n - 1) % n].peer_id;
   return hello.from_peer == prev && hello.lanes == links->lanes() && hello.lane >= links->lanes() &&
          hello.lane < wire::kMaxConnectionsPerLink && links->accepts_in_lane(hello.lane);

@@ -140,12 +140,16 @@ struct Hello {
   uint64_t resume_revision = 0;            // the last committed shared-state revision + 1; 0: none
   std::vector<SeqRange> resume_committed{};  // the last collectives of resume_epoch it saw committed
   std::vector<SeqRange> resume_awaiting{};   // collectives of resume_epoch it ended ok and awaits a verdict on
+  // This peer accepts no connection (ferry_comm_params.dial_out_only): it has no p2p
+  // listener, so every link, probe and fetch with it is dialed from its side.
+  uint8_t dial_out_only = 0;
   template <class V> void fields(V& v) {
     v(peer_group); v(advertised_host, Limit{kMaxHostLength}); v(advertised_port);
     v(p2p_connections); v(heartbeat_timeout_ms); v(nonce, Limit{kMaxAuthField}); v(proof, Limit{kMaxAuthField});
     v(silent_link_ms); v(other_hosts, Limit{kMaxOtherHosts, kMaxHostLength});
     v(resume_peer_id); v(resume_epoch); v(resume_ring, Limit{kMaxResumeRing});
     v(resume_revision); v(resume_committed, Limit{kMaxResumeRanges}); v(resume_awaiting, Limit{kMaxResumeRanges});
+    v(dial_out_only);
   }
 };
 
@@ -192,8 +196,14 @@ struct Topology {
   uint32_t peer_group = 0;
   uint32_t p2p_connections = 0;  // lanes per link, agreed for the whole ring
   std::vector<RingMember> ring{};
+  // Who dials each link (master/link_dialers.h): receiver_dials[i] set, the link from
+  // ring[i] to ring[i + 1] is dialed by its receiver, ring[i + 1]; else, or when the
+  // list is shorter, by its sender. The data always flows from ring[i] to ring[i + 1].
+  std::vector<uint8_t> receiver_dials{};
+  bool receiver_dials_link(size_t i) const { return i < receiver_dials.size() && receiver_dials[i] != 0; }
   template <class V> void fields(V& v) {
     v(epoch); v(peer_group); v(p2p_connections); v(ring, Limit{kMaxRingMembers});
+    v(receiver_dials, Limit{kMaxRingMembers});
   }
 };
 
@@ -357,14 +367,20 @@ struct LinkHello {
   // this lane (empty: TCP only). An acceptor with the same key maps the ring.
   std::string host_key{};
   std::string shm_ring{};
+  // The data flows from from_peer to to_peer either way; set, the dialer is
+  // to_peer, the receiver (Topology::receiver_dials), else from_peer.
+  uint8_t receiver_dials = 0;
   template <class V> void fields(V& v) {
     v(from_peer); v(to_peer); v(epoch); v(lane); v(lanes); v(nonce, Limit{kMaxAuthField}); v(proof, Limit{kMaxAuthField});
-    v(host_key, Limit{kMaxHostKey}); v(shm_ring, Limit{kMaxHostKey});
+    v(host_key, Limit{kMaxHostKey}); v(shm_ring, Limit{kMaxHostKey}); v(receiver_dials);
   }
+  uint64_t dialer() const { return receiver_dials ? to_peer : from_peer; }
+  uint64_t acceptor() const { return receiver_dials ? from_peer : to_peer; }
   // What the proof covers besides the nonces.
   std::string context() const {
     return "link:" + std::to_string(from_peer) + ">" + std::to_string(to_peer) + "@" + std::to_string(epoch) + "#" +
-           std::to_string(lane) + "/" + std::to_string(lanes) + ";" + host_key + ";" + shm_ring;
+           std::to_string(lane) + "/" + std::to_string(lanes) + ";" + host_key + ";" + shm_ring +
+           (receiver_dials ? ";<" : "");
   }
 };
 

@@ -117,6 +117,7 @@ ferry_comm* create_peer(const std::string& master, const PeerSettings& s) {
   params.p2p_port_min = params.p2p_port_max = s.port;
   params.advertised_port = s.advertised_port;
   params.master_reconnect_timeout_ms = s.master_reconnect_timeout_ms;
+  params.dial_out_only = s.dial_out_only ? 1 : 0;
   params.shared_memory = s.shared_memory >= 0 ? static_cast<uint32_t>(s.shared_memory) : current_wire() == Wire::shm;
   if (current_wire() == Wire::tls) {
     params.tls_cert_file = cert_path(s.tls_cert).c_str();

@@ -92,6 +92,7 @@ struct PeerSettings {
   uint16_t port = 0;             // p2p_port_min = p2p_port_max; 0: any free one
   uint16_t advertised_port = 0;  // what the master tells neighbours to dial (a proxy's); 0: the listener's
   uint32_t master_reconnect_timeout_ms = 300'000;  // the library's default
+  bool dial_out_only = false;  // ferry_comm_params.dial_out_only: no listener, its links dialed from its side
   // TLS files for a peer made while current_wire() is Wire::tls.
   std::string tls_cert = "peer.pem", tls_key = "peer.key", tls_ca = "ca.pem";
 };

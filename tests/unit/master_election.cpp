@@ -90,3 +90,24 @@ TEST_CASE("election: tensors that may differ are never compared or moved", "[ele
   CHECK(out.plans[1].fetches.empty());
   CHECK(out.plans[2].fetches.empty());
 }
+
+TEST_CASE("election: a holder that accepts no connection serves nobody; held only by such, the sync aborts",
+          "[election][dialers]") {
+  auto dial_out_only = [](SyncCandidate c) {
+    c.serves = false;
+    return c;
+  };
+  auto out = elect_shared_state({dial_out_only(candidate(1, 3, SyncStrategy::enforce_popular, {{"w", 0xA}})),
+                                 candidate(2, 3, SyncStrategy::enforce_popular, {{"w", 0xA}}),
+                                 candidate(3, 3, SyncStrategy::receive_only, {{"w", 0x0}})},
+                                false, 0);
+  REQUIRE(out.status.ok());
+  CHECK(out.plans[3].fetches.at(0).holders == std::vector<uint64_t>{2});
+  CHECK(out.plans[3].addresses.size() == 1);
+  CHECK(out.plans[1].serve_to.empty());
+  auto none = elect_shared_state({dial_out_only(candidate(1, 3, SyncStrategy::enforce_popular, {{"w", 0xA}})),
+                                  candidate(3, 3, SyncStrategy::receive_only, {{"w", 0x0}})},
+                                 false, 0);
+  CHECK(none.status.code == Errc::connect);
+  CHECK(none.status.message.find("'w' is held only by peers that accept no connection") != std::string::npos);
+}

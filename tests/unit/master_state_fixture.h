@@ -52,22 +52,39 @@ inline std::vector<uint64_t> proposed_ring(const Fixture& f) {
 }
 
 // Every member of the last proposal answers as a network where `blocked`
-// ordered pairs cannot connect would have it: the dialer of a blocked link
-// blames its next peer, the far end its previous one (its inbound lane never
-// came). Returns the proposal's ring.
+// ordered pairs (dialer, acceptor) cannot connect would have it: both ends of
+// a link whose dial is blocked blame each other (the dialer's dial failed, the
+// acceptor's lanes never came), a member's link to its next peer first. Each
+// link is dialed as the proposal says (Topology::receiver_dials). Returns the proposal's ring.
 inline std::vector<PeerId> answer_as_network(Fixture& f, const std::set<std::pair<PeerId, PeerId>>& blocked) {
   auto proposals = f.sent<Topology>();
   REQUIRE_FALSE(proposals.empty());
+  const Topology& topology = proposals[0].second;
   std::vector<PeerId> ring;
-  for (auto& m : proposals[0].second.ring) ring.push_back(m.peer_id);
+  for (auto& m : topology.ring) ring.push_back(m.peer_id);
   const size_t n = ring.size();
+  auto link_blocked = [&](size_t i) {  // the link from ring[i] to the next member
+    PeerId from = ring[i], to = ring[(i + 1) % n];
+    return topology.receiver_dials_link(i) ? blocked.count({to, from}) > 0 : blocked.count({from, to}) > 0;
+  };
   for (size_t i = 0; i < n; ++i) {
     PeerId self = ring[i], next = ring[(i + 1) % n], prev = ring[(i + n - 1) % n];
-    PeerId blamed = blocked.count({self, next}) ? next : blocked.count({prev, self}) ? prev : 0;
+    PeerId blamed = link_blocked(i) ? next : link_blocked((i + n - 1) % n) ? prev : 0;
     f.answer(static_cast<ConnId>(self), proposals[0].second.epoch, blamed);  // conn n joined as peer n
   }
   f.step();
   return ring;
+}
+
+// Who dials the link from -> to of the last proposal (Topology::receiver_dials); 0: no such link.
+inline PeerId dialer_of(const Fixture& f, PeerId from, PeerId to) {
+  auto proposals = f.sent<Topology>();
+  if (proposals.empty()) return 0;
+  const Topology& t = proposals[0].second;
+  for (size_t i = 0; i < t.ring.size(); ++i)
+    if (t.ring[i].peer_id == from && t.ring[(i + 1) % t.ring.size()].peer_id == to)
+      return t.receiver_dials_link(i) ? to : from;
+  return 0;
 }
 
 inline bool uses(const std::vector<PeerId>& ring, PeerId from, PeerId to) {

@@ -87,6 +87,11 @@ void check_consistency(const BenchArgs& args) {
     throw ArgsError("--baseline: 'gloo' or 'arrival' (all-reduce) or 'tcp' (sync) are known");
   }
   if (!args.hosts.empty() && args.wan_topology.empty()) throw ArgsError("--hosts needs --wan-topology");
+  for (int i : args.dial_out_only)
+    if (i >= args.peers) {
+      throw ArgsError("--dial-out-only names peer " + std::to_string(i) + ", but there are " +
+                      std::to_string(args.peers) + " (from 0)");
+    }
   if (args.tls && args.tls_dir.empty() && !args.master.empty()) {
     throw ArgsError("--tls with --master: pass --tls-dir with the certificates that master trusts");
   }
@@ -179,6 +184,11 @@ std::optional<BenchArgs> parse_bench_args(int argc, char** argv) {
                  "off keeps every byte on TCP")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  app.add_option("--dial-out-only", args.dial_out_only,
+                 "Peer indices (comma-separated, from 0) that accept no connection (ferry_comm_params.dial_out_only: "
+                 "no p2p listener, their links dialed from their side), as behind NAT or an inbound firewall")
+      ->delimiter(',')
+      ->check(CLI::Range(0, 63));
   app.add_option("--io-threads", args.io_threads, "Communicator I/O threads per peer (default: ferry's)")
       ->check(CLI::Range(1u, 64u));
   app.add_option("--chunk-bytes", args.chunk_bytes, "Largest pipelining chunk, bytes (default: ferry's)")
@@ -281,6 +291,11 @@ std::vector<std::string> peer_forwarded_args(const BenchArgs& args) {
   if (args.io_threads != 0) out.insert(out.end(), {"--io-threads", std::to_string(args.io_threads)});
   if (args.chunk_bytes != 0) out.insert(out.end(), {"--chunk-bytes", std::to_string(args.chunk_bytes)});
   if (!args.shared_memory) out.insert(out.end(), {"--shared-memory", "off"});
+  if (!args.dial_out_only.empty()) {
+    std::string peers;
+    for (int i : args.dial_out_only) peers += (peers.empty() ? "" : ",") + std::to_string(i);
+    out.insert(out.end(), {"--dial-out-only", peers});
+  }
   if (!args.secret_file.empty()) out.insert(out.end(), {"--secret-file", args.secret_file});
   if (!args.tls_dir.empty()) out.insert(out.end(), {"--tls-dir", args.tls_dir});
   if (args.workload == "sync") {

@@ -65,6 +65,7 @@ struct BenchArgs {
   std::string secret_file;        // run secret for master and peers; "" for none
   bool tls = false;               // TLS on every connection of ferry's run
   bool shared_memory = true;      // ferry_comm_params.shared_memory (same-host ring links)
+  std::vector<int> dial_out_only;  // peer indices with ferry_comm_params.dial_out_only (no p2p listener)
   std::string tls_dir;            // ca.pem, master.pem/.key, peer.pem/.key; "" (with tls): throwaway ones
   std::string bin_dir;            // "" looks next to this executable
   double timeout_s = 0;           // 0 derives one from the work (run_deadline_s)

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdlib>
 #include <functional>
@@ -57,6 +58,7 @@ void PeerSession::join() {
   if (!args_.congestion_control.empty()) params.congestion_control = args_.congestion_control.c_str();
   if (args_.peer_timeout_ms != 0) params.timeout_ms = args_.peer_timeout_ms;
   params.shared_memory = args_.shared_memory ? 1 : 0;
+  params.dial_out_only = std::count(args_.dial_out_only.begin(), args_.dial_out_only.end(), args_.peer_index) ? 1 : 0;
   if (!args_.secret_file.empty()) params.secret_file = args_.secret_file.c_str();
   const std::string cert = args_.tls_dir + "/peer.pem", key = args_.tls_dir + "/peer.key",
                     ca = args_.tls_dir + "/ca.pem";

@@ -109,6 +109,7 @@ class CommParams(ctypes.Structure):
         ("shared_memory", ctypes.c_uint32),
         ("master_reconnect_timeout_ms", ctypes.c_uint32),
         ("master_connect_timeout_ms", ctypes.c_uint32),
+        ("dial_out_only", ctypes.c_uint32),
     ]
 
 

@@ -123,6 +123,10 @@ class Communicator:
         master_connect_timeout_ms: how long connect() keeps dialing a master that does not
             answer yet (default 60000; 0: one dial), so peers may start before their master.
             A refused address gets 10 tries (~5.5 s) within it, an unresolvable name one.
+        dial_out_only: True for a machine that accepts no connection (behind NAT, a cloud
+            security group or a firewall admitting nothing inbound) but can dial out: it
+            opens no p2p listener and the master has its links dialed from its side; two
+            such peers are never ring neighbours (False: it listens; ferry.h has the rest).
 
     Raises InvalidArgumentError for bad values, ConnectError when no p2p port can be bound.
     """
@@ -150,6 +154,7 @@ class Communicator:
         shared_memory: Optional[bool] = None,
         master_reconnect_timeout_ms: Optional[int] = None,
         master_connect_timeout_ms: Optional[int] = None,
+        dial_out_only: Optional[bool] = None,
     ) -> None:
         self._ptr: Optional[_lib.CommPtr] = None
         self._closed = False
@@ -174,7 +179,7 @@ class Communicator:
             congestion_control=congestion_control, secret_file=secret_file, tls_cert_file=tls_cert_file,
             tls_key_file=tls_key_file, tls_ca_file=tls_ca_file, shared_memory=shared_memory,
             master_reconnect_timeout_ms=master_reconnect_timeout_ms,
-            master_connect_timeout_ms=master_connect_timeout_ms)
+            master_connect_timeout_ms=master_connect_timeout_ms, dial_out_only=dial_out_only)
         ptr = _lib.CommPtr()
         _lib.check(lib.ferry_comm_create(ctypes.byref(params), ctypes.byref(ptr)), "ferry_comm_create")
         del strings  # copied by ferry_comm_create

@@ -78,7 +78,8 @@ def comm_params(master: Any, *, peer_group: Optional[int] = None, connections: O
                 secret_file: Any = None, tls_cert_file: Any = None, tls_key_file: Any = None,
                 tls_ca_file: Any = None, shared_memory: Optional[bool] = None,
                 master_reconnect_timeout_ms: Optional[int] = None,
-                master_connect_timeout_ms: Optional[int] = None) -> Tuple[_lib.CommParams, _Strings]:
+                master_connect_timeout_ms: Optional[int] = None,
+                dial_out_only: Optional[bool] = None) -> Tuple[_lib.CommParams, _Strings]:
     """A ferry_comm_params from Communicator's arguments, None leaving ferry_comm_params_init's
     default; keep the second value alive until ferry_comm_create returns (it copies the strings)."""
     strings = _Strings()
@@ -116,8 +117,9 @@ def comm_params(master: Any, *, peer_group: Optional[int] = None, connections: O
     if secret_file is not None:
         params.secret_file = strings.path("secret_file", secret_file)
     _tls(params, strings, tls_cert_file, tls_key_file, tls_ca_file)
-    if shared_memory is not None:
-        if not isinstance(shared_memory, bool):
-            raise InvalidArgumentError(f"shared_memory must be True, False or None, got {shared_memory!r}")
-        params.shared_memory = int(shared_memory)
+    for field, value in (("shared_memory", shared_memory), ("dial_out_only", dial_out_only)):
+        if value is not None:
+            if not isinstance(value, bool):
+                raise InvalidArgumentError(f"{field} must be True, False or None, got {value!r}")
+            setattr(params, field, int(value))
     return params, strings

@@ -6,6 +6,7 @@ import threading
 import time
 
 import numpy as np
+import pytest
 
 import ferry
 from harness import join, make_peer, run_threads
@@ -76,3 +77,25 @@ def test_optimize_topology_remeasures_and_every_member_sees_the_same_ring(addres
         assert ring == results[0][0]
         assert count == 6 and connections == {8}  # probed afresh, before any collective
         assert out == results[0][3]
+
+
+def test_dial_out_only_peers_keep_their_place(address):
+    """Two of four peers accept no connection (dial_out_only=True): the ring still holds all
+    four, the two never neighbours, and every peer ends with the same sum."""
+
+    def body(i):
+        with join(address, 4, dial_out_only=i % 2 == 1, shared_memory=False) as comm:
+            out = comm.all_reduce(np.full(1000, i + 1, dtype=np.float32), op="sum")
+            return comm.ring(), out, comm.peer_id
+
+    results = run_threads(4, body)
+    closed = {results[1][2], results[3][2]}
+    for ring, out, _ in results:
+        assert ring == results[0][0] and len(ring) == 4
+        assert not any(ring[r] in closed and ring[(r + 1) % 4] in closed for r in range(4))
+        assert np.all(out == 10.0)
+
+
+def test_dial_out_only_takes_a_bool_only(address):
+    with pytest.raises(ferry.InvalidArgumentError, match="dial_out_only"):
+        make_peer(address, dial_out_only=1)

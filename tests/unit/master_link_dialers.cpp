@@ -1,0 +1,122 @@
+// Who dials each ring link (master/link_dialers.h): the sender when it can,
+// else the receiver; peers that accept nothing (dial_out_only) and pairs whose
+// dial failed, on the master's state machine.
+#include <catch2/catch.hpp>
+
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "master/link_dialers.h"
+#include "master_state_fixture.h"
+
+using namespace ferry;
+using namespace ferry::master;
+using namespace ferry::wire;
+using namespace ferry::master::testing;
+
+namespace {
+
+// Joins conn as a peer that takes no connection.
+PeerId join_dial_out_only(Fixture& f, ConnId conn) {
+  Hello h = f.hello_of(conn);
+  h.advertised_port = 0;
+  h.dial_out_only = 1;
+  PeerId id = f.say(conn, h);
+  REQUIRE(id != 0);
+  return id;
+}
+
+// Every link of `t` has a dialer that may reach the other end.
+bool every_dialer_can_reach(const Topology& t, const std::set<PeerId>& closed) {
+  const size_t n = t.ring.size();
+  for (size_t i = 0; i < n; ++i) {
+    PeerId from = t.ring[i].peer_id, to = t.ring[(i + 1) % n].peer_id;
+    PeerId acceptor = t.receiver_dials_link(i) ? from : to;
+    if (closed.count(acceptor)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("link dialers: the sender where it can, else the receiver, else the sender", "[master][dialers]") {
+  const std::set<std::pair<uint64_t, uint64_t>> blocked{{1, 2}, {3, 1}, {1, 3}};
+  CanDial can_dial = [&](uint64_t from, uint64_t to) { return blocked.count({from, to}) == 0; };
+  // 1 -> 2 is blocked (2 dials), 2 -> 3 open, 3 -> 1 blocked both ways (3 dials and fails).
+  CHECK(assign_dialers({1, 2, 3}, can_dial) == std::vector<uint8_t>{1, 0, 0});
+  CHECK(assign_dialers({2, 3}, can_dial).empty());  // every sender dials: the short form
+  CHECK(assign_dialers({1}, can_dial).empty());
+  CHECK(linkable(1, 2, can_dial));
+  CHECK_FALSE(linkable(1, 3, can_dial));
+}
+
+TEST_CASE("master: dial-out-only peers get every link dialed from their side and are never neighbours",
+          "[master][dialers]") {
+  Fixture f;
+  f.join(1);
+  f.all_ready();
+  join_dial_out_only(f, 2);
+  f.join(3);
+  join_dial_out_only(f, 4);
+  f.state.on_message(1, TopologyVote{});
+  f.step();
+  auto proposals = f.sent<Topology>();
+  REQUIRE(proposals.size() == 4);
+  const Topology& t = proposals[0].second;
+  REQUIRE(t.ring.size() == 4);
+  CHECK(every_dialer_can_reach(t, {2, 4}));
+  auto ring = proposed_ring(f);
+  for (PeerId closed : {2, 4})
+    for (PeerId other : {2, 4}) CHECK_FALSE(uses(ring, closed, other));
+  // Two links into dial-out-only peers: their receivers dial them.
+  CHECK(std::count(t.receiver_dials.begin(), t.receiver_dials.end(), 1) == 2);
+  for (auto& [conn, topology] : proposals) CHECK(topology.receiver_dials == t.receiver_dials);  // one view
+  f.all_ready();
+  CHECK(f.state.ring(0).size() == 4);
+  CHECK(f.last.closes.empty());
+}
+
+TEST_CASE("master: a dial-out-only peer advertises no port, and one that listens must", "[master][dialers][misuse]") {
+  Fixture f;
+  Hello h = f.hello_of(1);
+  h.dial_out_only = 1;  // but advertises 5001
+  CHECK(f.say(1, h) == 0);
+  CHECK(f.kick_of(1).reason == "a dial-out-only peer advertises no p2p port");
+  Hello g = f.hello_of(2);
+  g.advertised_port = 0;
+  CHECK(f.say(2, g) == 0);
+  CHECK(f.kick_of(2).reason == "advertised p2p port is 0");
+}
+
+TEST_CASE("master: two dial-out-only peers and one that listens: one of them waits, nobody is evicted",
+          "[master][dialers]") {
+  Fixture f;
+  f.join(1);
+  f.all_ready();
+  join_dial_out_only(f, 2);
+  join_dial_out_only(f, 3);
+  f.state.on_message(1, TopologyVote{});
+  f.step();
+  auto ring = proposed_ring(f);
+  CHECK(ring.size() == 2);  // 1 and one of them: a ring of three would join 2 and 3
+  CHECK(f.last.closes.empty());
+}
+
+TEST_CASE("master: a link whose dial failed is dialed by its receiver next time, and the joiner stays",
+          "[master][dialers]") {
+  Fixture f;
+  f.ring_of(3);
+  f.join(4);
+  vote_in(f, 3);
+  // Nobody can dial 4 (a firewall drops its inbound SYNs), but 4 dials out.
+  const std::set<std::pair<PeerId, PeerId>> blocked{{1, 4}, {2, 4}, {3, 4}};
+  int rounds = 0;
+  while (f.state.ring(0).size() < 4 && f.last.closes.empty() && rounds < 10) {
+    answer_as_network(f, blocked);
+    ++rounds;
+  }
+  CHECK(rounds == 2);  // one failed dial, then 4 dials its predecessor's link itself
+  CHECK(f.last.closes.empty());
+  CHECK(f.state.ring(0).size() == 4);
+}
