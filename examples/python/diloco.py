@@ -87,11 +87,13 @@ def work_note(diloco: DiLoCo) -> str:
 def run_diloco(peer: Peer, **options) -> None:
     """DiLoCo through the library: ferry.diloco.DiLoCo does the outer step, joins and retries.
     ``options``: DiLoCo's fragments, overlap, merge, alpha (async_diloco.py, streaming_diloco.py).
-    --inner-time runs it time-boxed; --step-time pads every inner step (a GPU of that speed)."""
+    --inner-time runs it time-boxed (capped at --inner-steps per phase unless --no-step-cap);
+    --step-time pads every inner step (a GPU of that speed)."""
     args = peer.args
     schedule = dict(inner_time=args.inner_time) if args.inner_time else {}
+    capped = not (args.inner_time and args.no_step_cap)
     with peer.communicator() as comm:
-        diloco = DiLoCo(comm, peer.model, peer.optimizer, None if args.inner_time else args.inner_steps,
+        diloco = DiLoCo(comm, peer.model, peer.optimizer, args.inner_steps if capped else None,
                         outer_lr=args.outer_lr, outer_momentum=args.outer_momentum, quant=args.quant,
                         min_peers=args.min_peers, log=peer.log, **schedule, **options)
         diloco.join()

@@ -49,9 +49,11 @@ def parser(description: str) -> argparse.ArgumentParser:
                    help="spend at least this many seconds per outer step (sleeping the rest): emulates slower "
                         "compute, so that joins and kills land mid-run in demos and tests")
     p.add_argument("--inner-time", type=float,
-                   help="time-boxed DiLoCo: seconds per inner phase instead of --inner-steps steps; every peer runs "
-                        "the steps that fit, weighted by them (a slow GPU adds fewer steps instead of holding the "
-                        "others back)")
+                   help="time-boxed DiLoCo: seconds per inner phase; every peer runs the steps that fit, at most "
+                        "--inner-steps, weighted by them (a slow GPU adds fewer steps instead of holding the others "
+                        "back; when none is slow, every peer runs --inner-steps: plain DiLoCo)")
+    p.add_argument("--no-step-cap", action="store_true",
+                   help="with --inner-time: no cap of --inner-steps per phase (the pure time box)")
     p.add_argument("--step-time", type=float, default=0.0,
                    help="spend at least this many seconds per inner step (sleeping the rest): a GPU of that speed "
                         "(tools/diloco-bench gives one peer a multiple of it: a slower GPU)")

@@ -58,6 +58,8 @@
  *     and ferry_peers_pending run one at a time on a communicator: one
  *     called while another thread's is in progress waits for it first, and
  *     the bounds given for each do not count that wait.
+ *     ferry_comm_set_label is no collective: any thread, any time, on its
+ *     own schedule per peer.
  *   - No call may race with the destroy of the handle it uses. To end calls
  *     blocked on a communicator from another thread (Ctrl-C), use
  *     ferry_comm_abort, then destroy it once they have returned.
@@ -607,6 +609,24 @@ typedef struct ferry_link_info {
    FERRY_ERR_MASTER_LOST, FERRY_ERR_KICKED. */
 FERRY_API ferry_result ferry_comm_link_matrix(ferry_comm* comm, ferry_link_info* links, size_t capacity,
                                               size_t* count);
+
+/* Sets the line the master shows beside this peer in /status ("label" of
+   its entry in "peers") and on the dashboard (added in 0.3): what the peer
+   wants its operator to see, say its work per outer step (ferry.diloco's
+   time-boxed mode reports its inner steps and share). Optional, and display
+   only: nothing the master or any peer decides reads it, no call waits for
+   it, and no collective or vote carries it. `label` is a NUL-terminated
+   string of at most 128 bytes of printable ASCII (0x20..0x7E: one line of
+   a table cell); "" clears it. The library copies it: the caller keeps
+   ownership of `label`, which need outlive the call only. May be called
+   from any thread, before ferry_connect too (the label goes out once the
+   master welcomes this peer) and as often as the caller likes: each change
+   queues one small frame to the master, fire and forget; a master dialed
+   again, or started again, gets the current label after its welcome. Does
+   not block. A failed communicator keeps the label and sends it nowhere.
+   Errors: FERRY_ERR_INVALID_ARGUMENT (NULL comm or label, longer than 128
+   bytes, a byte outside 0x20..0x7E; ferry_last_error() names it). */
+FERRY_API ferry_result ferry_comm_set_label(ferry_comm* comm, const char* label);
 
 /* Ends this peer's membership now, from any thread, while other threads may
    be blocked in calls on the same communicator (added in 0.3): what a Ctrl-C

@@ -41,6 +41,7 @@ struct Peer {
   uint64_t heard_ms = 0;
   uint64_t collectives_ok = 0;     // verdicts of collectives it began
   uint64_t collectives_failed = 0;
+  std::string label;               // its peer_label: shown on /status, read by nothing that decides
 };
 
 // A ring offered to its members (a topology), until it commits or is superseded.

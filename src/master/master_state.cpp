@@ -65,7 +65,7 @@ void MasterState::dispatch(ConnId conn, const wire::Message& message) {
                       std::is_same_v<M, wire::CollectiveBegin> || std::is_same_v<M, wire::CollectiveEnd> ||
                       std::is_same_v<M, wire::SyncBegin> || std::is_same_v<M, wire::Leave> ||
                       std::is_same_v<M, wire::LinkReport> || std::is_same_v<M, wire::LinkMatrixQuery> ||
-                      std::is_same_v<M, wire::ProbeDone>) {
+                      std::is_same_v<M, wire::ProbeDone> || std::is_same_v<M, wire::PeerLabel>) {
           handle(peer, m);
         } else {
           kick(conn, Errc::protocol,

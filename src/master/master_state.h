@@ -264,6 +264,8 @@ class MasterState {
   void handle(Peer& peer, const wire::LinkMatrixQuery& m);
 
   // --- master_view.cpp ------------------------------------------------------------
+  // A peer's status label (display only: kept for the view, nothing else reads it).
+  void handle(Peer& peer, const wire::PeerLabel& m);
   // The smallest bandwidth along `order` as a ring; unset unless every hop is measured.
   std::optional<double> bottleneck_of(Group& group, const std::vector<PeerId>& order);
 

@@ -28,6 +28,13 @@ std::optional<double> MasterState::bottleneck_of(Group& group, const std::vector
   return smallest;
 }
 
+void MasterState::handle(Peer& peer, const wire::PeerLabel& m) {
+  // Any peer past its hello may label itself, a joiner too: its cell says what it is waiting with.
+  if (std::string problem = wire::label_problem(m.label); !problem.empty())
+    return kick(peer.conn, Errc::protocol, problem);
+  peer.label = m.label;
+}
+
 RunView MasterState::view() {
   RunView view;
   view.now_ms = now_ms_;
@@ -90,6 +97,7 @@ RunView MasterState::view() {
     p.heard_ms = peer.heard_ms;
     p.collectives_ok = peer.collectives_ok;
     p.collectives_failed = peer.collectives_failed;
+    p.label = peer.label;
     view.peers.push_back(std::move(p));
   }
   return view;

@@ -60,6 +60,7 @@ struct PeerView {
   uint64_t heard_ms = 0;         // the last message from it
   uint64_t collectives_ok = 0;
   uint64_t collectives_failed = 0;
+  std::string label;             // what the peer says of itself (ferry_comm_set_label); empty: nothing
 };
 
 struct RunView {

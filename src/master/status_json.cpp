@@ -93,7 +93,8 @@ std::string status_json(const RunView& view, const MasterStats& stats, const Run
                      {"heartbeat_age_s", age_s(p.heard_ms)},
                      {"ring_position", optional_value(p.rank)},
                      {"collectives_ok", p.collectives_ok},
-                     {"collectives_failed", p.collectives_failed}});
+                     {"collectives_failed", p.collectives_failed},
+                     {"label", p.label.empty() ? json(nullptr) : json(p.label)}});
   doc["peers"] = std::move(peers);
   json history = json::array();
   for (const CollectiveRecord& r : journal.collectives())

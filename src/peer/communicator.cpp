@@ -51,6 +51,7 @@ Communicator::Communicator(CommConfig config)
                [this] { return ResumeRecord::too_large(resume_snapshot()); },
                [this](const Status& why) { die(why); }}),
       calls_(state_, session_, membership_, *ops_, redial_, config_.timeout),
+      label_(session_),
       watchdog_strand_(asio::make_strand(io_.get_executor())),
       watchdog_(watchdog_strand_) {
   // Raised before anything opens descriptors; the caps on strangers are sized from it.
@@ -293,6 +294,7 @@ void Communicator::begin_issued(CollectiveOp& op, const std::optional<Status>& n
 // --- what the master says --------------------------------------------------------------------
 
 void Communicator::on_welcome(uint64_t peer_id) {
+  label_.on_welcome();
   if (redial_.on_welcome(peer_id)) return;  // a redial's: the peer resumed (or died)
   membership_.set_self(peer_id);
   std::lock_guard lock(state_.mu);

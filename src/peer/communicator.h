@@ -17,6 +17,7 @@
 //   ring_membership.h  the ring proposed and committed, its links' set-up and reports
 //   op_registry.h      the collectives in flight: numbering, life cycle, chunk routing
 //   p2p_inbound.h      connections other peers open to us, and our dials to holders
+//   status_label.h     the line the master shows beside this peer (fire and forget)
 //
 // Threads:
 //  - API calls (connect, update_topology, peers_pending, allreduce_async,
@@ -60,6 +61,7 @@
 #include "peer/resume_record.h"
 #include "peer/ring_membership.h"
 #include "peer/shared_state_sync.h"
+#include "peer/status_label.h"
 
 namespace ferry::peer {
 
@@ -106,6 +108,9 @@ class Communicator final : private MasterSession::Events {
   // The group's link matrix as the master holds it (master/link_matrix.h),
   // after this peer's own unreported measurements. Blocks up to config.timeout.
   std::vector<wire::LinkEntry> link_matrix() { return calls_.link_matrix(); }
+  // The line the master shows beside this peer (status_label.h). Any thread, any time; does not
+  // block. Throws Error(invalid_argument) for a label the master would refuse.
+  void set_label(std::string label) { label_.set(std::move(label)); }
 
  private:
   using Phase = PeerState::Phase;
@@ -127,7 +132,10 @@ class Communicator final : private MasterSession::Events {
   void on_call_refused(const wire::CallRefused& refused) override { calls_.on_call_refused(refused); }
   void on_link_matrix(wire::LinkMatrix& matrix) override { calls_.on_link_matrix(matrix); }
   void on_probe_round(const wire::ProbeRound& round) override;
-  void on_session_failed(const Status& why) override { redial_.on_session_failed(why); }
+  void on_session_failed(const Status& why) override {
+    label_.on_session_lost();
+    redial_.on_session_failed(why);
+  }
   void on_master_gone(const Status& why) override { die(why); }
 
   void on_fetch_hello(const wire::FetchHello& hello, const std::string& welcome_proof,
@@ -154,6 +162,7 @@ class Communicator final : private MasterSession::Events {
   LinkProber prober_;  // answers through session_: declared after it, so it goes first
   MasterRedial redial_;
   MasterCalls calls_;
+  StatusLabel label_;  // sends through session_: declared after it
   std::shared_ptr<net::Listener> listener_;  // null: dial_out_only
   asio::strand<asio::io_context::executor_type> watchdog_strand_;
   asio::steady_timer watchdog_;  // only on watchdog_strand_

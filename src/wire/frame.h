@@ -19,7 +19,7 @@ inline constexpr uint32_t kFrameMagic = 0x31595246;  // "FRY1" on the wire
 // 6: topology_vote.min_world/hold_ms (ferry_wait_for_world). 7: call_refused (calls out of order),
 // collective_begin.root and kinds barrier/broadcast. 8: going_away (a master stopped on purpose),
 // collective_result.pending. 9: hello.dial_out_only, topology.receiver_dials, link_hello.receiver_dials
-// (a link dialed from whichever end can).
+// (a link dialed from whichever end can); peer_label (a peer's status label, ferry_comm_set_label).
 inline constexpr uint16_t kProtocolVersion = 9;
 inline constexpr size_t kFrameHeaderBytes = 12;
 // Control payloads are small; the largest is a ring listing. 4 MiB holds a

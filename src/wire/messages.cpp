@@ -76,8 +76,21 @@ const char* message_type_name(uint16_t type) {
     case MessageType::going_away: return "going_away";
     case MessageType::probe_done: return "probe_done";
     case MessageType::probe_hello: return "probe_hello";
+    case MessageType::peer_label: return "peer_label";
   }
   return "unknown";
+}
+
+std::string label_problem(std::string_view label) {
+  if (label.size() > kMaxPeerLabel)
+    return "a peer label is at most " + std::to_string(kMaxPeerLabel) + " bytes, got " + std::to_string(label.size());
+  for (size_t i = 0; i < label.size(); ++i) {
+    const auto c = static_cast<unsigned char>(label[i]);
+    if (c < 0x20 || c > 0x7E)
+      return "a peer label holds printable ASCII only (0x20..0x7E); byte " + std::to_string(i) + " is 0x" +
+             "0123456789abcdef"[c >> 4] + "0123456789abcdef"[c & 15];
+  }
+  return {};
 }
 
 std::vector<uint8_t> encode_message(const Message& message) {

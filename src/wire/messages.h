@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -38,6 +39,7 @@ enum class MessageType : uint16_t {
   link_report = 9,
   link_matrix_query = 10,
   probe_done = 11,
+  peer_label = 12,
   // master -> peer
   welcome = 64,
   topology = 65,
@@ -85,6 +87,8 @@ inline constexpr size_t kMaxHostKey = 256;    // link_hello's host key and ring 
 // A link matrix is N(N-1) entries of 53 bytes: a 256-peer group's fits in a
 // control frame (wire::kMaxControlPayload); larger groups get their first entries.
 inline constexpr size_t kMaxLinkMatrixEntries = 256 * 255;
+// A peer's status label (peer_label): one short line for a table cell.
+inline constexpr size_t kMaxPeerLabel = 128;
 
 // Authentication (core/run_secret.h): whoever accepts a connection speaks
 // first with a nonce; the dialer answers with its own nonce and a proof over
@@ -559,11 +563,28 @@ struct ProbeHello {
   }
 };
 
+// Peer -> master, fire and forget: a short line the master shows beside this peer on
+// /status and the dashboard (ferry_comm_set_label; DiLoCo's work per outer step, say).
+// Display only: nothing the master decides reads it, nothing answers it, so it is never
+// on the coordination path. Sent once the peer is welcomed, whenever it changes, and again
+// after every welcome (a master started again learns it too). Empty: no label. Printable
+// ASCII only (label_problem): a master kicks a peer that sends anything else.
+struct PeerLabel {
+  static constexpr MessageType kType = MessageType::peer_label;
+  std::string label{};
+  template <class V> void fields(V& v) { v(label, Limit{kMaxPeerLabel}); }
+};
+
+// Why `label` may not be a peer label (longer than kMaxPeerLabel bytes, or a byte outside
+// printable ASCII 0x20..0x7E: it lands in JSON and HTML cells, one line each); empty if it may.
+std::string label_problem(std::string_view label);
+
 using Message = std::variant<Hello, Welcome, TopologyVote, Topology, TopologyReady, TopologyDone,
                              PendingQuery, PendingCount, CollectiveBegin, CollectiveGo, CollectiveEnd,
                              CollectiveResult, Kick, Heartbeat, Leave, LinkHello, LinkWelcome, SyncBegin, SyncPlan,
                              FetchHello, AuthChallenge, LinkChallenge, LinkReport, LinkMatrixQuery, LinkMatrix,
-                             ProbeRound, ProbeDone, ProbeHello, CollectivePending, CallRefused, GoingAway>;
+                             ProbeRound, ProbeDone, ProbeHello, CollectivePending, CallRefused, GoingAway,
+                             PeerLabel>;
 
 MessageType message_type(const Message& message);
 const char* message_type_name(uint16_t type);

@@ -34,6 +34,7 @@ D = 2**53 + 1  # 9007199254740993; as a double it would read ...0992
 NOW = 1764280300.0
 HOSTILE_EVENT = '<script>window.__ferry_injected = 1</script><img src="x" onerror="window.__ferry_injected = 2">'
 HOSTILE_ADDRESS = '<b id="injected">10.0.0.3</b>:4000'
+HOSTILE_LABEL = '<b>outer 1</b>: 3 steps'  # printable ASCII: a master lets it through, the page shows it as text
 JOIN_D = "rank 3 (peer 9007199254740993 at 10.0.0.4) joined"
 LOST_C = "rank 2 (peer 1764280000303 at 10.0.0.3) lost: no heartbeat for 6 s (killed)"
 
@@ -83,10 +84,14 @@ class FixtureMaster:
             self._server = None
 
 
+# The peers' labels (/status "label"; null when a peer set none).
+LABELS = {A: "outer 3: 97 steps, 0 samples, share 24% of 4", C: HOSTILE_LABEL}
+
+
 def peer(pid, rank, address, state="member", position=None):
     return {"id": pid, "group": 0, "rank": rank, "address": address, "host": address.rsplit(":", 1)[0],
             "state": state, "joined_unix": NOW - 200, "heartbeat_age_s": 0.3,
-            "ring_position": position, "collectives_ok": 40, "collectives_failed": 1}
+            "ring_position": position, "collectives_ok": 40, "collectives_failed": 1, "label": LABELS.get(pid)}
 
 
 def event(dt, kind, pid, text):
@@ -190,6 +195,9 @@ def test_page_follows_a_run_with_a_join_a_kill_and_the_master_gone(master, artif
         assert driver.execute_script(
             "return document.querySelectorAll('#events script, #events img, #peers-table b').length") == 0
         assert next(p for p in snap["peers"] if p["id"] == str(C))["address"] == HOSTILE_ADDRESS
+        # What each peer says of itself (ferry_comm_set_label), as text; none: an empty cell.
+        says = {p["id"]: p["says"] for p in snap["peers"]}
+        assert says == {str(A): LABELS[A], str(B): "", str(C): HOSTILE_LABEL}, says
         cd.save_screenshot(driver, str(artifacts / "dashboard-3-peers.png"))
 
         # A joiner waits outside the ring; its id, past 2^53, keeps every digit.

@@ -228,3 +228,39 @@ TEST_CASE("master status: a group's gauges drop to 0 when its last peer leaves, 
   CHECK(has_line(text, "ferry_master_ring_size{group=\"0\"} 0"));
   CHECK(has_line(text, "ferry_master_collectives_in_flight{group=\"0\"} 0"));
 }
+
+TEST_CASE("master status: a peer's label is shown beside it, changes nothing else, and a bad one is a violation",
+          "[master][status]") {
+  Fixture f;
+  f.ring_of(2);
+  const PeerId joiner = f.join(3);
+  const uint64_t epoch = f.state.epoch(0);
+  f.state.on_message(1, PeerLabel{"outer 4: 97 steps, share 26%"});
+  f.state.on_message(3, PeerLabel{"waiting"});  // a joiner may label itself too
+  f.step();
+  CHECK(f.last.sends.empty());  // fire and forget: nothing answers a label
+  CHECK(f.state.epoch(0) == epoch);
+  json doc = json::parse(status_json(f.state.view(), f.state.stats(), f.state.journal(), StatusContext{}));
+  std::map<uint64_t, json> labels;
+  for (const json& p : doc["peers"]) labels[p["id"].get<uint64_t>()] = p["label"];
+  REQUIRE(labels.size() == 3);
+  size_t shown = 0, none = 0;
+  for (const auto& [id, label] : labels) {
+    if (label.is_null()) ++none;
+    else if (label == "outer 4: 97 steps, share 26%" || (id == joiner && label == "waiting")) ++shown;
+  }
+  CHECK(shown == 2);
+  CHECK(none == 1);
+
+  f.state.on_message(1, PeerLabel{""});  // empty: no label again
+  f.step();
+  doc = json::parse(status_json(f.state.view(), f.state.stats(), f.state.journal(), StatusContext{}));
+  size_t labelled = 0;
+  for (const json& p : doc["peers"]) labelled += !p["label"].is_null();
+  CHECK(labelled == 1);
+
+  f.state.on_message(2, PeerLabel{"two\nlines"});
+  f.step();
+  REQUIRE(f.closed(2));
+  CHECK(f.kick_of(2).reason.find("printable ASCII") != std::string::npos);
+}

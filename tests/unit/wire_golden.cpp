@@ -76,7 +76,7 @@ struct Golden {
   const char* hex;  // the whole frame: header | fields
 };
 
-// Header: magic "FRY1" | version 8 | type | payload length.
+// Header: magic "FRY1" | version 9 | type | payload length.
 const std::vector<Golden>& goldens() {
   static const std::vector<Golden> all = [] {
     std::vector<Golden> v;
@@ -167,6 +167,8 @@ const std::vector<Golden>& goldens() {
         "46525931 0900 4c00 0d000000 | 07000000 05000000 6f72646572");
     add(GoingAway{"bye"},
         "46525931 0900 4d00 07000000 | 03000000 627965");
+    add(PeerLabel{"outer 3"},
+        "46525931 0900 0c00 0b000000 | 07000000 6f757465722033");
     return v;
   }();
   return all;

@@ -65,7 +65,7 @@ std::vector<Message> one_of_each() {
           ProbeDone{7, 1, {{1, 2, 0, 25'000'000, 24'000'000, 50'000, 1000, 1u << 26, 0, 8}}, {4}},
           ProbeHello{1, 2, 7, 1, "n", "p", "boot/net/mnt"},
           CollectivePending{9, 17, {2, 3}}, CallRefused{7, "out of order"},
-          GoingAway{"the master was stopped"}};
+          GoingAway{"the master was stopped"}, PeerLabel{"outer 12: 97 steps, share 24%"}};
 }
 
 }  // namespace
@@ -225,4 +225,19 @@ TEST_CASE("wire: the largest resume record a peer sends fits the hello a strange
   CHECK(decode_message(static_cast<uint16_t>(MessageType::hello),
                        std::span<const uint8_t>(frame).subspan(kFrameHeaderBytes))
             .status.ok());
+}
+
+TEST_CASE("wire: a peer label is printable ASCII of at most kMaxPeerLabel bytes", "[wire]") {
+  CHECK(label_problem("").empty());
+  CHECK(label_problem("outer 12: 97 steps, share 24% ~").empty());
+  CHECK(label_problem(std::string(kMaxPeerLabel, 'x')).empty());
+  CHECK(label_problem(std::string(kMaxPeerLabel + 1, 'x')).find("at most 128 bytes, got 129") != std::string::npos);
+  CHECK(label_problem("tab\there").find("byte 3 is 0x09") != std::string::npos);
+  CHECK(label_problem("caf\xc3\xa9").find("byte 3 is 0xc3") != std::string::npos);
+  CHECK(label_problem(std::string("nul\0", 4)).find("byte 3 is 0x00") != std::string::npos);
+  // The decoder holds the length too: a longer label never reaches the master's state.
+  const auto frame = encode_message(PeerLabel{std::string(kMaxPeerLabel + 1, 'x')});
+  CHECK_FALSE(decode_message(static_cast<uint16_t>(MessageType::peer_label),
+                             std::span<const uint8_t>(frame).subspan(kFrameHeaderBytes))
+                  .status.ok());
 }

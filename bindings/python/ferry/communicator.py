@@ -413,6 +413,21 @@ class Communicator:
                 return LinkMatrix(Link.from_c(e) for e in entries[:count.value])
             entries = (_lib.LinkInfoC * count.value)()  # a report may add entries meanwhile: loop
 
+    def set_label(self, label: str) -> None:
+        """The line the master shows beside this peer on ``/status`` (its ``label``) and the
+        dashboard (``ferry_comm_set_label``): at most 128 characters of printable ASCII, "" for
+        none. Display only and fire and forget: it never blocks and nothing waits for it; set
+        before connect() it goes out once the master welcomes this peer. DiLoCo's time-boxed
+        mode sets it to each outer step's work. InvalidArgumentError for a label the master
+        would refuse (too long, a character outside printable ASCII)."""
+        if not isinstance(label, str):
+            raise InvalidArgumentError(f"set_label: label must be a str, got {type(label).__name__}")
+        if "\0" in label:  # the C string would end there: say so rather than send a shorter label
+            raise InvalidArgumentError("set_label: a peer label holds printable ASCII only; it holds a NUL")
+        with self._call("set_label") as ptr:
+            code = _lib.lib().ferry_comm_set_label(ptr, label.encode("utf-8"))
+        _lib.check(code, "set_label")
+
     @property
     def shared_memory_lanes(self) -> int:
         """How many of this peer's ring connections (out plus in) go through shared memory."""

@@ -14,12 +14,20 @@ optimizer (AdamW in the paper). Every H = ``sync_every`` inner steps:
 ``w_i`` is 1 for a peer that trained the interval and 0 for one admitted during the
 reduction (it has nothing to contribute), so the mean divides by the peers that trained.
 
-**Time-boxed** (``inner_time=T`` instead of ``sync_every``; for peers of unequal speed): the
-inner phase lasts T seconds on each peer's own clock instead of H steps, every peer runs the
-steps that fit, and ``w_i`` is the work it did (``weight_by``: "steps", the default there,
-or "samples"), 0 below ``min_work``. A slow GPU then adds fewer steps instead of holding the
-others back; ``work`` shows each outer step's steps and share. How the phase is timed, and
-why a skewed clock cannot stall the group: ferry/work.py.
+**Time-boxed** (``inner_time=T``; for peers of unequal speed): the inner phase lasts T
+seconds on each peer's own clock instead of H steps, every peer runs the steps that fit, and
+``w_i`` is the work it did (``weight_by``: "steps", the default there, or "samples"), 0 below
+``min_work``. A slow GPU then adds fewer steps instead of holding the others back; ``work``
+shows each outer step's steps and share, and the master's /status and dashboard show it too
+(``Communicator.set_label``; ``show_work``). With ``sync_every=H`` as well (recommended), H
+caps the phase: it ends after T seconds or H steps, whichever comes first. Set T a little
+above what a fast peer needs for H steps: when nobody is slow, every peer then runs exactly H
+steps with equal weights, which *is* synchronous DiLoCo (no cost when nothing is slow), and
+when the whole group speeds up, a phase still holds no more local drift than the H the run
+was tuned for; the price is that a fast peer done with H steps waits out the rest of T at the
+reduction. The cap is not the default because without an H there is nothing to cap at: T
+alone is the pure time box. How the phase is timed, and why a skewed clock cannot stall the
+group: ferry/work.py.
 
 **Module buffers** (``sync_buffers=True``, the default): BatchNorm's running statistics and
 the like travel with the outer step's reduction (float buffers: the weighted mean; integer
@@ -121,7 +129,8 @@ class DiLoCo:
         model: the module being trained (its parameters are the local copy).
         inner_optimizer: the optimizer the caller steps (AdamW in the paper); it is only
             saved and restored here (its state stays local, as in DiLoCo).
-        sync_every: H, inner steps per outer step (the paper: 500); None with inner_time.
+        sync_every: H, inner steps per outer step (the paper: 500); with inner_time, the most
+            inner steps a phase may hold (None: no cap; module docstring).
         outer_lr: the outer SGD's learning rate (the paper: 0.7).
         outer_momentum: its Nesterov momentum (the paper: 0.9); 0 for plain SGD (the
             momentum then is not shared).
@@ -149,6 +158,9 @@ class DiLoCo:
         clock: the time-box clock (default time.monotonic; only this peer's durations count).
         sync_buffers: sync the model's buffers at every outer step (module docstring); False
             leaves each peer's its own.
+        show_work: after every outer step, set this peer's label on the master's /status
+            and dashboard to its work (``Communicator.set_label``, WorkStats.label()); None
+            (default): in the time-boxed mode only. Never on the coordination path.
 
     One class with options rather than a ``StreamingDiLoCo`` beside it: F = 1 without overlap
     *is* DiLoCo, and a second class would repeat every join, retry and checkpoint path.
@@ -170,15 +182,15 @@ class DiLoCo:
                  merge: str = "progress", alpha: float = 0.5,
                  outer_device: Union[None, str, torch.device] = None, inner_time: Optional[float] = None,
                  weight_by: Optional[str] = None, min_work: float = 1, clock: Callable[[], float] = time.monotonic,
-                 sync_buffers: bool = True) -> None:
+                 sync_buffers: bool = True, show_work: Optional[bool] = None) -> None:
         if inner_time is not None:
-            if sync_every is not None:
-                raise InvalidArgumentError("give sync_every (steps per outer step) or inner_time (seconds), not both")
             if not isinstance(inner_time, (int, float)) or not inner_time > 0:
                 raise InvalidArgumentError(f"inner_time must be a positive number of seconds, got {inner_time!r}")
             weight_by = weight_by or "steps"
-        elif not isinstance(sync_every, int) or isinstance(sync_every, bool) or sync_every < 1:
-            raise InvalidArgumentError(f"sync_every must be a positive int, got {sync_every!r}")
+        if (sync_every is not None or inner_time is None) and (
+                not isinstance(sync_every, int) or isinstance(sync_every, bool) or sync_every < 1):
+            what = "the most inner steps a time-boxed phase may hold" if inner_time is not None else "sync_every"
+            raise InvalidArgumentError(f"{what} must be a positive int, got {sync_every!r}")
         parse_quant(quant)  # an unknown name fails here, not at the first outer step
         if not isinstance(min_peers, int) or min_peers < 1:
             raise InvalidArgumentError(f"min_peers must be a positive int, got {min_peers!r}")
@@ -202,8 +214,10 @@ class DiLoCo:
         lists = fragment_parameters(model, fragments)
         if sync_every is not None and sync_every % len(lists):
             raise InvalidArgumentError(f"sync_every ({sync_every}) must be a multiple of the fragments ({len(lists)})")
-        # inner steps between sync points (fixed schedule), or the time box's seconds
-        self.period = None if sync_every is None else sync_every // len(lists)
+        # inner steps between sync points (fixed schedule), or the time box's seconds and its cap in steps
+        self.period = None if sync_every is None or inner_time is not None else sync_every // len(lists)
+        self.cap = None if sync_every is None or inner_time is None else sync_every // len(lists)
+        self.show_work = inner_time is not None if show_work is None else bool(show_work)
         self.inner_time = inner_time
         self.box = TimeBox(None if inner_time is None else inner_time / len(lists), clock)
         self.meter = WorkMeter(len(lists), weight_by, min_work)
@@ -366,7 +380,11 @@ class DiLoCo:
         self.meter.add(self.outer_step, samples)
         self.steps_run += 1
         self.window_steps += 1
-        if not (self.box.due() if self.period is None else self.window_steps == self.period):
+        if self.period is not None:
+            due = self.window_steps == self.period
+        else:
+            due = self.box.due() or (self.cap is not None and self.window_steps >= self.cap)
+        if not due:
             return False
         sync_point = self.synced + 1
         self.synced, self.window_steps = sync_point, 0
@@ -444,7 +462,9 @@ class DiLoCo:
             self.buffers.load(means[1:], contributed=total > 0)
         if not self.overlap:
             fragment.outer.load_into(fragment.params)
-        self.meter.settled((sync_point - 1) // len(self.fragments), weight, total, self.comm.group_world_size)
+        entry = self.meter.settled((sync_point - 1) // len(self.fragments), weight, total, self.comm.group_world_size)
+        if self.show_work and sync_point % len(self.fragments) == 0:
+            self.comm.set_label(entry.label())  # display only: one small frame, nothing waits for it
 
     def _finish_pending(self) -> None:
         pending, self.pending = self.pending, None

@@ -61,6 +61,12 @@ class WorkStats:
         """This peer's part of the outer step's update (weight / group_weight)."""
         return self.weight / self.group_weight if self.group_weight else 0.0
 
+    def label(self) -> str:
+        """One line for the master's /status and dashboard (printable ASCII, well under the
+        128 characters a label may hold): "outer 12: 97 steps, 0 samples, share 24% of 4"."""
+        return (f"outer {self.outer_step}: {self.steps} steps, {self.samples} samples, "
+                f"share {self.share * 100:.0f}% of {self.world}")
+
 
 class TimeBox:
     """A window of ``seconds`` on ``clock``; ``seconds`` None: never due (the fixed schedule)."""
@@ -124,11 +130,12 @@ class WorkMeter:
         del self.log[:-WORK_LOG_LENGTH]
         return entry
 
-    def settled(self, outer_step: int, weight: float, total: float, world: int) -> None:
+    def settled(self, outer_step: int, weight: float, total: float, world: int) -> WorkStats:
         entry = self.record(outer_step)
         entry.weight += weight
         entry.group_weight += total
         entry.world = world
+        return entry
 
     def state(self) -> Dict[str, object]:
         return {"since_sync": list(self.since_sync)}

@@ -55,11 +55,11 @@ def test_a_with_block_left_by_an_exception_finishes_nothing(address):
 
 def test_options_fail_at_construction(address):
     """An unknown quantization (before: found at the first outer step, after H inner steps),
-    a bad min_peers, both or neither of sync_every and inner_time, a bad weight_by."""
+    a bad min_peers, neither sync_every nor inner_time, a bad cap, a bad weight_by."""
     model = torch.nn.Linear(2, 2)
     inner = torch.optim.SGD(model.parameters(), lr=0.1)
     comm = ferry.Communicator(address, **PEER_ARGS)
-    for bad in (dict(quant="u9"), dict(quant="int8"), dict(min_peers=0), dict(inner_time=1.0),
+    for bad in (dict(quant="u9"), dict(quant="int8"), dict(min_peers=0), dict(inner_time=1.0, sync_every=0),
                 dict(sync_every=None), dict(sync_every=None, inner_time=0), dict(sync_every=None, inner_time=1.0,
                                                                                  weight_by="flops"),
                 dict(sync_every=True), dict(min_work=-1)):

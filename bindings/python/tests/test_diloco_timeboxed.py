@@ -18,10 +18,11 @@ import pytest
 import torch
 
 import ferry
-from diloco_peer import OUTER_LR, OUTER_MOMENTUM, PEER_ARGS, gradient
+from diloco_peer import OUTER_LR, OUTER_MOMENTUM, PEER_ARGS, Vector, gradient
 from ferry.diloco import DiLoCo, OuterOptimizer
 from harness import HERE, child_env, reap, run_threads, run_with_own_master
 from timeboxed_peer import STEP_S, timeboxed_toy, toy_step
+from watch_http import status, wait_for
 
 
 def bits(tensors) -> bytes:
@@ -39,6 +40,21 @@ class VirtualClock:
 
     def tick(self) -> None:
         self.now += self.cost
+
+
+def hand_reference(steps, weights, outer_steps):
+    """The toy's theta after outer_steps outer steps in which peer i runs steps[i] inner steps
+    and weighs its pseudo-gradient by weights[i]: theta - lr (d + m b), d = sum w_i d_i / sum w_i."""
+    outer = OuterOptimizer([torch.zeros(4)], OUTER_LR, OUTER_MOMENTUM)
+    for t in range(outer_steps):
+        total = torch.zeros(4)
+        for shard in range(len(steps)):
+            local = outer.params[0].clone()
+            for i in range(steps[shard]):
+                local.add_(gradient(shard, t * steps[shard] + i), alpha=-1.0)
+            total += (outer.params[0] - local) * weights[shard]
+        outer.step(total.div_(sum(weights)))
+    return outer.params[0]
 
 
 def test_weighted_outer_step_against_a_hand_reference(address):
@@ -59,22 +75,72 @@ def test_weighted_outer_step_against_a_hand_reference(address):
 
     results = run_threads(3, body)
     steps, weights = (4, 2, 1), (4.0, 2.0, 0.0)
-    outer = OuterOptimizer([torch.zeros(4)], OUTER_LR, OUTER_MOMENTUM)
-    for t in range(outer_steps):
-        total = torch.zeros(4)
-        for shard in range(3):
-            local = outer.params[0].clone()
-            for i in range(steps[shard]):
-                local.add_(gradient(shard, t * steps[shard] + i), alpha=-1.0)
-            total += (outer.params[0] - local) * weights[shard]
-        outer.step(total.div_(sum(weights)))
-    assert outer.params[0].abs().sum() > 0
+    reference = hand_reference(steps, weights, outer_steps)
+    assert reference.abs().sum() > 0
     for shard, (returned, theta, work) in enumerate(results):
         assert returned == ([False] * (steps[shard] - 1) + [True]) * outer_steps
-        assert torch.equal(theta, outer.params[0]), (theta, outer.params[0])
+        assert torch.equal(theta, reference), (theta, reference)
         assert [(w.outer_step, w.steps, w.weight, w.group_weight, w.world) for w in work] == \
             [(t, steps[shard], weights[shard], 6.0, 3) for t in range(outer_steps)]
     assert results[0][2][0].share == pytest.approx(4 / 6) and results[2][2][0].share == 0
+
+
+def test_a_capped_phase_ends_at_h_steps_and_shows_its_work(watched):
+    """sync_every=H with inner_time caps a phase at H steps: peers of costs 1, 1 and 2 with a
+    box of 4 and H = 3 run 3, 3 and 2 steps (the fast ones stop at the cap, the slow one at the
+    box), weighted 3, 3 and 2, bit for bit against the hand reference. Each peer's label on the
+    master's /status shows its last outer step's work (show_work, on by default here)."""
+    master, base = watched
+    address = f"127.0.0.1:{master.port}"
+    costs, outer_steps, steps = (1, 1, 2), 2, (3, 3, 2)
+
+    def body(shard):
+        clock = VirtualClock(costs[shard])
+        with ferry.Communicator(address, **PEER_ARGS) as comm, \
+                timeboxed_toy(comm, inner_time=4, cap=3, clock=clock, min_peers=3) as diloco:
+            k = 0
+            while diloco.outer_step < outer_steps:
+                toy_step(diloco, shard, k, clock.tick)
+                k += 1
+            me = comm.peer_id
+            want = f"outer {outer_steps - 1}: {steps[shard]} steps, 0 samples, share {steps[shard] * 100 / 8:.0f}% of 3"
+            wait_for("this peer's work on /status", lambda: any(
+                p["id"] == me and p["label"] == want for p in status(base)["peers"]))
+            comm.barrier()  # nobody leaves (and drops off /status) before every label was seen
+            return diloco.outer_params[0].clone(), [(w.steps, w.weight) for w in diloco.work]
+
+    results = run_threads(3, body)
+    reference = hand_reference(steps, [float(s) for s in steps], outer_steps)
+    for shard, (theta, work) in enumerate(results):
+        assert torch.equal(theta, reference), (theta, reference)
+        assert work == [(steps[shard], float(steps[shard]))] * outer_steps
+
+
+def test_a_capped_phase_at_equal_speeds_is_synchronous_diloco():
+    """Equal costs and a box nobody fills: every phase ends at the cap, H steps on every peer
+    with equal weights: the fixed schedule's theta (the weighted mean divides H d_i by n H:
+    the same mean, up to rounding)."""
+    def run(timeboxed):
+        with ferry.Master("127.0.0.1:0") as master:
+            def body(shard):
+                clock = VirtualClock(1)
+                with ferry.Communicator(f"127.0.0.1:{master.port}", **PEER_ARGS) as comm:
+                    model = Vector(1)
+                    inner = torch.optim.SGD(model.parameters(), lr=1.0)
+                    schedule = dict(inner_time=100, clock=clock) if timeboxed else {}
+                    with DiLoCo(comm, model, inner, 3, outer_lr=OUTER_LR, outer_momentum=OUTER_MOMENTUM,
+                                min_peers=2, **schedule) as diloco:
+                        k = 0
+                        while diloco.outer_step < 3:
+                            toy_step(diloco, shard, k, clock.tick)
+                            k += 1
+                        return diloco.outer_params[0].clone(), [w.steps for w in diloco.work]
+            return run_threads(2, body)
+
+    fixed, boxed = run(False), run(True)
+    for (theta_f, steps_f), (theta_b, steps_b) in zip(fixed, boxed):
+        assert steps_f == steps_b == [3, 3, 3]
+        assert torch.allclose(theta_b, theta_f, rtol=1e-6, atol=1e-7), (theta_b, theta_f)
 
 
 def mlp_peer(address, shard, options, costs=(1, 2, 3), outer_steps=3, batch=None):

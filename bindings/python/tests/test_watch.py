@@ -56,6 +56,36 @@ def test_status_and_metrics_follow_a_run(watched):
             p.close()
 
 
+def test_a_peer_label_shows_on_status_and_a_bad_one_is_refused(watched):
+    """Communicator.set_label (ferry_comm_set_label): set before connect it reaches /status once
+    the master welcomes the peer, a change replaces it, "" clears it; a label the master would
+    refuse fails at the call, naming why, and leaves the shown one as it was."""
+    master, base = watched
+    comm = ferry.Communicator(f"127.0.0.1:{master.port}", listen_host="127.0.0.1", timeout_ms=10_000)
+    try:
+        comm.set_label("warming up")
+
+        def shown():  # the one peer's entry ({} until /status has it: it is published twice a second)
+            peers = status(base)["peers"]
+            return peers[0] if len(peers) == 1 else {}
+
+        comm.connect()
+        assert wait_for("the label set before connect", lambda: shown().get("label") == "warming up")
+        comm.set_label("outer 3: 97 steps, 0 samples, share 24% of 4")
+        wait_for("the new label", lambda: shown().get("label") == "outer 3: 97 steps, 0 samples, share 24% of 4")
+        for bad, why in (("x" * 129, "at most 128 bytes, got 129"), ("two\nlines", r"printable ASCII.*0x0a"),
+                         ("caf\u00e9", r"printable ASCII.*0xc3"), ("nul\0", "NUL"), (7, "must be a str")):
+            with pytest.raises(ferry.InvalidArgumentError, match=why):
+                comm.set_label(bad)
+        comm.set_label("")
+        wait_for("no label", lambda: "label" in shown() and shown()["label"] is None)
+        assert shown()["state"] == "member"  # a label changes nothing else: still a member, never kicked
+    finally:
+        comm.close()
+    with pytest.raises(ferry.InvalidUsageError, match="closed"):
+        comm.set_label("late")
+
+
 def rss_bytes() -> int:
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")

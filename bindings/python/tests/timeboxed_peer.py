@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 import time
-from typing import Callable, List
+from typing import Callable, List, Optional
 
 import torch
 
@@ -25,10 +25,11 @@ TIMEBOX_S, STEP_S = 0.25, 0.01
 
 
 def timeboxed_toy(comm: ferry.Communicator, layers: int = 1, inner_time: float = TIMEBOX_S,
-                  **kwargs) -> DiLoCo:
+                  cap: Optional[int] = None, **kwargs) -> DiLoCo:
+    """The toy, time-boxed; `cap`: its sync_every (the most inner steps a phase may hold)."""
     model = Vector(layers)
     inner = torch.optim.SGD(model.parameters(), lr=1.0)
-    return DiLoCo(comm, model, inner, None, outer_lr=OUTER_LR, outer_momentum=OUTER_MOMENTUM, inner_time=inner_time,
+    return DiLoCo(comm, model, inner, cap, outer_lr=OUTER_LR, outer_momentum=OUTER_MOMENTUM, inner_time=inner_time,
                   **kwargs)
 
 
