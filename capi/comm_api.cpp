@@ -8,6 +8,7 @@
 #include "capi/api_guard.h"
 #include "capi/comm_handle.h"
 #include "capi/device_staging.h"
+#include "capi/op_handle.h"
 #include "capi/tls_params.h"
 #include "core/dtype.h"
 #include "core/quant.h"
@@ -16,14 +17,6 @@
 #include "net/socket_options.h"
 #include "peer/allreduce_retry.h"
 #include "peer/communicator.h"
-
-struct ferry_op {
-  std::shared_ptr<ferry::peer::AllreduceOp> impl;
-  // Device buffers (desc->device): the host copy the op reduces in place,
-  // delivered to device_recv once it succeeds.
-  std::unique_ptr<ferry::capi::StagedBuffer> staged;
-  void* device_recv = nullptr;
-};
 
 using ferry::Errc;
 using ferry::Error;
@@ -149,6 +142,10 @@ void check_buffers(const void* send, void* recv, size_t count, ferry::DType dtyp
     throw Error(Errc::invalid_argument, "send and recv overlap without being the same buffer");
 }
 
+}  // namespace
+
+namespace ferry::capi {
+
 void fill_info(ferry_op_info* info, const ferry::peer::OpInfo& from) {
   if (!info) return;
   ferry_op_info full{};
@@ -163,7 +160,15 @@ void fill_info(ferry_op_info* info, const ferry::peer::OpInfo& from) {
   ferry::capi::write_versioned(info, info->struct_size, full);
 }
 
-}  // namespace
+void check_info(const ferry_op_info* info) {
+  if (info && info->struct_size < sizeof(uint32_t))
+    throw Error(Errc::invalid_argument, "info->struct_size is not set");
+}
+
+}  // namespace ferry::capi
+
+using ferry::capi::check_info;
+using ferry::capi::fill_info;
 
 extern "C" {
 
@@ -316,11 +321,6 @@ ferry_op issue(ferry_comm* comm, const void* send, void* recv, size_t count, con
   return op;
 }
 
-void check_info(const ferry_op_info* info) {
-  if (info && info->struct_size < sizeof(uint32_t))
-    throw Error(Errc::invalid_argument, "info->struct_size is not set");
-}
-
 void finish(const std::shared_ptr<ferry::peer::AllreduceOp>& op, ferry_op_info* info) {
   ferry::peer::OpInfo result;
   ferry::Status st = op->wait(&result);
@@ -329,6 +329,7 @@ void finish(const std::shared_ptr<ferry::peer::AllreduceOp>& op, ferry_op_info* 
 }
 
 void finish_op(ferry_op& op, ferry_op_info* info) {
+  if (op.gather) return ferry::capi::finish_gather(op, info);
   finish(op.impl, info);
   if (op.staged && op.device_recv) op.staged->deliver(op.device_recv);
 }
@@ -382,7 +383,7 @@ ferry_result ferry_op_test(ferry_op* op, int* done) {
   return guarded([&] {
     require(op, "op");
     require(done, "done");
-    *done = op->impl->finished() ? 1 : 0;
+    *done = (op->gather ? op->gather->finished() : op->impl->finished()) ? 1 : 0;
   });
 }
 

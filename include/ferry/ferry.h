@@ -8,20 +8,22 @@
  * death into a clean error on every survivor. Bulk data flows peer to peer.
  *
  * Guarantees
- *   - Every peer ends every successful all-reduce with bit-identical results.
+ *   - Every peer ends every successful all-reduce and all-gather with
+ *     bit-identical results.
  *   - An operation either succeeds on every peer of its world or fails on every
  *     surviving peer (the master commits or aborts it for all of them).
  *   - Every blocking call has a deadline; nothing waits forever.
  *
  * Conventions
- *   - Every call returns a ferry_result, except these fifteen, which report
+ *   - Every call returns a ferry_result, except these seventeen, which report
  *     no failure: ferry_version, ferry_version_number, ferry_strerror,
  *     ferry_last_error, ferry_result_is_retryable, ferry_dtype_size (0 for
  *     an invalid dtype), ferry_quant_name ("unknown" for an invalid value),
  *     the *_init functions (ferry_master_params_init,
  *     ferry_comm_params_init, ferry_allreduce_desc_init,
- *     ferry_allreduce_job_init, ferry_tensor_init, ferry_shared_state_init)
- *     and the destroy functions (ferry_master_destroy, ferry_comm_destroy).
+ *     ferry_allreduce_job_init, ferry_all_gather_desc_init,
+ *     ferry_tensor_init, ferry_shared_state_init) and the destroy functions
+ *     (ferry_master_destroy, ferry_comm_destroy, ferry_gathered_destroy).
  *     On a failed ferry_result, ferry_last_error() gives the precise message
  *     for the calling thread.
  *   - Handles are opaque and typed. Destroy functions accept NULL.
@@ -43,7 +45,8 @@
  *     ferry_update_topology, ferry_optimize_topology, ferry_wait_for_world,
  *     ferry_peers_pending, the all-reduces (ferry_allreduce,
  *     ferry_allreduce_async, ferry_allreduce_multiple_with_retry),
- *     ferry_barrier, ferry_broadcast and ferry_sync_shared_state) must be
+ *     ferry_barrier, ferry_broadcast, the all-gathers (ferry_all_gather,
+ *     ferry_all_gather_async) and ferry_sync_shared_state) must be
  *     issued in the same order on every peer of a group, as with MPI; the
  *     master checks this and fails mismatches with FERRY_ERR_MISMATCH: an
  *     all-reduce whose parameters differ (the message names the fields,
@@ -867,6 +870,94 @@ FERRY_API ferry_result ferry_op_test(ferry_op* op, int* done);
    thread, each exactly once. NULL `op`, or an `info` whose struct_size is
    unset, returns FERRY_ERR_INVALID_ARGUMENT and leaves the op unreleased. */
 FERRY_API ferry_result ferry_op_wait(ferry_op* op, ferry_op_info* info);
+
+/* ------------------------------------------------------------------------ */
+/* All-gather                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* Added in 0.3. Every member contributes a byte buffer of its own length
+   (zero allowed; the lengths may differ); every member receives every
+   contribution, concatenated in rank order (FERRY_ATTR_RANK), the same bytes
+   on every peer. The master agrees the call like any collective (the tags
+   and the call must match; the lengths are exchanged through it, never
+   required equal) and starts it with every member's length, so no peer needs
+   to know the others' lengths in advance.
+   On the wire: a ring of N-1 steps that forwards each rank's block to the
+   next peer, pipelined in chunks over the link's connections (the
+   all-reduce's striping, lane tuning, shared memory on one host and TLS).
+   Each peer receives every other member's contribution once and sends all
+   but its successor's: (N - 1) x the mean contribution received by each
+   peer (sum of the others' lengths), about as many sent; no arithmetic.
+   On failure (a member lost mid-way, a deadline, a mismatch) the op fails
+   on every peer alike with the same result, retryable like an all-reduce
+   (FERRY_ERR_PEER_LOST: ferry_update_topology, then call again); there is
+   never a partial result. */
+typedef struct ferry_all_gather_desc {
+  uint32_t struct_size;       /* sizeof(ferry_all_gather_desc); set by _init */
+  /* Names the operation; must match on every peer at the same position in
+     the collective order (else FERRY_ERR_MISMATCH everywhere). Default 0. */
+  uint64_t tag;
+} ferry_all_gather_desc;
+
+FERRY_API void ferry_all_gather_desc_init(ferry_all_gather_desc* desc);
+
+/* An all-gather's result: every member's bytes in rank order. Owned by the
+   caller from ferry_all_gather(_async) until ferry_gathered_destroy (NULL
+   allowed), which may come at any time, even before the op is waited (the
+   library keeps what it still writes alive itself). Its bytes are allocated
+   by the library when the master starts the op (the sum of the lengths) and
+   are readable only once the op succeeded; they stay valid, unchanged, until
+   ferry_gathered_destroy. Reading from several threads at once is fine. */
+typedef struct ferry_gathered ferry_gathered;
+
+/* Collective: gathers `bytes` bytes of `send` from every member (see above).
+   `send` is borrowed until the call returns (it is copied once, when the op
+   starts). On success *result is a new ferry_gathered; on failure it is
+   NULL. `info` may be NULL; its bytes_sent / bytes_received count payload.
+   Blocks, deadlines and thread-safety as ferry_allreduce (the deadlines are
+   the communicator's timeout_ms to start, progress_timeout_ms without
+   progress, 2 * timeout_ms to commit).
+   Errors: FERRY_ERR_INVALID_ARGUMENT (NULL comm, desc or result, NULL send
+   with bytes > 0, desc not initialised, the lengths together more than this
+   process can address), FERRY_ERR_INVALID_USAGE (not connected),
+   FERRY_ERR_MISMATCH (another member called something else here, or another
+   tag), FERRY_ERR_PEER_LOST, FERRY_ERR_TIMEOUT, FERRY_ERR_MASTER_LOST,
+   FERRY_ERR_KICKED, FERRY_ERR_PROTOCOL (a neighbour sent a malformed or
+   corrupted chunk), FERRY_ERR_SYSTEM (the result could not be allocated). */
+FERRY_API ferry_result ferry_all_gather(ferry_comm* comm, const void* send, size_t bytes,
+                                        const ferry_all_gather_desc* desc, ferry_gathered** result,
+                                        ferry_op_info* info);
+
+/* Issues the all-gather described for ferry_all_gather and returns at once,
+   like ferry_allreduce_async (ordering, tags, concurrency with other
+   collectives in flight: the same rules). *op is waited with ferry_op_wait
+   (or polled with ferry_op_test) exactly once; *result is a new handle at
+   once, whose bytes become readable when ferry_op_wait returns FERRY_OK.
+   The library borrows `send` until ferry_op_wait returns.
+   Errors (immediate; both outputs NULL then): FERRY_ERR_INVALID_ARGUMENT,
+   FERRY_ERR_INVALID_USAGE, FERRY_ERR_MASTER_LOST, FERRY_ERR_KICKED.
+   Everything else (as ferry_all_gather) is reported by ferry_op_wait. */
+FERRY_API ferry_result ferry_all_gather_async(ferry_comm* comm, const void* send, size_t bytes,
+                                              const ferry_all_gather_desc* desc, ferry_gathered** result,
+                                              ferry_op** op);
+
+/* The whole result: the members' count, the concatenated bytes (NULL when
+   every length was 0) and their total. Any output may be NULL. Does not
+   block; any thread.
+   Errors: FERRY_ERR_INVALID_ARGUMENT (NULL gathered), FERRY_ERR_INVALID_USAGE
+   (the op has not succeeded: not waited yet, or failed). */
+FERRY_API ferry_result ferry_gathered_layout(const ferry_gathered* gathered, uint32_t* members,
+                                             const void** data, size_t* total_bytes);
+
+/* Rank `rank`'s contribution: a pointer into the result and its length.
+   Either output may be NULL. Does not block; any thread.
+   Errors: FERRY_ERR_INVALID_ARGUMENT (NULL gathered, rank not below the
+   members' count), FERRY_ERR_INVALID_USAGE (the op has not succeeded). */
+FERRY_API ferry_result ferry_gathered_part(const ferry_gathered* gathered, uint32_t rank, const void** data,
+                                           size_t* bytes);
+
+/* Frees a result (the pointers it gave out die with it). NULL is allowed. */
+FERRY_API void ferry_gathered_destroy(ferry_gathered* gathered);
 
 /* ------------------------------------------------------------------------ */
 /* Several all-reduces, retried through failures                             */

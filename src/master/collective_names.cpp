@@ -33,6 +33,7 @@ std::string collective_kind_name(uint8_t raw) {
     case wire::CollectiveKind::shared_state: return "sync_shared_state";
     case wire::CollectiveKind::barrier: return "barrier";
     case wire::CollectiveKind::broadcast: return "broadcast";
+    case wire::CollectiveKind::all_gather: return "all_gather";
   }
   return "collective kind " + std::to_string(raw);
 }
@@ -40,6 +41,8 @@ std::string collective_kind_name(uint8_t raw) {
 std::string describe_collective(const wire::CollectiveBegin& b) {
   if (b.kind == static_cast<uint8_t>(wire::CollectiveKind::broadcast))
     return "broadcast(" + std::to_string(b.count) + " bytes, root " + std::to_string(b.root) + ")";
+  if (b.kind == static_cast<uint8_t>(wire::CollectiveKind::all_gather))
+    return "all_gather(tag " + std::to_string(b.tag) + ", " + std::to_string(b.count) + " bytes here)";
   if (b.kind != static_cast<uint8_t>(wire::CollectiveKind::allreduce)) return collective_kind_name(b.kind);
   return "all_reduce(count " + std::to_string(b.count) + ", " + dtype_text(b.dtype) + ", " + op_text(b.op) + ", tag " +
          std::to_string(b.tag) + ", " + quant_text(b.quant, b.quant_block) + ")";
@@ -55,6 +58,8 @@ std::string collective_differences(const wire::CollectiveBegin& a, const wire::C
     differ(a.count == b.count, "bytes " + std::to_string(a.count) + " vs " + std::to_string(b.count));
     differ(a.root == b.root, "root " + std::to_string(a.root) + " vs " + std::to_string(b.root));
   }
+  if (a.kind == b.kind && a.kind == static_cast<uint8_t>(wire::CollectiveKind::all_gather))
+    differ(a.tag == b.tag, "tag " + std::to_string(a.tag) + " vs " + std::to_string(b.tag));
   if (a.kind == b.kind && a.kind == static_cast<uint8_t>(wire::CollectiveKind::allreduce)) {
     differ(a.count == b.count, "count " + std::to_string(a.count) + " vs " + std::to_string(b.count));
     differ(a.dtype == b.dtype, "dtype " + dtype_text(a.dtype) + " vs " + dtype_text(b.dtype));

@@ -14,7 +14,7 @@ namespace ferry::master {
 void MasterState::handle(Peer& peer, const wire::CollectiveBegin& m) {
   using Kind = wire::CollectiveKind;
   if (m.kind != static_cast<uint8_t>(Kind::allreduce) && m.kind != static_cast<uint8_t>(Kind::barrier) &&
-      m.kind != static_cast<uint8_t>(Kind::broadcast))
+      m.kind != static_cast<uint8_t>(Kind::broadcast) && m.kind != static_cast<uint8_t>(Kind::all_gather))
     return kick(peer.conn, Errc::protocol, "collective_begin of unknown kind " + std::to_string(m.kind));
   begin_collective(peer, m, nullptr);
 }
@@ -87,6 +87,12 @@ void MasterState::start_collective(Group& group, uint32_t seq) {
   Collective& c = group.collectives.at(seq);
   c.go_sent = true;
   c.go_ms = now_ms_;
+  if (!c.begins.empty() && c.begins.begin()->second.kind == static_cast<uint8_t>(wire::CollectiveKind::all_gather)) {
+    // Every member's own size, in ring order: each one sizes its result and checks its chunks by them.
+    wire::GatherGo go{.epoch = group.epoch, .seq = seq};
+    for (PeerId id : group.ring) go.sizes.push_back(c.begins.at(id).count);
+    return send_all(group.ring, go);
+  }
   if (c.sync_begins.empty()) return send_all(group.ring, wire::CollectiveGo{.epoch = group.epoch, .seq = seq});
   std::vector<SyncCandidate> candidates;
   for (auto& [id, begin] : c.sync_begins) {

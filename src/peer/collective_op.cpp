@@ -22,6 +22,11 @@ void CollectiveOp::plan(const wire::SyncPlan&) {
                                                  std::to_string(seq_) + ", which is not a sync"));
 }
 
+void CollectiveOp::gather_go(const wire::GatherGo&) {
+  fail_local(Status::failure(Errc::protocol, "the master started collective " + std::to_string(seq_) +
+                                                 " as an all-gather, but it is not one"));
+}
+
 bool CollectiveOp::begin_running() {
   {
     std::lock_guard lock(mu_);

@@ -72,6 +72,7 @@ class CollectiveOp {
   // The master's start signals; a kind that gets the other one fails (protocol).
   virtual void go();
   virtual void plan(const wire::SyncPlan& plan);
+  virtual void gather_go(const wire::GatherGo& go);
   void verdict(const Status& verdict);
   // The master's answer to our request for a late verdict: the others still run
   // (wire::CollectivePending). The verdict deadline starts again.

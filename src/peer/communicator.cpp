@@ -344,6 +344,10 @@ void Communicator::on_sync_plan(const wire::SyncPlan& plan) {
   if (auto op = ops_->find(plan.epoch, plan.seq)) op->plan(plan);
 }
 
+void Communicator::on_gather_go(const wire::GatherGo& go) {
+  if (auto op = ops_->find(go.epoch, go.seq)) op->gather_go(go);
+}
+
 void Communicator::on_collective_result(const wire::CollectiveResult& result) {
   auto op = ops_->find(result.epoch, result.seq);
   if (op && result.code == 0) {

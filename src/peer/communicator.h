@@ -53,6 +53,7 @@
 #include "peer/admission_notices.h"
 #include "peer/allreduce_op.h"
 #include "peer/comm_config.h"
+#include "peer/gather_op.h"
 #include "peer/link_probe.h"
 #include "peer/master_calls.h"
 #include "peer/master_redial.h"
@@ -102,6 +103,10 @@ class Communicator final : private MasterSession::Events {
   Attributes attributes() const;
   // Issues an all-reduce; the returned operation is waited with wait().
   std::shared_ptr<AllreduceOp> allreduce_async(const void* send, void* recv, size_t count, const AllreduceSpec& spec);
+  // Issues an all-gather of this peer's `bytes` (communicator_gather.cpp); wait with wait(),
+  // after which `result` holds every member's bytes (or nothing, on failure).
+  std::shared_ptr<GatherOp> all_gather_async(const void* send, size_t bytes, uint64_t tag,
+                                             std::shared_ptr<GatheredBytes> result);
   // Issues a shared-state sync (hashing the tensors first); wait with wait().
   std::shared_ptr<SharedStateSync> sync_shared_state(SyncSpec spec);
   size_t ops_in_flight() const { return ops_->size(); }
@@ -127,6 +132,7 @@ class Communicator final : private MasterSession::Events {
   void on_pending_count(uint32_t pending) override { calls_.on_pending_count(pending); }
   void on_collective_go(const wire::CollectiveGo& go) override;
   void on_sync_plan(const wire::SyncPlan& plan) override;
+  void on_gather_go(const wire::GatherGo& go) override;
   void on_collective_result(const wire::CollectiveResult& result) override;
   void on_collective_pending(const wire::CollectivePending& pending) override;
   void on_call_refused(const wire::CallRefused& refused) override { calls_.on_call_refused(refused); }

@@ -86,6 +86,8 @@ void MasterSession::on_message(uint64_t generation, wire::Message message) {
           events_.on_collective_go(m);
         } else if constexpr (std::is_same_v<M, wire::SyncPlan>) {
           events_.on_sync_plan(m);
+        } else if constexpr (std::is_same_v<M, wire::GatherGo>) {
+          events_.on_gather_go(m);
         } else if constexpr (std::is_same_v<M, wire::CollectiveResult>) {
           events_.on_collective_result(m);
         } else if constexpr (std::is_same_v<M, wire::CollectivePending>) {

@@ -40,6 +40,7 @@ class MasterSession {
     virtual void on_pending_count(uint32_t pending) = 0;
     virtual void on_collective_go(const wire::CollectiveGo& go) = 0;
     virtual void on_sync_plan(const wire::SyncPlan& plan) = 0;
+    virtual void on_gather_go(const wire::GatherGo& go) = 0;
     virtual void on_collective_result(const wire::CollectiveResult& result) = 0;
     virtual void on_collective_pending(const wire::CollectivePending& pending) = 0;
     virtual void on_call_refused(const wire::CallRefused& refused) = 0;

@@ -74,6 +74,7 @@ const char* message_type_name(uint16_t type) {
     case MessageType::collective_pending: return "collective_pending";
     case MessageType::call_refused: return "call_refused";
     case MessageType::going_away: return "going_away";
+    case MessageType::gather_go: return "gather_go";
     case MessageType::probe_done: return "probe_done";
     case MessageType::probe_hello: return "probe_hello";
     case MessageType::peer_label: return "peer_label";

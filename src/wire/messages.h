@@ -55,6 +55,7 @@ enum class MessageType : uint16_t {
   collective_pending = 75,
   call_refused = 76,
   going_away = 77,
+  gather_go = 78,
   // both directions on a master connection: liveness
   heartbeat = 96,
   // peer -> peer, before a link switches to raw chunk streaming
@@ -97,7 +98,9 @@ inline constexpr size_t kMaxPeerLabel = 128;
 
 // barrier and broadcast run as all-reduces (a broadcast sums the root's bytes
 // with the others' zeros, as integers: exact); their kind names them in messages.
-enum class CollectiveKind : uint8_t { allreduce = 1, shared_state = 2, barrier = 3, broadcast = 4 };
+// all_gather: each member's begin carries its own contribution's bytes in
+// `count` (they may differ); its start signal is a gather_go with every size.
+enum class CollectiveKind : uint8_t { allreduce = 1, shared_state = 2, barrier = 3, broadcast = 4, all_gather = 5 };
 enum class SyncStrategy : uint8_t { enforce_popular = 0, receive_only = 1, send_only = 2 };
 
 // The master's first frame on every connection.
@@ -261,10 +264,11 @@ struct CollectiveBegin {
   template <class V> void fields(V& v) {
     v(epoch); v(seq); v(kind); v(tag); v(count); v(dtype); v(op); v(quant); v(quant_block); v(root);
   }
-  // Everything every member must agree on.
+  // Everything every member must agree on (an all-gather's sizes are its members' own).
   bool same_collective(const CollectiveBegin& o) const {
-    return kind == o.kind && tag == o.tag && count == o.count && dtype == o.dtype && op == o.op &&
-           quant == o.quant && quant_block == o.quant_block && root == o.root;
+    const bool sizes_differ_freely = kind == static_cast<uint8_t>(CollectiveKind::all_gather);
+    return kind == o.kind && tag == o.tag && (sizes_differ_freely || count == o.count) && dtype == o.dtype &&
+           op == o.op && quant == o.quant && quant_block == o.quant_block && root == o.root;
   }
 };
 
@@ -273,6 +277,16 @@ struct CollectiveGo {
   uint64_t epoch = 0;
   uint32_t seq = 0;
   template <class V> void fields(V& v) { v(epoch); v(seq); }
+};
+
+// An all-gather's go: every member's contribution size in bytes, in ring
+// order (rank 0 first), from the members' begins.
+struct GatherGo {
+  static constexpr MessageType kType = MessageType::gather_go;
+  uint64_t epoch = 0;
+  uint32_t seq = 0;
+  std::vector<uint64_t> sizes{};
+  template <class V> void fields(V& v) { v(epoch); v(seq); v(sizes, Limit{kMaxRingMembers}); }
 };
 
 // A member finished its part (code 0) or failed (code = Errc).
@@ -584,7 +598,7 @@ using Message = std::variant<Hello, Welcome, TopologyVote, Topology, TopologyRea
                              CollectiveResult, Kick, Heartbeat, Leave, LinkHello, LinkWelcome, SyncBegin, SyncPlan,
                              FetchHello, AuthChallenge, LinkChallenge, LinkReport, LinkMatrixQuery, LinkMatrix,
                              ProbeRound, ProbeDone, ProbeHello, CollectivePending, CallRefused, GoingAway,
-                             PeerLabel>;
+                             PeerLabel, GatherGo>;
 
 MessageType message_type(const Message& message);
 const char* message_type_name(uint16_t type);

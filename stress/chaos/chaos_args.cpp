@@ -55,6 +55,10 @@ bool parse_chaos_args(int argc, char** argv, ChaosArgs* args, int* exit_code) {
   app.add_option("--concurrent", args->concurrent, "all-reduces in flight per step")
       ->check(CLI::Range(1u, 16u))
       ->capture_default_str();
+  app.add_option("--gather-bytes", args->gather_bytes,
+                 "every step also all-gathers up to this many bytes per peer (value-checked; 0: no all-gather)")
+      ->check(CLI::Range(std::size_t{0}, std::size_t{64} << 20))
+      ->capture_default_str();
   app.add_option("--kill-every", args->kill_every_s, "SIGKILL a random peer this often (0: never)")
       ->check(CLI::Range(0.0, 86400.0))
       ->capture_default_str();

@@ -28,6 +28,7 @@ struct ChaosArgs {
   std::size_t size_bytes = 4 << 20;
   ferry_quant quant = FERRY_QUANT_NONE;
   std::uint32_t concurrent = 2;
+  std::size_t gather_bytes = 64 << 10;  // the largest contribution to each step's all-gather; 0: none
   double kill_every_s = 20;  // 0: never
   double join_every_s = 15;  // 0: never
   double fault_every_s = 4;  // 0: never

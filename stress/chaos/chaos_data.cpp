@@ -37,6 +37,31 @@ std::vector<float> state_content(std::uint64_t seed, std::uint64_t revision) {
   return out;
 }
 
+std::vector<std::uint8_t> gather_contribution(std::uint64_t seed, std::uint64_t step, std::uint64_t id,
+                                              std::size_t max_bytes) {
+  const std::uint64_t words[2] = {step, id};
+  const std::uint64_t draw = XXH3_64bits_withSeed(words, sizeof words, seed ^ 0x6761746865720000ULL);  // "gather"
+  // One in eight is empty and one in eight a single byte: the edges every run should cross.
+  const std::size_t bytes = draw % 8 == 0 ? 0 : draw % 8 == 1 ? 1 : (draw >> 3) % (max_bytes + 1);
+  std::vector<std::uint8_t> out(bytes);
+  for (std::size_t i = 0; i < bytes; i += 8) {
+    const std::uint64_t at[2] = {draw, i};
+    const std::uint64_t v = XXH3_64bits(at, sizeof at);
+    for (std::size_t b = 0; b < 8 && i + b < bytes; ++b) out[i + b] = static_cast<std::uint8_t>(v >> (8 * b));
+  }
+  return out;
+}
+
+std::vector<std::uint8_t> reference_gather(std::uint64_t seed, std::uint64_t step, const std::vector<std::uint64_t>& ring,
+                                           std::size_t max_bytes) {
+  std::vector<std::uint8_t> out;
+  for (std::uint64_t id : ring) {
+    const auto part = gather_contribution(seed, step, id, max_bytes);
+    out.insert(out.end(), part.begin(), part.end());
+  }
+  return out;
+}
+
 std::string result_hash(const void* data, std::size_t bytes) { return tooling::hash_hex(data, bytes); }
 
 double quant_error_bound(ferry_quant quant, std::size_t world) {

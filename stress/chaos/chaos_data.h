@@ -32,6 +32,16 @@ std::vector<float> reference_sum(std::size_t count, std::uint64_t op_seed, const
 inline constexpr std::size_t kStateFloats = 4096;
 std::vector<float> state_content(std::uint64_t seed, std::uint64_t revision);
 
+// Every step ends with one all-gather (when --gather-bytes > 0), reported as op k = kGatherK
+// (above any all-reduce's k). Peer `id`'s contribution at `step`: 0..max_bytes bytes (0 and 1
+// included), its length and bytes drawn from (seed, step, id); the reference result is the
+// contributions of the ring's members in ring order, concatenated, bit for bit.
+inline constexpr std::uint32_t kGatherK = 1u << 20;
+std::vector<std::uint8_t> gather_contribution(std::uint64_t seed, std::uint64_t step, std::uint64_t id,
+                                              std::size_t max_bytes);
+std::vector<std::uint8_t> reference_gather(std::uint64_t seed, std::uint64_t step, const std::vector<std::uint64_t>& ring,
+                                           std::size_t max_bytes);
+
 // xxh3-64 of the bytes as 16 hex digits.
 std::string result_hash(const void* data, std::size_t bytes);
 

@@ -11,7 +11,8 @@
 //   sync result=R step=S t=T
 //   pending result=R n=N t=T                        (only when N > 0 or it failed)
 //   op step=S k=K epoch=E ring=ID,ID,.. result=R hash=H err=X t0=T t1=T start=S stall=S commit=S
-//   (the last three: ferry_op_info's phases, in seconds)
+//   (the last three: ferry_op_info's phases, in seconds; k = kGatherK: the step's all-gather,
+//   after its all-reduces, hashing the whole result, err 1 when a rank's block is not its input)
 //   state step=S epoch=E ring=ID,ID,.. result=R revision=V hash=H received=B t0=T t1=T
 //   (after every topology change, so a newcomer receives the state at once, and every --state-every steps)
 //   fatal call=NAME result=R t=T
@@ -21,6 +22,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -120,6 +122,44 @@ ferry_result sync_state(ferry_comm* comm, uint64_t seed, uint64_t step, ChaosSta
   return r;
 }
 
+// The step's all-gather: this peer's contribution (chaos_data.h) to every member, each block checked
+// here against its member's recipe (err) and hashed whole for the harness's reference.
+ferry_result run_gather(ferry_comm* comm, uint64_t seed, uint64_t step, uint64_t id, size_t max_bytes,
+                        const std::vector<uint64_t>& ring, long long epoch) {
+  const auto mine = ferry::chaos::gather_contribution(seed, step, id, max_bytes);
+  ferry_all_gather_desc desc;
+  ferry_all_gather_desc_init(&desc);
+  desc.tag = step;
+  ferry_op_info info{};
+  info.struct_size = sizeof info;
+  ferry_gathered* result = nullptr;
+  const double t0 = monotonic_s();
+  const ferry_result r = ferry_all_gather(comm, mine.data(), mine.size(), &desc, &result, &info);
+  const double t1 = monotonic_s();
+  std::string hash = "-";
+  double error = 0;
+  if (r == FERRY_OK) {
+    const void* data = nullptr;
+    size_t total = 0;
+    uint32_t members = 0;
+    ferry_gathered_layout(result, &members, &data, &total);
+    hash = ferry::chaos::result_hash(data, total);
+    for (uint32_t rank = 0; rank < members; ++rank) {
+      const void* part = nullptr;
+      size_t bytes = 0;
+      ferry_gathered_part(result, rank, &part, &bytes);
+      const auto want = ferry::chaos::gather_contribution(seed, step, rank < ring.size() ? ring[rank] : 0, max_bytes);
+      if (members != ring.size() || bytes != want.size() || (bytes > 0 && std::memcmp(part, want.data(), bytes) != 0))
+        error = 1;
+    }
+  }
+  ferry_gathered_destroy(result);
+  line("op step=%llu k=%u epoch=%lld ring=%s result=%d hash=%s err=%.6g t0=%.6f t1=%.6f start=%.3f stall=%.3f "
+       "commit=%.3f\n",
+       static_cast<unsigned long long>(step), ferry::chaos::kGatherK, epoch, ring_text(ring).c_str(),
+       static_cast<int>(r), hash.c_str(), error, t0, t1, info.start_s, info.longest_stall_s, info.commit_s);
+  return r;
+}
 
 }  // namespace
 
@@ -131,6 +171,7 @@ int main(int argc, char** argv) {
   uint32_t concurrent = 2, connections = 2, timeout_ms = 10000, progress_ms = 5000, heartbeat_ms = 3000;
   uint16_t advertise_port = 0, p2p_port = 0;
   uint64_t state_every = 0;
+  size_t gather_bytes = 0;
   double max_seconds = 3600;
   app.add_option("--master", master)->required();
   app.add_option("--seed", seed);
@@ -144,6 +185,7 @@ int main(int argc, char** argv) {
   app.add_option("--progress-ms", progress_ms);
   app.add_option("--heartbeat-ms", heartbeat_ms);
   app.add_option("--state-every", state_every, "sync the shared state every this many steps (0: never)");
+  app.add_option("--gather-bytes", gather_bytes, "the largest all-gather contribution (0: no all-gather)");
   app.add_option("--max-seconds", max_seconds, "leave cleanly after this long");
   ferry::tooling::add_version_flag(app, ferry::tooling::version_text("ferry-chaos-peer", ferry_version()));
   if (const auto status = ferry::tooling::parse_command_line(app, argc, argv)) return *status;
@@ -289,6 +331,11 @@ int main(int argc, char** argv) {
       all_ok &= results[k] == FERRY_OK;
     }
     for (uint32_t k = 0; k < concurrent; ++k) exit_if_fatal(comm, "allreduce", results[k]);
+    if (all_ok && gather_bytes > 0) {
+      r = run_gather(comm, seed, step, id, gather_bytes, ring, epoch);
+      exit_if_fatal(comm, "all_gather", r);
+      all_ok = r == FERRY_OK;
+    }
     if (all_ok) {
       ++step;
     } else {

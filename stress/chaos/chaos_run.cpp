@@ -139,6 +139,10 @@ class ChaosRun {
       : args_(args), rng_(args.seed), proxy_(args.seed), children_(args.verbose),
         checker_(CheckerConfig{args.quant, args.op_deadlines(),
                                [this](std::uint64_t step, std::uint32_t k, const std::vector<std::uint64_t>& ring) {
+                                 if (k == kGatherK) {
+                                   const auto gathered = reference_gather(args_.seed, step, ring, args_.gather_bytes);
+                                   return result_hash(gathered.data(), gathered.size());
+                                 }
                                  const auto expected =
                                      reference_sum(count(), op_seed(args_.seed, step, k), ring);
                                  return result_hash(expected.data(), expected.size() * sizeof(float));
@@ -224,7 +228,8 @@ Peer& ChaosRun::spawn_peer() {
              std::to_string(args_.concurrent), "--connections", std::to_string(args_.connections), "--advertise-port",
              std::to_string(p->route), "--p2p-port", std::to_string(real_port), "--timeout-ms",
              std::to_string(args_.timeout_ms), "--progress-ms", std::to_string(args_.progress_ms), "--heartbeat-ms",
-             std::to_string(args_.heartbeat_ms), "--state-every", std::to_string(args_.state_every), "--max-seconds",
+             std::to_string(args_.heartbeat_ms), "--state-every", std::to_string(args_.state_every), "--gather-bytes",
+             std::to_string(args_.gather_bytes), "--max-seconds",
              std::to_string(args_.duration_s + 600)});
   p->last_line_t = now_s();
   peers_.push_back(std::move(p));

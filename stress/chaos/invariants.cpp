@@ -67,6 +67,8 @@ void InvariantChecker::add(const OpReport& r) {
     if (std::find(r.ring.begin(), r.ring.end(), r.peer_id) == r.ring.end())
       violation(name + " on " + r.peer + ": succeeded in ring " + ring_text(r.ring) + " without its own id " +
                 std::to_string(r.peer_id));
+    if (r.k == kGatherK && r.error != 0)
+      violation(name + " on " + r.peer + ": a block of its all-gather is not its member's contribution");
     const double bound = quant_error_bound(config_.quant, r.ring.size());
     if (config_.quant != FERRY_QUANT_NONE && !(r.error <= bound)) {
       char text[96];
@@ -105,7 +107,8 @@ void InvariantChecker::check(const Key& key, const Op& op) {
   if (first_ok != nullptr && first_failed != nullptr)
     violation(name + ": succeeded on " + first_ok->peer + " but failed on " + first_failed->peer + " (" +
               ferry_strerror(static_cast<ferry_result>(first_failed->result)) + ")");
-  if (first_ok != nullptr && config_.quant == FERRY_QUANT_NONE && config_.reference_hash) {
+  // An all-gather moves bytes unchanged, quantized run or not: its reference always holds.
+  if (first_ok != nullptr && (config_.quant == FERRY_QUANT_NONE || k == kGatherK) && config_.reference_hash) {
     ++references_checked_;
     const std::string expected = config_.reference_hash(step, k, ring);
     if (first_ok->hash != expected)

@@ -199,6 +199,23 @@ TEST_CASE("rows follow nccl-tests: slowest peer per iteration, median, algbw, bu
   CHECK(median({4.0, 1.0, 3.0, 2.0}) == 2.5);
 }
 
+TEST_CASE("an all-gather's rows follow nccl-tests' all_gather_perf: algbw of the whole result, busbw (N-1)/N of it",
+          "[bench][all_gather]") {
+  BenchArgs args;
+  args.peers = 2;
+  args.sizes = {1000};
+  args.iters = 3;
+  args.collective = "all_gather";
+  const RunShape shape{"ferry", "ring", 4, 2};
+  const std::vector<std::vector<RankReport>> ranks{{report(0, {1.0, 4.0, 2.0}, "h")},
+                                                    {report(1, {3.0, 1.0, 2.0}, "h")}};
+  const RunSummary run = summarize(args, shape, ranks)[0];
+  CHECK(run.collective == "all_gather");
+  CHECK(run.algbw_GBps == Approx(2 * 2 * 1000 / 3.0 / 1e9));  // C ops of N contributions of S, in 3 s
+  CHECK(run.busbw_GBps == Approx(run.algbw_GBps / 2));        // (N-1)/N = 1/2: each peer received S a op
+  CHECK(run.wire_bytes_ideal == 2 * 1000);                     // (N-1) * C * S
+}
+
 TEST_CASE("inputs sum exactly, and the check sees a single wrong element", "[bench]") {
   const std::size_t count = 1000;
   std::vector<float> a(count), b(count), sum(count);

@@ -303,3 +303,48 @@ TEST_CASE("the reference sum is the exact sum of the peers' inputs", "[chaos][da
   CHECK(op_seed(1, 2, 0) != op_seed(1, 2, 1));
   CHECK(op_seed(1, 2, 0) != op_seed(2, 2, 0));
 }
+
+TEST_CASE("an all-gather's result is checked against its reference even in a quantized run, and a wrong block "
+          "is a violation",
+          "[chaos][invariants][all_gather]") {
+  auto gather = [](const std::string& peer, std::uint64_t id, const std::string& hash, double error = 0) {
+    OpReport r = ok(peer, id, hash);
+    r.k = kGatherK;
+    r.error = error;
+    return r;
+  };
+  SECTION("a quantized run: the all-reduce's reference is skipped, the all-gather's is not") {
+    InvariantChecker c(config(FERRY_QUANT_U8));
+    c.add(gather("a", 1, "bad"));
+    c.add(gather("b", 2, "bad"));
+    c.settle_all();
+    REQUIRE(c.violation_count() == 1);
+    CHECK_THAT(c.violations()[0], Catch::Contains("differs from the reference"));
+    CHECK(c.references_checked() == 1);
+  }
+  SECTION("a peer saw a block that is not its member's") {
+    InvariantChecker c(config());
+    c.add(gather("a", 1, "good", 1));
+    c.add(gather("b", 2, "good"));
+    c.settle_all();
+    REQUIRE(c.violation_count() == 1);
+    CHECK_THAT(c.violations()[0], Catch::Contains("not its member's contribution"));
+  }
+}
+
+TEST_CASE("all-gather contributions: deterministic, 0 and 1 byte among them, the reference their concatenation",
+          "[chaos][all_gather]") {
+  CHECK(gather_contribution(5, 9, 3, 1000) == gather_contribution(5, 9, 3, 1000));
+  bool empty = false, one = false, longer = false;
+  for (std::uint64_t step = 0; step < 200; ++step) {
+    const auto bytes = gather_contribution(5, step, 3, 1000).size();
+    CHECK(bytes <= 1000);
+    empty |= bytes == 0;
+    one |= bytes == 1;
+    longer |= bytes > 1;
+  }
+  CHECK((empty && one && longer));
+  auto a = gather_contribution(5, 9, 3, 1000), b = gather_contribution(5, 9, 4, 1000);
+  a.insert(a.end(), b.begin(), b.end());
+  CHECK(reference_gather(5, 9, {3, 4}, 1000) == a);
+}

@@ -80,7 +80,7 @@ std::vector<wire::Message> example_messages() {
           wire::ProbeDone{3, 1, {{1, 2, 0, 25'000'000, 24'000'000, 50'000, 1000, 1u << 26, 0, 8}}, {4}},
           wire::ProbeHello{1, 2, 3, 1, "n", "p", "boot/net/mnt"},
           wire::GoingAway{"the master was stopped (SIGINT)"},
-          wire::PeerLabel{"outer 12: 97 steps, share 24%"}};
+          wire::PeerLabel{"outer 12: 97 steps, share 24%"}, wire::GatherGo{3, 0, {0, 1, 4096}}};
 }
 
 void wire_seeds(SeedDir out) {

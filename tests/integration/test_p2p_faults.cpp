@@ -8,9 +8,8 @@
 #include <string>
 #include <thread>
 
-#include "chaos_proxy.h"
 #include "harness.h"
-#include "stranger_crowd.h"  // free_loopback_port
+#include "proxied_peers.h"
 
 using namespace ferry::test;
 using ferry::chaos::ChaosProxy;
@@ -18,21 +17,6 @@ using ferry::chaos::ChaosProxy;
 namespace {
 
 constexpr size_t kPeers = 3, kCount = 1 << 18;
-
-// Each peer's settings, with its listener behind a route of the proxy (and on TCP, not shared memory).
-struct ProxiedPeers {
-  ChaosProxy proxy{1};
-  std::vector<PeerSettings> settings;
-  std::vector<uint16_t> routes;
-  explicit ProxiedPeers(size_t peers) : settings(peers), routes(peers) {
-    for (size_t i = 0; i < peers; ++i) {
-      settings[i].shared_memory = 0;
-      settings[i].port = free_loopback_port();
-      routes[i] = proxy.add_route(settings[i].port);
-      settings[i].advertised_port = routes[i];
-    }
-  }
-};
 
 // Non-uniform, in place, one job: a retry must restore the input before it runs again.
 ferry_result retried_allreduce(ferry_comm* comm, size_t who, std::vector<float>& data, ferry_op_info& info) {

@@ -65,7 +65,8 @@ std::vector<Message> one_of_each() {
           ProbeDone{7, 1, {{1, 2, 0, 25'000'000, 24'000'000, 50'000, 1000, 1u << 26, 0, 8}}, {4}},
           ProbeHello{1, 2, 7, 1, "n", "p", "boot/net/mnt"},
           CollectivePending{9, 17, {2, 3}}, CallRefused{7, "out of order"},
-          GoingAway{"the master was stopped"}, PeerLabel{"outer 12: 97 steps, share 24%"}};
+          GoingAway{"the master was stopped"}, PeerLabel{"outer 12: 97 steps, share 24%"},
+          GatherGo{9, 17, {0, 1, 1u << 20}}};
 }
 
 }  // namespace

@@ -75,12 +75,16 @@ RunSummary summarize_size(const BenchArgs& args, const RunShape& shape,
     run.correct = run.correct && report.correct;
     run.bit_identical = run.bit_identical && report.hashes == per_rank[0][s].hashes;
   }
-  const double op_bytes = static_cast<double>(run.bytes) * shape.concurrent;
+  run.collective = args.collective;
+  // An all-gather's op is its whole result, N contributions of S (nccl-tests' size), of which
+  // each link carries (N-1)/N; an all-reduce's links carry 2(N-1)/N of its S.
+  const double op_bytes = static_cast<double>(run.bytes) * shape.concurrent * (is_all_gather(args) ? n : 1.0);
+  const double bus_factor = is_all_gather(args) ? (n - 1) / n : 2 * (n - 1) / n;
   run.time_s_median = median(run.times_s);
   run.time_s_min = *std::min_element(run.times_s.begin(), run.times_s.end());
   run.algbw_GBps = run.time_s_median > 0 ? op_bytes / run.time_s_median / 1e9 : 0;
-  run.busbw_GBps = run.algbw_GBps * 2 * (n - 1) / n;
-  run.wire_bytes_ideal = op_bytes * 2 * (n - 1) / n;
+  run.busbw_GBps = run.algbw_GBps * bus_factor;
+  run.wire_bytes_ideal = op_bytes * bus_factor;
   if (sent_samples > 0) run.wire_bytes_per_peer = sent_total / static_cast<double>(sent_samples);
   run.links = shm_ranks == 0 ? "tcp" : shm_ranks == per_rank.size() ? "shared_memory" : "mixed";
   if (!agreement_s.empty() && *std::max_element(agreement_s.begin(), agreement_s.end()) > 0)

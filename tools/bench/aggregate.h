@@ -3,6 +3,8 @@
 //   time_s_median / _min  = over the timed iterations
 //   algbw = C * S / time_s_median   (GB/s, 1e9; C concurrent ops of S bytes)
 //   busbw = algbw * 2(N-1)/N        (what each link carries in a ring)
+//   all_gather (S per peer): algbw = C * N * S / time_s_median, busbw = algbw * (N-1)/N,
+//                           wire ideal (N-1) * C * S, as nccl-tests' all_gather_perf
 //   wire_bytes_per_peer   = bytes a peer sent per iteration, mean over peers and
 //                           iterations (the ring's ideal: 2(N-1)/N * C * S)
 //   bit_identical         = for every op, every rank's result hash is the same
@@ -27,6 +29,7 @@ namespace ferry::bench {
 
 struct RunSummary {
   std::string impl;  // "ferry" or "gloo"
+  std::string collective = "allreduce";  // BenchArgs::collective
   std::string algorithm;  // what ran: "ring" (ferry), Gloo's --gloo-algorithm
   int peers = 0;
   std::size_t bytes = 0;

@@ -100,6 +100,9 @@ void check_consistency(const BenchArgs& args) {
                     " (all-reduce: gloo or arrival; sync: tcp)");
   }
   if (args.workload == "sync" && args.quant != "none") throw ArgsError("--quant applies to the all-reduce workload");
+  if (is_all_gather(args) && args.workload != "allreduce")
+    throw ArgsError("--collective all_gather runs in the allreduce workload (the default), not --workload sync");
+  if (is_all_gather(args) && args.quant != "none") throw ArgsError("--quant applies to all-reduces, not all_gather");
   if (!args.wan.empty()) {
     try {
       wan::WanConfig::parse(args.wan).validate();
@@ -211,6 +214,12 @@ std::optional<BenchArgs> parse_bench_args(int argc, char** argv) {
                  "--sizes is then the state's bytes, default 64M or the --state-file's size)")
       ->check(CLI::IsMember({"allreduce", "sync"}))
       ->capture_default_str();
+  app.add_option("--collective", args.collective,
+                 "The collective the allreduce workload times: allreduce, or all_gather (every peer contributes "
+                 "--sizes bytes; busbw = (N-1)/N * algbw, algbw = N * size / time, as nccl-tests; the Gloo "
+                 "baseline runs gloo::allgather)")
+      ->check(CLI::IsMember({"allreduce", "all_gather"}))
+      ->capture_default_str();
   app.add_option("--holders", args.holders, "sync: peers holding identical state (the newcomer is one more)")
       ->capture_default_str()
       ->check(CLI::Range(1, 63));
@@ -288,6 +297,7 @@ std::vector<std::string> peer_forwarded_args(const BenchArgs& args) {
   if (!args.congestion_control.empty()) out.insert(out.end(), {"--cc", args.congestion_control});
   if (args.peer_timeout_ms != 0) out.insert(out.end(), {"--peer-timeout-ms", std::to_string(args.peer_timeout_ms)});
   if (args.quant != "none") out.insert(out.end(), {"--quant", args.quant});
+  if (is_all_gather(args)) out.insert(out.end(), {"--collective", args.collective});
   if (args.io_threads != 0) out.insert(out.end(), {"--io-threads", std::to_string(args.io_threads)});
   if (args.chunk_bytes != 0) out.insert(out.end(), {"--chunk-bytes", std::to_string(args.chunk_bytes)});
   if (!args.shared_memory) out.insert(out.end(), {"--shared-memory", "off"});
@@ -330,12 +340,13 @@ double run_deadline_s(const BenchArgs& args) {
     }
     return seconds;
   }
-  // Every round moves under 2x the op's bytes per peer; plus the input fill and
-  // the exact-sum check per size.
+  // Every round moves under 2x the op's bytes per peer (an all-gather: N - 1 times
+  // each contribution); plus the input fill and the exact-sum check per size.
   const double rounds = static_cast<double>(args.iters + args.warmup);
+  const double moved = is_all_gather(args) ? args.peers - 1.0 : 2.0;
   for (const std::size_t bytes : args.sizes) {
     const double op_bytes = static_cast<double>(bytes) * args.concurrent;
-    seconds += rounds * op_bytes * 2.0 / rate + op_bytes * args.peers / 50e6;
+    seconds += rounds * op_bytes * moved / rate + op_bytes * args.peers * moved / 50e6;
   }
   return seconds;
 }

@@ -39,6 +39,9 @@ using tooling::format_byte_size;
 struct BenchArgs {
   Role role = Role::orchestrator;
   std::string workload = "allreduce";  // "allreduce" or "sync" (ferry_sync_shared_state; sync_orchestrator.h)
+  // The allreduce workload's collective: "allreduce", or "all_gather" (ferry_all_gather; --sizes are
+  // then the bytes each peer contributes; gather_bench.h).
+  std::string collective = "allreduce";
   int peers = 3;
   std::vector<std::size_t> sizes;  // bytes per operation, in run order
   ElemType dtype = ElemType::f32;
@@ -94,6 +97,8 @@ std::vector<std::string> peer_forwarded_args(const BenchArgs& args);
 
 // The sync workload's newcomer is the peer after the holders.
 inline bool is_sync_newcomer(const BenchArgs& args) { return args.peer_index == args.holders; }
+
+inline bool is_all_gather(const BenchArgs& args) { return args.collective == "all_gather"; }
 
 // Whether the run's hosts are an emulated WAN (--wan or --wan-topology).
 inline bool on_emulated_wan(const BenchArgs& args) { return !args.wan.empty() || !args.wan_topology.empty(); }

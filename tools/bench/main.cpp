@@ -38,8 +38,8 @@ constexpr int kExitBadArgs = 2;
 constexpr int kExitWrongResult = 3;
 
 std::string title(const std::string& impl, const BenchArgs& args, const Launcher& launcher) {
-  std::string text = impl + " all-reduce";
-  if (impl == "gloo") text += " (" + args.gloo_algorithm + ")";
+  std::string text = impl + (is_all_gather(args) ? " all-gather (size: bytes per peer)" : " all-reduce");
+  if (impl == "gloo") text += " (" + (is_all_gather(args) ? std::string("allgather") : args.gloo_algorithm) + ")";
   text += ": " + std::to_string(args.peers) + " peers, " + launcher.describe() + ", " + std::to_string(args.iters) +
           " iters after " + std::to_string(args.warmup) + " warmup";
   if (const std::optional<WanLinkBudget> link = wan_link_budget(args); link && link->rate_bps > 0) {

@@ -27,6 +27,9 @@ constexpr auto kMasterStopGrace = std::chrono::seconds(3);
 // Gloo's per-collective deadline (at least this; else the run's deadline, so
 // a slow emulated WAN does not time Gloo out first); its TCP connect gets five times it.
 constexpr int kGlooMinTimeoutS = 60;
+
+// What the Gloo ranks run: the all-reduce asked for, or gloo::allgather beside ferry's all-gather.
+std::string gloo_algorithm(const BenchArgs& args) { return is_all_gather(args) ? "allgather" : args.gloo_algorithm; }
 // Peers and Gloo ranks exit 3 when a result was wrong: their reports are whole,
 // and the tables say what was wrong.
 constexpr int kExitWrongResult = 3;
@@ -263,12 +266,12 @@ std::vector<RunSummary> run_gloo(const BenchArgs& args, const Launcher& launcher
     argv.insert(argv.end(), {binaries.gloo, "--rank", std::to_string(r), "--world", std::to_string(args.peers),
                              "--store", store.path(), "--run-id", "ferry-bench", "--host", where.host, "--sizes",
                              sizes_arg(args), "--dtype", std::string(elem_type_name(args.dtype)), "--algorithm",
-                             args.gloo_algorithm, "--iters", std::to_string(args.iters), "--warmup",
+                             gloo_algorithm(args), "--iters", std::to_string(args.iters), "--warmup",
                              std::to_string(args.warmup), "--timeout-s",
                              std::to_string(std::max(kGlooMinTimeoutS, static_cast<int>(deadline_s)))});
     ranks.push_back(&children.spawn("gloo rank " + std::to_string(r), argv));
   }
-  const RunShape shape{"gloo", args.gloo_algorithm, 1, 1};
+  const RunShape shape{"gloo", gloo_algorithm(args), 1, 1};
   RowFeed rows(args, shape, parse_gloo_reports, on_row);
   watch(children, ranks, nullptr, deadline, deadline_s, "gloo", args.sizes.size(), [&] { rows.read(ranks); });
 

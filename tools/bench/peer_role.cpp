@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "gather_bench.h"
 #include "input_pattern.h"
 #include "link_matrix.h"
 #include "peer_session.h"
@@ -118,7 +119,9 @@ class PeerBench {
   RankReport run_size(std::size_t bytes, bool first_size) {
     const std::size_t count = bytes / elem_type_size(args_.dtype);
     std::vector<Buffer> send, recv;
-    for (std::uint32_t k = 0; k < args_.concurrent; ++k) {
+    std::unique_ptr<GatherRounds> gathers;
+    if (is_all_gather(args_)) gathers = std::make_unique<GatherRounds>(args_, session_, bytes);
+    for (std::uint32_t k = 0; k < args_.concurrent && !gathers; ++k) {
       send.push_back(allocate(bytes));
       fill_input(args_.dtype, args_.op, send.back().get(), count, op_seed(k), session_.rank());
       recv.push_back(allocate(bytes));
@@ -140,10 +143,11 @@ class PeerBench {
         std::fflush(stderr);
         std::_Exit(kExitFailed);
       }
+      if (gathers) gathers->drop_results();
       session_.barrier();
       const double cpu_before = tooling::process_cpu_s();
       const auto start = std::chrono::steady_clock::now();
-      const Iteration done = run_iteration(send, recv, count);
+      const Iteration done = gathers ? Iteration{gathers->run_iteration(), 0} : run_iteration(send, recv, count);
       const auto stop = std::chrono::steady_clock::now();
       const double cpu_after = tooling::process_cpu_s();
       if (timed) {
@@ -156,7 +160,11 @@ class PeerBench {
     report.cpu_s = cpu_s;
 
     report.correct = true;
-    for (std::uint32_t k = 0; k < args_.concurrent; ++k) {
+    for (std::uint32_t k = 0; k < args_.concurrent && gathers; ++k) {
+      report.hashes.push_back(gathers->hash(k));
+      report.correct = gathers->correct(k) && report.correct;
+    }
+    for (std::uint32_t k = 0; k < args_.concurrent && !gathers; ++k) {
       report.hashes.push_back(hash_hex(recv[k].get(), bytes));
       std::size_t first_bad = 0;
       // A lossy codec changes the values (by design): then only bit-identity across peers is checked.

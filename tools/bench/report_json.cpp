@@ -108,6 +108,7 @@ void write_args(JsonWriter& json, const BenchArgs& args, const std::string& plac
   optional_number(json, "chunk_bytes", args.chunk_bytes);
   json.key("timeout_s").value(run_deadline_s(args));
   json.key("workload").value(args.workload);
+  json.key("collective").value(args.collective);
   json.key("holders").value(args.holders);
   json.key("compression").value(args.compression);
   optional_string(json, "state_file", args.state_file);
@@ -137,6 +138,7 @@ namespace {
 void write_run(JsonWriter& json, const RunSummary& run, int iters) {
   json.begin_object();
   json.key("impl").value(run.impl);
+  json.key("collective").value(run.collective);
   json.key("algorithm").value(run.algorithm);
   json.key("peers").value(run.peers);
   json.key("bytes").value(static_cast<std::uint64_t>(run.bytes));

@@ -17,6 +17,7 @@ std::string_view algorithm_name(Algorithm algorithm) {
     case Algorithm::allreduce: return "allreduce";
     case Algorithm::ring: return "ring";
     case Algorithm::ring_chunked: return "ring_chunked";
+    case Algorithm::allgather: return "allgather";
   }
   return "?";
 }
@@ -49,7 +50,8 @@ constexpr const char* kDescription =
 
 const std::map<std::string, Dtype> kDtypes{{"f32", Dtype::f32}, {"f64", Dtype::f64}, {"i32", Dtype::i32}};
 const std::map<std::string, Algorithm> kAlgorithms{
-    {"allreduce", Algorithm::allreduce}, {"ring", Algorithm::ring}, {"ring_chunked", Algorithm::ring_chunked}};
+    {"allreduce", Algorithm::allreduce}, {"ring", Algorithm::ring}, {"ring_chunked", Algorithm::ring_chunked},
+    {"allgather", Algorithm::allgather}};
 
 // Checks that need several options at once; CLI11 validators see one at a time.
 void check_consistency(const BenchArgs& args) {
@@ -63,7 +65,7 @@ void check_consistency(const BenchArgs& args) {
                       std::string(dtype_name(args.dtype)) + " element size");
     }
     // The classic algorithms take the element count as an int.
-    if (args.algorithm != Algorithm::allreduce && bytes / element > static_cast<std::size_t>(INT_MAX)) {
+    if (args.algorithm != Algorithm::allreduce && args.algorithm != Algorithm::allgather && bytes / element > static_cast<std::size_t>(INT_MAX)) {
       throw ArgsError("size " + std::to_string(bytes) + " has more elements than --algorithm " +
                       std::string(algorithm_name(args.algorithm)) + " can take (INT_MAX)");
     }
@@ -95,7 +97,8 @@ std::optional<BenchArgs> parse_bench_args(int argc, char** argv) {
       ->check(CLI::IsMember(kDtypes, CLI::ignore_case))
       ->capture_default_str();
   app.add_option("--algorithm", algorithm_text,
-                 "allreduce (gloo::allreduce, ring), ring (AllreduceRing) or ring_chunked (AllreduceRingChunked)")
+                 "allreduce (gloo::allreduce, ring), ring (AllreduceRing), ring_chunked (AllreduceRingChunked) or "
+                 "allgather (gloo::allgather of each rank's --sizes bytes)")
       ->check(CLI::IsMember(kAlgorithms, CLI::ignore_case))
       ->capture_default_str();
   app.add_option("--iters", args.iters, "Timed iterations per size")->capture_default_str()->check(CLI::Range(1, 1000000));

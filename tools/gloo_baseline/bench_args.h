@@ -21,6 +21,7 @@ enum class Algorithm {
   allreduce,     // gloo::allreduce (gloo/allreduce.h), ring, in place
   ring,          // gloo::AllreduceRing<T>
   ring_chunked,  // gloo::AllreduceRingChunked<T>
+  allgather,     // gloo::allgather (gloo/allgather.h): every rank's --sizes bytes to every rank (gloo_allgather.cpp)
 };
 
 inline std::string_view dtype_name(Dtype dtype) { return tooling::elem_type_name(dtype); }

@@ -57,6 +57,7 @@ std::function<void()> make_allreduce(Algorithm algorithm, const std::shared_ptr<
       auto ring = std::make_shared<gloo::AllreduceRing<T>>(context, std::vector<T*>{data}, static_cast<int>(count));
       return [ring] { ring->run(); };
     }
+    case Algorithm::allgather: break;  // not an all-reduce: run_allgather
     case Algorithm::ring_chunked: {
       auto ring =
           std::make_shared<gloo::AllreduceRingChunked<T>>(context, std::vector<T*>{data}, static_cast<int>(count));
@@ -113,6 +114,7 @@ void GlooBench::barrier() {
 }
 
 SizeResult GlooBench::run_size(std::size_t bytes) {
+  if (args_.algorithm == Algorithm::allgather) return run_allgather(bytes);
   switch (args_.dtype) {
     case Dtype::f32: return run_typed<float>(bytes);
     case Dtype::f64: return run_typed<double>(bytes);

@@ -50,6 +50,8 @@ class GlooBench {
  private:
   template <typename T>
   SizeResult run_typed(std::size_t bytes);
+  // --algorithm allgather (gloo_allgather.cpp): correct when every rank's block is its exact input.
+  SizeResult run_allgather(std::size_t bytes);
 
   const BenchArgs& args_;
   std::shared_ptr<gloo::Context> context_;

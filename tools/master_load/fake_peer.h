@@ -55,6 +55,7 @@ class FakePeer final : public peer::MasterSession::Events {
   void on_pending_count(uint32_t) override {}
   void on_collective_go(const wire::CollectiveGo& go) override;
   void on_sync_plan(const wire::SyncPlan&) override {}
+  void on_gather_go(const wire::GatherGo&) override {}  // it never begins one
   void on_collective_result(const wire::CollectiveResult& result) override;
   void on_collective_pending(const wire::CollectivePending&) override {}
   void on_call_refused(const wire::CallRefused&) override {}

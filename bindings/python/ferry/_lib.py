@@ -66,7 +66,12 @@ class Op(ctypes.Structure):
     """Opaque ``ferry_op``."""
 
 
+class Gathered(ctypes.Structure):
+    """Opaque ``ferry_gathered``."""
+
+
 MasterPtr = ctypes.POINTER(Master)
+GatheredPtr = ctypes.POINTER(Gathered)
 CommPtr = ctypes.POINTER(Comm)
 OpPtr = ctypes.POINTER(Op)
 
@@ -163,6 +168,13 @@ class OpInfoC(ctypes.Structure):
         return info
 
 
+class AllGatherDesc(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("tag", ctypes.c_uint64),
+    ]
+
+
 class AllreduceJob(ctypes.Structure):
     _fields_ = [
         ("struct_size", ctypes.c_uint32),
@@ -255,6 +267,16 @@ _SIGNATURES = {
     "ferry_broadcast": (_R, [CommPtr, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint32, ctypes.POINTER(OpInfoC)]),
     "ferry_allreduce_async": (_R, [CommPtr, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
                                    ctypes.POINTER(AllreduceDesc), ctypes.POINTER(OpPtr)]),
+    "ferry_all_gather_desc_init": (None, [ctypes.c_void_p]),
+    "ferry_all_gather": (_R, [CommPtr, ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(AllGatherDesc),
+                              ctypes.POINTER(GatheredPtr), ctypes.POINTER(OpInfoC)]),
+    "ferry_all_gather_async": (_R, [CommPtr, ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(AllGatherDesc),
+                                    ctypes.POINTER(GatheredPtr), ctypes.POINTER(OpPtr)]),
+    "ferry_gathered_layout": (_R, [GatheredPtr, ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_void_p),
+                                   ctypes.POINTER(ctypes.c_size_t)]),
+    "ferry_gathered_part": (_R, [GatheredPtr, ctypes.c_uint32, ctypes.POINTER(ctypes.c_void_p),
+                                 ctypes.POINTER(ctypes.c_size_t)]),
+    "ferry_gathered_destroy": (None, [GatheredPtr]),
     "ferry_op_test": (_R, [OpPtr, ctypes.POINTER(ctypes.c_int)]),
     "ferry_op_wait": (_R, [OpPtr, ctypes.POINTER(OpInfoC)]),
     "ferry_allreduce_job_init": (None, [ctypes.c_void_p]),
@@ -397,6 +419,8 @@ _PYTHON_NAMES = {
     "ferry_barrier": "comm.barrier()",
     "ferry_broadcast": "comm.broadcast()",
     "ferry_allreduce_async": "comm.all_reduce_async()",
+    "ferry_all_gather": "comm.all_gather()",
+    "ferry_all_gather_async": "comm.all_gather_async()",
     "ferry_allreduce_multiple_with_retry": "comm.all_reduce_many()",
     "ferry_sync_shared_state": "comm.sync_shared_state()",
     "ferry_comm_destroy": "comm.close()",

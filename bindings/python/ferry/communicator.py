@@ -14,6 +14,7 @@ from ._exit import track_communicator
 from ._interruptible import run_interruptibly
 from .dtypes import DType, ReduceOp, parse_op, parse_quant
 from .errors import InvalidArgumentError, InvalidUsageError
+from .gather import GatherCalls
 from .handle import Handle, OpInfo
 from .completion_watch import CompletionWatch
 from .issue_queue import IssueQueue
@@ -42,7 +43,7 @@ _ATTR_EPOCH = 7
 _ATTR_SHARED_MEMORY_LANES = 8
 
 
-class Communicator:
+class Communicator(GatherCalls):
     """One peer of a run: talks to the master, holds the p2p links of its ring, runs all-reduces.
 
     Lifecycle: ``Communicator(...)`` binds the peer-to-peer listener (no

@@ -58,7 +58,9 @@ class OpInfo:
 
 
 class Handle(Generic[T]):
-    """An all-reduce in flight, from :meth:`Communicator.all_reduce_async`.
+    """An all-reduce in flight, from :meth:`Communicator.all_reduce_async` (or an all-gather,
+    from :meth:`Communicator.all_gather_async`: ``output`` is then the list of parts, filled
+    when :meth:`wait` returns without raising).
 
     The handle keeps the input and output tensors (and any staging copies)
     alive until the operation has been waited: do not read or write them
@@ -194,7 +196,7 @@ class Handle(Generic[T]):
             code = _lib.lib().ferry_op_wait(op, ctypes.byref(info))
             assert self._plan is not None
             try:
-                _lib.check(code, "all_reduce")
+                _lib.check(code, getattr(self._plan, "call_name", "all_reduce"))
                 self._copied_back = self._plan.copy_back()  # published by wait(), on the caller's thread
                 self._info = OpInfo.from_c(info)
             except Exception as e:  # noqa: BLE001 - FerryError, or a CUDA error copying back: wait() raises it
@@ -226,8 +228,9 @@ class Handle(Generic[T]):
         try:
             _lib.lib().ferry_op_wait(op, None)
         finally:
+            name = getattr(self._plan, "call_name", "all_reduce")
             self._error = InvalidUsageError(
-                "all_reduce: the communicator was closed while this operation was in flight")
+                f"{name}: the communicator was closed while this operation was in flight")
             if self._plan is not None:
                 self._plan.release()
             self._plan = None
