@@ -91,7 +91,7 @@ TEST_CASE("election: tensors that may differ are never compared or moved", "[ele
   CHECK(out.plans[2].fetches.empty());
 }
 
-TEST_CASE("election: a holder that accepts no connection serves nobody; held only by such, the sync aborts",
+TEST_CASE("election: a holder that accepts no connection serves nobody, and held only by such the sync aborts",
           "[election][dialers]") {
   auto dial_out_only = [](SyncCandidate c) {
     c.serves = false;
