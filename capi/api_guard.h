@@ -10,6 +10,7 @@
 #include <new>
 #include <string>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "ferry/ferry.h"
 
@@ -82,6 +83,15 @@ int c_enum_value(const E& value) {
   int out;
   std::memcpy(&out, &value, sizeof out);
   return out;
+}
+
+// `field` names the caller's field in the message, e.g. "state->tensors[2].dtype".
+// By reference and read as an int: loading an out-of-range enum by value is undefined.
+inline DType checked_dtype(const ferry_dtype& dtype, const std::string& field) {
+  int value = c_enum_value(dtype);
+  if (!dtype_valid(static_cast<uint32_t>(value)))
+    throw Error(Errc::invalid_argument, field + " " + std::to_string(value) + " is not a ferry_dtype");
+  return static_cast<DType>(value);
 }
 
 }  // namespace ferry::capi

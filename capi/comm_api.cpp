@@ -21,6 +21,7 @@
 using ferry::Errc;
 using ferry::Error;
 using ferry::capi::c_enum_value;
+using ferry::capi::checked_dtype;
 using ferry::capi::guarded;
 using ferry::capi::require;
 
@@ -93,15 +94,6 @@ ferry::peer::CommConfig to_config(const ferry_comm_params& p) {
       throw Error(st.code, st.message);
   }
   return c;
-}
-
-// `field` names the caller's field in the message, e.g. "state->tensors[2].dtype".
-// By reference and read as an int: loading an out-of-range enum by value is undefined.
-ferry::DType checked_dtype(const ferry_dtype& dtype, const std::string& field) {
-  int value = c_enum_value(dtype);
-  if (!ferry::dtype_valid(static_cast<uint32_t>(value)))
-    throw Error(Errc::invalid_argument, field + " " + std::to_string(value) + " is not a ferry_dtype");
-  return static_cast<ferry::DType>(value);
 }
 
 ferry::peer::AllreduceSpec to_spec(const ferry_allreduce_desc& d) {

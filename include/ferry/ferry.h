@@ -960,6 +960,65 @@ FERRY_API ferry_result ferry_gathered_part(const ferry_gathered* gathered, uint3
 FERRY_API void ferry_gathered_destroy(ferry_gathered* gathered);
 
 /* ------------------------------------------------------------------------ */
+/* Sparse contributions (SparseLoCo's outer steps)                           */
+/* ------------------------------------------------------------------------ */
+
+/* Added in 0.3. A codec for pseudo-gradients sent as an all-gather: per
+   chunk of `chunk` elements keep the `k` of largest magnitude (ties: the
+   lower index), send their positions (Rice-coded gaps) and their values at
+   `bits` bits (sign and magnitude on a per-chunk scale), and hand the caller
+   what was not sent (the error-feedback residual). Every peer encodes the
+   same bytes from the same input bits, and every peer that decodes the same
+   contributions gets the same bits. Pure functions: no communicator, no
+   state; any thread, concurrently on different buffers. The format
+   (versioned, self-describing: each contribution names its own spec) and
+   the selection and rounding rules: src/core/sparse_codec.h. Cost: chunk
+   4096, k 82 (2 %), 2 bits: about 102 bytes a chunk of 16 KiB of f32. */
+typedef struct ferry_sparse_spec {
+  uint32_t struct_size; /* sizeof(ferry_sparse_spec); set by _init */
+  uint32_t chunk;       /* elements a chunk, 1..65536; default 4096 */
+  uint32_t k;           /* entries sent a chunk, 1..chunk; default 82 (2 %) */
+  uint32_t bits;        /* bits a value: 2, 4 or 8; default 2 */
+} ferry_sparse_spec;
+
+FERRY_API void ferry_sparse_spec_init(ferry_sparse_spec* spec);
+
+/* The k of a density in (0, 1] for chunks of `chunk` elements:
+   round(density x chunk), at least 1; 0 when chunk or density is out of
+   range. Never fails otherwise. */
+FERRY_API uint32_t ferry_sparse_k_for_density(uint32_t chunk, double density);
+
+/* *bytes = the most bytes the contribution of `count` elements can take:
+   the capacity to give ferry_sparse_encode.
+   Errors: FERRY_ERR_INVALID_ARGUMENT (NULL spec or bytes, spec not
+   initialised or out of range, count above 2^40). */
+FERRY_API ferry_result ferry_sparse_max_bytes(const ferry_sparse_spec* spec, size_t count, size_t* bytes);
+
+/* Encodes x[0..count) (FERRY_F32, FERRY_BF16 or FERRY_F16) into out
+   (`capacity` bytes, at least ferry_sparse_max_bytes; must not overlap x)
+   and sets *written to the contribution's length. `residual`, when not
+   NULL, receives count f32 values: x minus what ferry_sparse_decode_sum makes
+   of this contribution alone. With FERRY_F32 it may be x itself: then only
+   the sent entries change (an error-feedback accumulator updated in place).
+   Errors: FERRY_ERR_INVALID_ARGUMENT (NULL spec, out or written, NULL x with
+   count > 0, spec out of range, another dtype, capacity too small). */
+FERRY_API ferry_result ferry_sparse_encode(const ferry_sparse_spec* spec, ferry_dtype dtype, const void* x,
+                                           size_t count, void* out, size_t capacity, size_t* written,
+                                           float* residual);
+
+/* out[0..count) = the sum of `members` contributions, parts[r] of sizes[r]
+   bytes being rank r's, folded in rank order in f32 (round to nearest even,
+   no FMA): the same bits on every peer that holds the same contributions,
+   whatever order they arrived in. A part of 0 bytes sends nothing (a member
+   with nothing to contribute). Every part is checked before out is written.
+   Errors: FERRY_ERR_INVALID_ARGUMENT (NULL out with count > 0, NULL parts
+   or sizes with members > 0, NULL parts[r] with sizes[r] > 0),
+   FERRY_ERR_PROTOCOL (a malformed part, or one of another count: the
+   message names its rank; out untouched). */
+FERRY_API ferry_result ferry_sparse_decode_sum(const void* const* parts, const size_t* sizes, uint32_t members,
+                                               float* out, size_t count);
+
+/* ------------------------------------------------------------------------ */
 /* Several all-reduces, retried through failures                             */
 /* ------------------------------------------------------------------------ */
 

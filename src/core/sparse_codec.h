@@ -161,6 +161,8 @@ Status sparse_validate(const uint8_t* in, size_t in_bytes, SparseHeader* header)
 // contribution is validated, and its header's count must equal count, before
 // out is written: on failure out is untouched and the message names the rank.
 // Contributions may differ in chunk, k, bits and dtype (each says its own).
+// An empty contribution (0 bytes) sends nothing: a member that trained
+// nothing (a newcomer) contributes it rather than an encoding of zeros.
 Status sparse_decode_sum(std::span<const std::span<const uint8_t>> contributions, float* out, size_t count);
 
 // out[i] += the contribution's value at each i it sends (one IEEE f32

@@ -165,6 +165,7 @@ Status sparse_decode_add(const uint8_t* in, size_t in_bytes, float* out, size_t 
 
 Status sparse_decode_sum(std::span<const std::span<const uint8_t>> contributions, float* out, size_t count) {
   for (size_t r = 0; r < contributions.size(); ++r) {
+    if (contributions[r].empty()) continue;  // a member with nothing to contribute
     SparseHeader h;
     Status st = sparse_validate(contributions[r].data(), contributions[r].size(), &h);
     if (st.ok() && h.count != count) {
@@ -174,6 +175,7 @@ Status sparse_decode_sum(std::span<const std::span<const uint8_t>> contributions
   }
   std::fill(out, out + count, 0.0f);
   for (const auto& contribution : contributions) {
+    if (contribution.empty()) continue;
     const Status st = sparse_decode_add(contribution.data(), contribution.size(), out, count);
     if (!st.ok()) return Status::failure(Errc::internal, "sparse_decode_sum: a validated contribution failed: " +
                                                              st.message);

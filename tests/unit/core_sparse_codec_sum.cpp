@@ -75,6 +75,19 @@ TEST_CASE("sparse sum: the fold order is the rank order (pinned by a non-associa
   REQUIRE(sum_of({}, 1)[0] == 0.0f);  // no contribution: +0
 }
 
+TEST_CASE("sparse sum: an empty contribution sends nothing, and a bad one after it is named by its rank",
+          "[core][sparse]") {
+  const size_t count = 300;
+  const SparseSpec spec{128, 4, 2};
+  const Bytes a = encode(spec, normal_values(count, 1)), b = encode(spec, normal_values(count, 2));
+  REQUIRE(same_bits(sum_of({a, Bytes{}, b, Bytes{}}, count), sum_of({a, b}, count)));
+  REQUIRE(same_bits(sum_of({Bytes{}}, count), std::vector<float>(count, 0.0f)));
+  const Bytes short_by_one(b.begin(), b.end() - 1), empty;
+  std::vector<std::span<const uint8_t>> views = {a, empty, short_by_one};
+  std::vector<float> out(count, 42.0f);
+  REQUIRE(sparse_decode_sum(views, out.data(), count).message.rfind("rank 2: ", 0) == 0);
+}
+
 TEST_CASE("sparse sum: a bad contribution is refused before out is written", "[core][sparse]") {
   const size_t count = 300;
   const SparseSpec spec{128, 4, 2};

@@ -175,6 +175,15 @@ class AllGatherDesc(ctypes.Structure):
     ]
 
 
+class SparseSpecC(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("chunk", ctypes.c_uint32),
+        ("k", ctypes.c_uint32),
+        ("bits", ctypes.c_uint32),
+    ]
+
+
 class AllreduceJob(ctypes.Structure):
     _fields_ = [
         ("struct_size", ctypes.c_uint32),
@@ -277,6 +286,13 @@ _SIGNATURES = {
     "ferry_gathered_part": (_R, [GatheredPtr, ctypes.c_uint32, ctypes.POINTER(ctypes.c_void_p),
                                  ctypes.POINTER(ctypes.c_size_t)]),
     "ferry_gathered_destroy": (None, [GatheredPtr]),
+    "ferry_sparse_spec_init": (None, [ctypes.c_void_p]),
+    "ferry_sparse_k_for_density": (ctypes.c_uint32, [ctypes.c_uint32, ctypes.c_double]),
+    "ferry_sparse_max_bytes": (_R, [ctypes.POINTER(SparseSpecC), ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
+    "ferry_sparse_encode": (_R, [ctypes.POINTER(SparseSpecC), ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t,
+                                 ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t), ctypes.c_void_p]),
+    "ferry_sparse_decode_sum": (_R, [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t), ctypes.c_uint32,
+                                     ctypes.c_void_p, ctypes.c_size_t]),
     "ferry_op_test": (_R, [OpPtr, ctypes.POINTER(ctypes.c_int)]),
     "ferry_op_wait": (_R, [OpPtr, ctypes.POINTER(OpInfoC)]),
     "ferry_allreduce_job_init": (None, [ctypes.c_void_p]),

@@ -47,6 +47,12 @@ What ferry adds (the protocol is ``ferry.elastic``'s; the examples use the same 
   applied and every survivor ends each outer step with bit-identical theta.
 - ``quant=`` ("u8", "i8", "u4", "f16", "bf16") quantizes the pseudo-gradient on the wire;
   the result is still bit-identical on every peer.
+- ``sparse=SparseLoCo(...)`` (SparseLoCo, Sarfi et al., arXiv 2508.15706): each peer keeps an
+  error-feedback accumulator in place of the outer momentum and sends only its chunk-wise
+  top-k (2 % of 4096 by default) at 2 bits, as an all-gather that every peer sums in rank
+  order; plain outer SGD (lr 1 by default). The steps, and why a retry or a newcomer changes
+  nothing of it: ferry/sparseloco.py. Joins, retries, fragments, overlap, time boxes and
+  checkpoints work as for DiLoCo; the accumulator is in ``state_dict()``.
 
 Differences from torchft's ``DiLoCo``/``LocalSGD`` (context managers that hook the inner
 optimizer's ``step`` and take a user-built outer optimizer):
@@ -112,13 +118,14 @@ from .errors import InvalidArgumentError, InvalidUsageError
 from .module_buffers import ModuleBuffers
 from .outer import MERGES, Fragment, OuterOptimizer, fragment_parameters, split_flat
 from .shared_names import describe_shared, naming_mismatches
+from .sparseloco import ErrorFeedback, SparseContribution, SparseLoCo
 from .work import TimeBox, WorkMeter, WorkStats
 
 # join()'s default deadline (seconds): peers of one run usually start within minutes of each
 # other; a wait past ten means a peer that will not come, better told than waited on forever.
 JOIN_TIMEOUT_S = 600.0
 
-__all__ = ["CommTime", "DiLoCo", "OuterOptimizer", "WorkStats", "split_flat"]
+__all__ = ["CommTime", "DiLoCo", "OuterOptimizer", "SparseLoCo", "WorkStats", "split_flat"]
 
 
 class DiLoCo:
@@ -131,9 +138,9 @@ class DiLoCo:
             saved and restored here (its state stays local, as in DiLoCo).
         sync_every: H, inner steps per outer step (the paper: 500); with inner_time, the most
             inner steps a phase may hold (None: no cap; module docstring).
-        outer_lr: the outer SGD's learning rate (the paper: 0.7).
-        outer_momentum: its Nesterov momentum (the paper: 0.9); 0 for plain SGD (the
-            momentum then is not shared).
+        outer_lr: the outer SGD's learning rate (None: the paper's 0.7; with sparse, 1).
+        outer_momentum: its Nesterov momentum (None: the paper's 0.9; with sparse, 0, and
+            nothing else is allowed); 0 for plain SGD (the momentum then is not shared).
         quant: wire quantization of the pseudo-gradient all-reduce (None: full precision).
         min_peers: before the first outer interval, wait until the group has this many.
         log: where membership events go, one line each (default: nowhere).
@@ -161,6 +168,9 @@ class DiLoCo:
         show_work: after every outer step, set this peer's label on the master's /status
             and dashboard to its work (``Communicator.set_label``, WorkStats.label()); None
             (default): in the time-boxed mode only. Never on the coordination path.
+        sparse: SparseLoCo's options (ferry.diloco.SparseLoCo: density, chunk, bits, decay),
+            or True for the defaults; None (default): DiLoCo's dense all-reduce. Excludes
+            quant (the sparse codec quantizes itself).
 
     One class with options rather than a ``StreamingDiLoCo`` beside it: F = 1 without overlap
     *is* DiLoCo, and a second class would repeat every join, retry and checkpoint path.
@@ -175,14 +185,15 @@ class DiLoCo:
     """
 
     def __init__(self, comm: Communicator, model: torch.nn.Module, inner_optimizer: torch.optim.Optimizer,
-                 sync_every: int, outer_lr: float = 0.7, outer_momentum: float = 0.9,
+                 sync_every: int, outer_lr: Optional[float] = None, outer_momentum: Optional[float] = None,
                  quant: Optional[str] = None, min_peers: int = 1,
                  log: Optional[Callable[[str], None]] = None,
                  fragments: Union[int, Sequence[Sequence[torch.nn.Parameter]]] = 1, overlap: bool = False,
                  merge: str = "progress", alpha: float = 0.5,
                  outer_device: Union[None, str, torch.device] = None, inner_time: Optional[float] = None,
                  weight_by: Optional[str] = None, min_work: float = 1, clock: Callable[[], float] = time.monotonic,
-                 sync_buffers: bool = True, show_work: Optional[bool] = None) -> None:
+                 sync_buffers: bool = True, show_work: Optional[bool] = None,
+                 sparse: Union[None, bool, SparseLoCo] = None) -> None:
         if inner_time is not None:
             if not isinstance(inner_time, (int, float)) or not inner_time > 0:
                 raise InvalidArgumentError(f"inner_time must be a positive number of seconds, got {inner_time!r}")
@@ -192,6 +203,17 @@ class DiLoCo:
             what = "the most inner steps a time-boxed phase may hold" if inner_time is not None else "sync_every"
             raise InvalidArgumentError(f"{what} must be a positive int, got {sync_every!r}")
         parse_quant(quant)  # an unknown name fails here, not at the first outer step
+        sparse = SparseLoCo() if sparse is True else (sparse or None)
+        if sparse is not None:
+            if not isinstance(sparse, SparseLoCo):
+                raise InvalidArgumentError(f"sparse must be a ferry.diloco.SparseLoCo or True, got {sparse!r}")
+            if quant is not None:
+                raise InvalidArgumentError("sparse and quant exclude each other: SparseLoCo quantizes its top-k itself")
+            if outer_momentum:
+                raise InvalidArgumentError("SparseLoCo has no outer momentum (its error feedback takes that place): "
+                                           f"leave outer_momentum unset, got {outer_momentum}")
+        outer_lr = (1.0 if sparse else 0.7) if outer_lr is None else outer_lr
+        outer_momentum = (0.0 if sparse else 0.9) if outer_momentum is None else outer_momentum
         if not isinstance(min_peers, int) or min_peers < 1:
             raise InvalidArgumentError(f"min_peers must be a positive int, got {min_peers!r}")
         if outer_lr <= 0 or not 0 <= outer_momentum < 1:
@@ -230,6 +252,8 @@ class DiLoCo:
         if self.buffers is not None:
             shared.update(self.buffers.named)
         self.names = describe_shared(model, self.fragments, self.buffers and self.buffers.names)
+        self.sparse = sparse
+        self.feedback = None if sparse is None else [ErrorFeedback(f.outer.numel(), sparse) for f in self.fragments]
         self.group = ElasticGroup(comm, shared, log or (lambda _: None))
         self.synced = 0  # sync points done
         self.window_steps = 0  # inner steps since the last one
@@ -314,6 +338,8 @@ class DiLoCo:
         self.pending = None
         for f in self.fragments:
             f.reset()
+        for fb in self.feedback or ():
+            fb.reset()  # a newcomer's accumulator starts at zero (a restored peer's too)
         self.meter.reset()
         if phase == BOUNDARY:
             self._set_synced(label)
@@ -441,7 +467,9 @@ class DiLoCo:
         fragment = self._fragment_at(sync_point)
         if weight:
             delta = fragment.outer.pseudo_gradient(fragment.params)
-            if weight != 1:
+            if self.feedback is not None:  # SparseLoCo: into the accumulator; its top-k is sent
+                delta = self.feedback[(sync_point - 1) % len(self.fragments)].contribute(delta, weight)
+            elif weight != 1:
                 delta.mul_(weight)
         else:
             delta = self._zeros(sync_point)
@@ -483,8 +511,10 @@ class DiLoCo:
         for action in owed:
             action()
 
-    def _zeros(self, sync_point: int) -> torch.Tensor:
+    def _zeros(self, sync_point: int) -> Union[torch.Tensor, SparseContribution]:
         fragment = self._fragment_at(sync_point)
+        if self.feedback is not None:
+            return self.feedback[0].nothing(fragment.outer.numel(), self.params[0].dtype, self.outer_device)
         return torch.zeros(fragment.outer.numel(), dtype=self.params[0].dtype, device=self.outer_device)
 
     @property

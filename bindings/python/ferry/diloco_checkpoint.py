@@ -31,6 +31,8 @@ def save(d: "DiLoCo") -> Dict[str, Any]:
         "model": {k: v.clone() for k, v in d.model.state_dict().items()},
         "inner_optimizer": d.inner_optimizer.state_dict(),
     }
+    if d.feedback is not None:
+        state["sparse_feedback"] = [fb.state() for fb in d.feedback]
     if d.overlap:
         pending = d.pending
         state["in_flight"] = None if pending is None else {
@@ -44,12 +46,15 @@ def save(d: "DiLoCo") -> Dict[str, Any]:
 def restore(d: "DiLoCo", state: Dict[str, Any]) -> None:
     if d.joined:
         raise InvalidUsageError("DiLoCo.load_state_dict() after join(): restore first, then join")
-    if len(state["outer_params"]) != len(d.outer_params) or d.overlap != ("in_flight" in state):
-        raise InvalidArgumentError("state_dict does not match this model or mode (parameters, overlap)")
+    if (len(state["outer_params"]) != len(d.outer_params) or d.overlap != ("in_flight" in state)
+            or (d.feedback is not None) != ("sparse_feedback" in state)):
+        raise InvalidArgumentError("state_dict does not match this model or mode (parameters, overlap, sparse)")
     for dst, src in zip(d.outer_params, state["outer_params"]):
         dst.copy_(src)
     for dst, src in zip(d.outer_momentum, state["outer_momentum"]):
         dst.copy_(src)
+    for fb, saved in zip(d.feedback or (), state.get("sparse_feedback", ())):
+        fb.load(saved)
     d.model.load_state_dict(state["model"])
     d.inner_optimizer.load_state_dict(state["inner_optimizer"])
     if "sync_points" in state:

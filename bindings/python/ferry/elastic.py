@@ -19,7 +19,10 @@ The protocol (every peer issues the same collectives in the same order):
   the new world. Inputs named in ``leader`` are not averaged: the group's rank 0 alone sends
   its values (the others send zeros) and every peer receives them, a broadcast that follows
   the ring as re-formed after a loss (DiLoCo's integer module buffers). A total weight of 0
-  (nobody contributed) gives zero means, not NaN. A reduction issued with ``all_reduce_async`` (start_reduce) may run while
+  (nobody contributed) gives zero means, not NaN. An input given as a SparseContribution
+  (ferry.sparseloco: one peer's encoded top-k) travels as an all-gather of every peer's
+  bytes, and its result is their rank-order sum (ferry.sparse.decode_sum) over the total
+  weight, the same bits on every peer. A reduction issued with ``all_reduce_async`` (start_reduce) may run while
   the caller trains, and is waited (and retried) later by finish_reduce; the phase FINAL
   (mark_final) tells a newcomer admitted during such a retry that the group stops after it.
 
@@ -39,6 +42,8 @@ import torch
 from .communicator import Communicator
 from .errors import PeerLostError, TimeoutError
 from .handle import Handle
+from .sparse import decode_sum
+from .sparseloco import SparseContribution
 
 __all__ = ["BOUNDARY", "FINAL", "REDUCE", "RETRYABLE", "CommTime", "PendingReduce", "ElasticGroup"]
 
@@ -245,12 +250,16 @@ class ElasticGroup:
         and every retry in a re-formed ring (whose rank 0 may be another peer)."""
         t = template
         self.progress[0], self.progress[1] = t.step, t.phase
-        pending = PendingReduce(t.step, t.inputs, [torch.empty_like(x) for x in t.inputs], t.weight, t.quant,
-                                t.phase, t.leader)
+        pending = PendingReduce(t.step, t.inputs, [None] * len(t.inputs), t.weight, t.quant, t.phase, t.leader)
+        pending.outputs = [x.empty_output() if isinstance(x, SparseContribution) else torch.empty_like(x)
+                           for x in t.inputs]
         pending.weight_in.fill_(t.weight)
         pending.handles.append(self.comm.all_reduce_async(pending.weight_in, op="sum", out=pending.weight_out))
         quants = [t.quant] * len(t.inputs) if t.quant is None or isinstance(t.quant, str) else list(t.quant)
         for i, x in enumerate(t.inputs):
+            if isinstance(x, SparseContribution):  # every peer's encoding to every peer, summed at _settle
+                pending.handles.append(self.comm.all_gather_async(x.data, tag=1 + i))
+                continue
             if i in t.leader and self.comm.rank != 0:
                 x = torch.zeros_like(x)  # kept by the handle until it completes
             pending.handles.append(self.comm.all_reduce_async(x, op="sum", tag=1 + i, out=pending.outputs[i],
@@ -275,6 +284,9 @@ class ElasticGroup:
                 self.vote_and_sync()
             pending = self._issue(pending)
         total = pending.total = self.last_total = float(pending.weight_out[0])
+        for i, x in enumerate(pending.inputs):
+            if isinstance(x, SparseContribution):
+                pending.outputs[i].copy_(decode_sum(pending.handles[1 + i].output, torch.empty(x.numel)))
         for i, out in enumerate(pending.outputs):
             if i in pending.leader:
                 continue

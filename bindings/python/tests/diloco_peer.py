@@ -84,6 +84,31 @@ def replay(shards_at: Sequence[Sequence[int]], diverge_from: int = 0) -> Dict[st
     return {"theta": outer.params[0], "momentum": outer.buffers[0]}
 
 
+def bits(tensors) -> bytes:
+    return b"".join(t.detach().contiguous().numpy().tobytes() for t in tensors)
+
+
+def tiny_mlp_peer(address, shard, world, outer_steps, quant, **options):
+    """A small MLP trained by DiLoCo with AdamW on its own shard's data; returns the bits of theta,
+    of the model after finish() and of the model before it."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+    inner = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    data = torch.Generator().manual_seed(100 + shard)
+    with ferry.Communicator(address, **PEER_ARGS) as comm, \
+            DiLoCo(comm, model, inner, sync_every=4, quant=quant, min_peers=world, **options) as diloco:
+        while diloco.outer_step < outer_steps:
+            x = torch.randn(16, 8, generator=data)
+            loss = torch.nn.functional.cross_entropy(model(x), (x[:, 0] > 0).long())
+            inner.zero_grad()
+            loss.backward()
+            inner.step()
+            diloco.step()
+        before = bits(model.parameters())
+        diloco.finish()
+        return bits(diloco.outer_params), bits(model.parameters()), before
+
+
 def die_when_issuing(diloco: DiLoCo, step: int) -> None:
     """Fault injection: SIGKILL this process where it would issue the reduction of `step`."""
     start_reduce = diloco.group.start_reduce

@@ -16,13 +16,9 @@ import pytest
 import torch
 
 import ferry
-from diloco_peer import PEER_ARGS, SYNC_EVERY, gradient, inner_step, replay, toy
+from diloco_peer import PEER_ARGS, SYNC_EVERY, bits, gradient, inner_step, replay, tiny_mlp_peer, toy
 from ferry.diloco import DiLoCo
 from harness import HERE, child_env, reap, run_threads, run_with_own_master
-
-
-def bits(tensors) -> bytes:
-    return b"".join(t.detach().contiguous().numpy().tobytes() for t in tensors)
 
 
 def test_import_ferry_does_not_import_diloco():
@@ -132,25 +128,6 @@ def test_each_fragment_syncs_once_every_h_inner_steps(address, fragments, overla
         expected[j] = [p + period if p + period <= steps else "finish" for p in issued] if overlap else issued
     for changes in run_threads(2, body):
         assert changes == expected
-
-
-def tiny_mlp_peer(address, shard, world, outer_steps, quant, **options):
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
-    inner = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    data = torch.Generator().manual_seed(100 + shard)
-    with ferry.Communicator(address, **PEER_ARGS) as comm, \
-            DiLoCo(comm, model, inner, sync_every=4, quant=quant, min_peers=world, **options) as diloco:
-        while diloco.outer_step < outer_steps:
-            x = torch.randn(16, 8, generator=data)
-            loss = torch.nn.functional.cross_entropy(model(x), (x[:, 0] > 0).long())
-            inner.zero_grad()
-            loss.backward()
-            inner.step()
-            diloco.step()
-        before = bits(model.parameters())
-        diloco.finish()
-        return bits(diloco.outer_params), bits(model.parameters()), before
 
 
 @pytest.mark.parametrize("world,quant,options", [
