@@ -5,8 +5,8 @@ Each block is the fenced ```python block after its marker comment in README.md
 runs as the README says (its own master, two peers in threads; cwd the repository's
 root, PYTHONPATH=bindings/python) and must print what its print line's comment says.
 The DiLoCo block is one peer's train.py: two copies run as processes against a master
-started here, through $FERRY_MASTER_ADDR as the README's commands do, and must end
-with the same weights. This interpreter runs them (run_tests.sh: Debian's /usr/bin/python3),
+started here (an embedded one on a free port, not the README's ferry-master on 48148),
+through $FERRY_MASTER_ADDR as the README's commands do, and must end with the same weights. This interpreter runs them (run_tests.sh: Debian's /usr/bin/python3),
 and $FERRY_LIBRARY, set by run_tests.sh, keeps them on the library under test.
 """
 
@@ -36,6 +36,15 @@ def readme_block(name: str) -> str:
     return match.group(1)
 
 
+def readme_commands(name: str) -> str:
+    """The ```sh block after the ```python block of `<!-- quickstart: NAME -->`."""
+    text = README.read_text()
+    start = text.index(f"<!-- quickstart: {name} -->")
+    match = re.compile(r"^```sh\n(.*?)^```$", re.S | re.M).search(text, start)
+    assert match and "<!--" not in text[start + 4:match.start()], f"README.md: no ```sh block for {name}"
+    return match.group(1)
+
+
 def readme_env(**extra: str) -> dict:
     return {**os.environ, "PYTHONPATH": "bindings/python", **extra}
 
@@ -57,6 +66,11 @@ def test_the_all_reduce_quickstart_prints_what_it_says():
 @pytest.mark.deadline(180)
 def test_the_diloco_quickstart_trains_two_peers_to_the_same_weights(tmp_path):
     pytest.importorskip("torch")
+    # The commands the README gives: a master, then two peers that find it through the environment.
+    commands = readme_commands("diloco").splitlines()
+    assert len(commands) == 3 and "ferry-master --listen 127.0.0.1:48148" in commands[0], commands
+    for line in commands[1:]:
+        assert line.startswith("FERRY_MASTER_ADDR=127.0.0.1:48148 PYTHONPATH=bindings/python ") and "train.py" in line
     script = tmp_path / "train.py"
     script.write_text(readme_block("diloco"))
     with ferry.Master("127.0.0.1:0") as master:
