@@ -95,7 +95,7 @@ def run_diloco(peer: Peer, **options) -> None:
     with peer.communicator() as comm:
         diloco = DiLoCo(comm, peer.model, peer.optimizer, args.inner_steps if capped else None,
                         outer_lr=args.outer_lr, outer_momentum=args.outer_momentum, quant=args.quant,
-                        min_peers=args.min_peers, log=peer.log, **schedule, **options)
+                        min_peers=args.min_peers, log=peer.log, sparse=args.sparse, **schedule, **options)
         diloco.join()
         began, curve, inner_s = time.monotonic(), [], 0.0
         # With overlap the model is not theta between outer steps: no held-out loss per step. Nor

@@ -30,13 +30,16 @@ def parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=32, help="per-peer mini-batch")
     p.add_argument("--inner-lr", type=float, default=1e-3)
     p.add_argument("--weight-decay", type=float, default=0.01, help="AdamW's")
-    p.add_argument("--outer-lr", type=float, default=0.7)
+    p.add_argument("--outer-lr", type=float, help="the outer SGD's (default: ferry.diloco's, 0.7; SparseLoCo 1)")
     p.add_argument("--outer-momentum", type=float,
                    help="Nesterov momentum of the outer SGD (default: the task's; DiLoCo's usual 0.9 suits "
                         "text; on digits' 24 outer steps it overshoots: held-out loss 1.26 against 0.10 at 0.5, "
                         "measured)")
     p.add_argument("--quant", choices=ferry.QUANT_NAMES,
                    help="wire quantization of the pseudo-gradient all-reduce (default: full f32)")
+    p.add_argument("--sparse", metavar="DENSITY:BITS[:CHUNK[:DECAY]]", type=sparse_option,
+                   help="SparseLoCo instead of the dense all-reduce: each chunk's top DENSITY (e.g. 0.02) at BITS "
+                        "bits (2, 4, 8), chunks of CHUNK (4096), error feedback decay DECAY (0.95); no outer momentum")
     p.add_argument("--min-peers", type=int, default=1, help="wait for this many peers before the first step")
     p.add_argument("--hidden", type=int, default=128, help="MLP width")
     p.add_argument("--seed", type=int, default=0, help="model initialisation (the same on every peer)")
@@ -67,6 +70,24 @@ def parser(description: str) -> argparse.ArgumentParser:
     return p
 
 
+def sparse_option(text: str):
+    """--sparse DENSITY:BITS[:CHUNK[:DECAY]] as ferry.diloco.SparseLoCo options."""
+    from ferry.diloco import SparseLoCo
+
+    fields = text.split(":")
+    if not 2 <= len(fields) <= 4:
+        raise argparse.ArgumentTypeError(f"--sparse wants DENSITY:BITS[:CHUNK[:DECAY]], got {text!r}")
+    try:
+        options = dict(density=float(fields[0]), bits=int(fields[1]))
+        if len(fields) > 2:
+            options["chunk"] = int(fields[2])
+        if len(fields) > 3:
+            options["decay"] = float(fields[3])
+        return SparseLoCo(**options)
+    except (ValueError, ferry.InvalidArgumentError) as e:
+        raise argparse.ArgumentTypeError(f"--sparse {text}: {e}")
+
+
 class Peer:
     """The task as one peer sees it: its shard's batches, the model, AdamW, the held-out set."""
 
@@ -76,8 +97,8 @@ class Peer:
         torch.set_num_threads(args.threads)
         self.args = args
         self.data = load_task(args.task, args.device)
-        if args.outer_momentum is None:
-            args.outer_momentum = self.data.outer_momentum
+        if args.outer_momentum is None and not getattr(args, "sparse", None):
+            args.outer_momentum = self.data.outer_momentum  # SparseLoCo has none
         if whole_training_set:
             self.batches = Batches(self.data.train_x, self.data.train_y, args.batch * args.num_shards, seed=1000)
         else:

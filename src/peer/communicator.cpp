@@ -9,7 +9,6 @@
 
 #include "core/log.h"
 #include "net/fd_limit.h"
-#include "net/frame_io.h"
 #include "peer/escaped_exception.h"
 #include "peer/p2p_inbound.h"
 
@@ -256,34 +255,6 @@ std::shared_ptr<AllreduceOp> Communicator::allreduce_async(const void* send, voi
   return op;
 }
 
-std::shared_ptr<SharedStateSync> Communicator::sync_shared_state(SyncSpec spec) {
-  {
-    std::lock_guard lock(state_.mu);
-    if (!state_.master_away("sync_shared_state")) state_.require_accepted("sync_shared_state");
-  }
-  if (spec.connections == 0) spec.connections = config_.connections ? config_.connections : kStartLanes;
-  // Hashing happens first, with no lock held: it may take a while for large states.
-  HashedState state = HashedState::of(std::move(spec));
-  std::shared_ptr<SharedStateSync> op;
-  std::optional<Status> no_master;
-  {
-    std::lock_guard lock(state_.mu);  // with the issue: one snapshot (communicator.h)
-    no_master = state_.master_away("sync_shared_state");
-    if (!no_master) state_.require_accepted("sync_shared_state");
-    op = ops_->issue<SharedStateSync>(
-        [&](uint64_t epoch, uint32_t seq) {
-          return std::make_shared<SharedStateSync>(
-              *ops_, epoch, seq, state_.peer_id, std::move(state), op_deadlines(),
-              [this](const wire::PeerAddress& holder, const wire::FetchHello& hello, std::shared_ptr<net::Stream>& out) {
-                return dial_holder(io_.get_executor(), link_options_, holder, hello, out);
-              });
-        },
-        nullptr);
-  }
-  begin_issued(*op, no_master, [&] { session_.send(op->begin_message()); });
-  return op;
-}
-
 void Communicator::begin_issued(CollectiveOp& op, const std::optional<Status>& no_master,
                                 const std::function<void()>& send_begin) {
   if (!no_master) send_begin();
@@ -376,23 +347,6 @@ void Communicator::die(const Status& why) {
   for (auto& op : ops_->in_flight()) op->fail_local(why, /*final=*/true);
   membership_.join();
   if (why.code != Errc::invalid_usage) session_.close(why);
-}
-
-// --- shared state served to other peers ---------------------------------------------------------
-
-void Communicator::on_fetch_hello(const wire::FetchHello& hello, const std::string& welcome_proof,
-                                  const std::shared_ptr<net::Stream>& stream) {
-  auto op = std::dynamic_pointer_cast<SharedStateSync>(ops_->find(hello.epoch, hello.seq));
-  uint64_t self;
-  {
-    std::lock_guard lock(state_.mu);
-    self = state_.peer_id;
-  }
-  if (op && hello.to_peer == self) return op->serve(hello, welcome_proof, stream);
-  net::write_one_message(stream,
-                         wire::LinkWelcome{.code = static_cast<uint32_t>(Errc::protocol),
-                                           .reason = "no such shared-state sync here"},
-                         [stream](Status) { stream->close(); });
 }
 
 // --- deadlines -----------------------------------------------------------------------------------------

@@ -8,7 +8,9 @@
 // collectives are issued failed meanwhile (peer_lost, seen where the caller
 // waits), and votes wait for the master to come back.
 //
-// Its jobs live in their own parts:
+// Its jobs live in their own parts (the collectives it issues: communicator.cpp
+// the all-reduce, communicator_gather.cpp the all-gather, communicator_sync.cpp
+// the shared-state sync and serving other peers' syncs):
 //   peer_state.h       where the peer stands, and the lock its parts share
 //   master_session.h   the connection to the master (handshake, heartbeats, dispatch)
 //   master_redial.h    the dials of the master, first and after a loss; the decision on a lost session
@@ -30,7 +32,7 @@
 //    OpRegistry's own locks (each taken alone, never one inside the other).
 //    state_.mu is held across another object's lock in two places only, each
 //    a snapshot that must be consistent: an issue (allreduce_async,
-//    sync_shared_state: membership_.view, then ops_->issue), so that an op's
+//    all_gather_async, sync_shared_state: membership_.view, then ops_->issue), so that an op's
 //    epoch, ring and number belong together, and a commit (on_topology_done:
 //    membership_.commit, ops_->restart), for the same reason. Neither calls
 //    back into us nor waits on another thread. state_.mu is never held across

@@ -397,7 +397,7 @@ MASTER_LOAD_KEYS = {
     "tool": str, "args": dict, "machine": dict, "welcomed": int, "admitted": int, "admit_votes": int,
     "admit_s": float, "admit_master_cpu_s": float, "master_cpu_ms_per_join": float, "vote_s": float,
     "vote_master_cpu_ms": float, "round_s": float, "round_master_cpu_ms": float, "collective_master_cpu_ms": float,
-    "committed": int, "aborted": int, "expected_commits": int,
+    "committed": int, "aborted": int, "expected_commits": int, "abort_log": str,
 }
 MASTER_LOAD_ARGS_KEYS = ["peers", "groups", "rounds", "votes", "threads", "master_log_level"]
 
@@ -420,7 +420,8 @@ def check_master_load_record(record):
     expect(record["admit_votes"] >= 1, f"admit_votes {record['admit_votes']}")
     expect(record["expected_commits"] == peers * rounds, f"expected_commits {record['expected_commits']}")
     expect(record["committed"] == peers * rounds, f"{record['committed']} of {peers * rounds} verdicts committed")
-    expect(record["aborted"] == 0, f"{record['aborted']} verdicts aborted")
+    expect(record["aborted"] == 0, f"{record['aborted']} verdicts aborted; the master's log ends:\n"
+                                   f"{record['abort_log']}")
     for key in ("admit_s", "admit_master_cpu_s", "vote_s", "round_s"):
         expect(record[key] >= 0, f"{key} {record[key]}")
     return problems

@@ -84,7 +84,7 @@ RunSummary summarize_size(const BenchArgs& args, const RunShape& shape,
   run.time_s_min = *std::min_element(run.times_s.begin(), run.times_s.end());
   run.algbw_GBps = run.time_s_median > 0 ? op_bytes / run.time_s_median / 1e9 : 0;
   run.busbw_GBps = run.algbw_GBps * bus_factor;
-  run.wire_bytes_ideal = op_bytes * bus_factor;
+  run.wire_bytes_ideal = is_sparse_step(args) ? 0 : op_bytes * bus_factor;  // sparse: what the data allows
   if (sent_samples > 0) run.wire_bytes_per_peer = sent_total / static_cast<double>(sent_samples);
   run.links = shm_ranks == 0 ? "tcp" : shm_ranks == per_rank.size() ? "shared_memory" : "mixed";
   if (!agreement_s.empty() && *std::max_element(agreement_s.begin(), agreement_s.end()) > 0)

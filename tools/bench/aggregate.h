@@ -45,7 +45,7 @@ struct RunSummary {
   double algbw_GBps = 0;
   double busbw_GBps = 0;
   std::optional<double> wire_bytes_per_peer;  // not measured for Gloo
-  double wire_bytes_ideal = 0;                // 2(N-1)/N * C * S
+  double wire_bytes_ideal = 0;                // 2(N-1)/N * C * S (0 for a SparseLoCo step: data-dependent)
   bool bit_identical = false;
   bool correct = false;
   std::optional<double> cpu_s_per_GB;  // not measured for Gloo

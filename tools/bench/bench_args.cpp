@@ -103,6 +103,11 @@ void check_consistency(const BenchArgs& args) {
   if (is_all_gather(args) && args.workload != "allreduce")
     throw ArgsError("--collective all_gather runs in the allreduce workload (the default), not --workload sync");
   if (is_all_gather(args) && args.quant != "none") throw ArgsError("--quant applies to all-reduces, not all_gather");
+  if (is_sparse_step(args)) {
+    if (args.workload != "allreduce" || args.quant != "none" || !args.baseline.empty() || args.dtype != ElemType::f32)
+      throw ArgsError("--collective sparseloco runs in the allreduce workload on f32, with no --quant and no "
+                      "--baseline (the sparse codec quantizes itself; Gloo has no such step)");
+  }
   if (!args.wan.empty()) {
     try {
       wan::WanConfig::parse(args.wan).validate();
@@ -217,9 +222,18 @@ std::optional<BenchArgs> parse_bench_args(int argc, char** argv) {
   app.add_option("--collective", args.collective,
                  "The collective the allreduce workload times: allreduce, or all_gather (every peer contributes "
                  "--sizes bytes; busbw = (N-1)/N * algbw, algbw = N * size / time, as nccl-tests; the Gloo "
-                 "baseline runs gloo::allgather)")
-      ->check(CLI::IsMember({"allreduce", "all_gather"}))
+                 "baseline runs gloo::allgather), or sparseloco (one SparseLoCo outer step of --sizes of f32: "
+                 "each peer's top-k encoded, all-gathered, summed; timed whole, bandwidths as an all-reduce's "
+                 "of that size, so the time compares with --quant u8's)")
+      ->check(CLI::IsMember({"allreduce", "all_gather", "sparseloco"}))
       ->capture_default_str();
+  app.add_option("--sparse-density", args.sparse_density,
+                 "--collective sparseloco: the share of each chunk of 4096 sent (ferry_sparse_k_for_density)")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-6, 1.0));
+  app.add_option("--sparse-bits", args.sparse_bits, "--collective sparseloco: bits a value (2, 4 or 8)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({2u, 4u, 8u}));
   app.add_option("--holders", args.holders, "sync: peers holding identical state (the newcomer is one more)")
       ->capture_default_str()
       ->check(CLI::Range(1, 63));
@@ -297,7 +311,10 @@ std::vector<std::string> peer_forwarded_args(const BenchArgs& args) {
   if (!args.congestion_control.empty()) out.insert(out.end(), {"--cc", args.congestion_control});
   if (args.peer_timeout_ms != 0) out.insert(out.end(), {"--peer-timeout-ms", std::to_string(args.peer_timeout_ms)});
   if (args.quant != "none") out.insert(out.end(), {"--quant", args.quant});
-  if (is_all_gather(args)) out.insert(out.end(), {"--collective", args.collective});
+  if (args.collective != "allreduce") out.insert(out.end(), {"--collective", args.collective});
+  if (is_sparse_step(args))
+    out.insert(out.end(), {"--sparse-density", std::to_string(args.sparse_density), "--sparse-bits",
+                           std::to_string(args.sparse_bits)});
   if (args.io_threads != 0) out.insert(out.end(), {"--io-threads", std::to_string(args.io_threads)});
   if (args.chunk_bytes != 0) out.insert(out.end(), {"--chunk-bytes", std::to_string(args.chunk_bytes)});
   if (!args.shared_memory) out.insert(out.end(), {"--shared-memory", "off"});

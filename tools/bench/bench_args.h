@@ -42,6 +42,9 @@ struct BenchArgs {
   // The allreduce workload's collective: "allreduce", or "all_gather" (ferry_all_gather; --sizes are
   // then the bytes each peer contributes; gather_bench.h).
   std::string collective = "allreduce";
+  // --collective sparseloco: the sparse codec's density of each chunk of 4096 and bits a value.
+  double sparse_density = 0.02;
+  std::uint32_t sparse_bits = 2;
   int peers = 3;
   std::vector<std::size_t> sizes;  // bytes per operation, in run order
   ElemType dtype = ElemType::f32;
@@ -99,6 +102,8 @@ std::vector<std::string> peer_forwarded_args(const BenchArgs& args);
 inline bool is_sync_newcomer(const BenchArgs& args) { return args.peer_index == args.holders; }
 
 inline bool is_all_gather(const BenchArgs& args) { return args.collective == "all_gather"; }
+// SparseLoCo's outer step (sparse_step_bench.h): encode, all-gather, decode-and-sum of --sizes of f32.
+inline bool is_sparse_step(const BenchArgs& args) { return args.collective == "sparseloco"; }
 
 // Whether the run's hosts are an emulated WAN (--wan or --wan-topology).
 inline bool on_emulated_wan(const BenchArgs& args) { return !args.wan.empty() || !args.wan_topology.empty(); }

@@ -38,7 +38,9 @@ constexpr int kExitBadArgs = 2;
 constexpr int kExitWrongResult = 3;
 
 std::string title(const std::string& impl, const BenchArgs& args, const Launcher& launcher) {
-  std::string text = impl + (is_all_gather(args) ? " all-gather (size: bytes per peer)" : " all-reduce");
+  std::string text = impl + (is_all_gather(args)    ? " all-gather (size: bytes per peer)"
+                             : is_sparse_step(args) ? " SparseLoCo step (size: f32 bytes per peer)"
+                                                    : " all-reduce");
   if (impl == "gloo") text += " (" + (is_all_gather(args) ? std::string("allgather") : args.gloo_algorithm) + ")";
   text += ": " + std::to_string(args.peers) + " peers, " + launcher.describe() + ", " + std::to_string(args.iters) +
           " iters after " + std::to_string(args.warmup) + " warmup";

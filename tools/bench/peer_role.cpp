@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "gather_bench.h"
+#include "sparse_step_bench.h"
 #include "input_pattern.h"
 #include "link_matrix.h"
 #include "peer_session.h"
@@ -120,8 +121,10 @@ class PeerBench {
     const std::size_t count = bytes / elem_type_size(args_.dtype);
     std::vector<Buffer> send, recv;
     std::unique_ptr<GatherRounds> gathers;
+    std::unique_ptr<SparseStepRounds> sparse;
     if (is_all_gather(args_)) gathers = std::make_unique<GatherRounds>(args_, session_, bytes);
-    for (std::uint32_t k = 0; k < args_.concurrent && !gathers; ++k) {
+    if (is_sparse_step(args_)) sparse = std::make_unique<SparseStepRounds>(args_, session_, bytes);
+    for (std::uint32_t k = 0; k < args_.concurrent && !gathers && !sparse; ++k) {
       send.push_back(allocate(bytes));
       fill_input(args_.dtype, args_.op, send.back().get(), count, op_seed(k), session_.rank());
       recv.push_back(allocate(bytes));
@@ -147,7 +150,9 @@ class PeerBench {
       session_.barrier();
       const double cpu_before = tooling::process_cpu_s();
       const auto start = std::chrono::steady_clock::now();
-      const Iteration done = gathers ? Iteration{gathers->run_iteration(), 0} : run_iteration(send, recv, count);
+      const Iteration done = gathers  ? Iteration{gathers->run_iteration(), 0}
+                             : sparse ? Iteration{sparse->run_iteration(), 0}
+                                      : run_iteration(send, recv, count);
       const auto stop = std::chrono::steady_clock::now();
       const double cpu_after = tooling::process_cpu_s();
       if (timed) {
@@ -164,7 +169,11 @@ class PeerBench {
       report.hashes.push_back(gathers->hash(k));
       report.correct = gathers->correct(k) && report.correct;
     }
-    for (std::uint32_t k = 0; k < args_.concurrent && !gathers; ++k) {
+    for (std::uint32_t k = 0; k < args_.concurrent && sparse; ++k) {
+      report.hashes.push_back(sparse->hash(k));
+      report.correct = sparse->correct(k) && report.correct;
+    }
+    for (std::uint32_t k = 0; k < args_.concurrent && !gathers && !sparse; ++k) {
       report.hashes.push_back(hash_hex(recv[k].get(), bytes));
       std::size_t first_bad = 0;
       // A lossy codec changes the values (by design): then only bit-identity across peers is checked.

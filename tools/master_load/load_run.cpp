@@ -52,6 +52,7 @@ class MasterProcess {
   }
 
   uint16_t port() const { return port_; }
+  std::string log_tail() const { return master_->err_tail(kTailLines); }
   double cpu_s() const { return tooling::process_cpu_s(master_->pid()); }
 
   // Waits until done() holds; throws naming `phase` on a dead master or a failed peer, and on a
@@ -169,6 +170,7 @@ void collectives(const LoadOptions& options, MasterProcess& master, FakeFleet& f
   result.round_master_cpu_s = (master.cpu_s() - cpu0) / options.rounds;
   result.committed = tally.count(Event::committed);
   result.aborted = tally.count(Event::aborted);
+  if (result.aborted > 0) result.abort_log = master.log_tail();
 }
 
 }  // namespace

@@ -40,6 +40,7 @@ struct LoadResult {
   uint64_t committed = 0;
   uint64_t aborted = 0;
   uint64_t expected_commits = 0;
+  std::string abort_log;  // when a verdict aborted: the master's last log lines (they say why)
 };
 
 class LoadFailed : public std::runtime_error {

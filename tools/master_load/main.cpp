@@ -83,7 +83,8 @@ std::string json_report(const LoadOptions& o, const LoadResult& r) {
   w.key("collective_master_cpu_ms").value(ms(r.round_master_cpu_s) / o.groups).newline(2);
   w.key("committed").value(r.committed).newline(2);
   w.key("aborted").value(r.aborted).newline(2);
-  w.key("expected_commits").value(r.expected_commits).newline(0);
+  w.key("expected_commits").value(r.expected_commits).newline(2);
+  w.key("abort_log").value(r.abort_log).newline(0);
   w.end_object();
   return w.str();
 }

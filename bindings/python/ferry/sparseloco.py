@@ -33,12 +33,13 @@ __all__ = ["SparseContribution", "ErrorFeedback", "SparseLoCo"]
 @dataclass(frozen=True)
 class SparseLoCo:
     """SparseLoCo's options: ``density`` of each ``chunk`` sent (the paper: 1-3 % of 4096),
-    ``bits`` a value (2, 4 or 8; the paper: 2), the accumulator's ``decay`` (beta; 0.95)."""
+    ``bits`` a value (2, 4 or 8; the paper: 2), the accumulator's ``decay`` (beta; 0.9, the
+    best of 0.7-1 measured with tools/diloco-bench; docs/diloco.md has the sweep)."""
 
     density: float = 0.02
     chunk: int = 4096
     bits: int = 2
-    decay: float = 0.95
+    decay: float = 0.9
 
     def __post_init__(self) -> None:
         if not isinstance(self.decay, (int, float)) or not 0 <= self.decay <= 1:

@@ -25,7 +25,8 @@ TOY_SPARSE = SparseLoCo(density=0.5, chunk=4, bits=4, decay=0.5)
 def sparse_toy(comm, sparse=TOY_SPARSE, **kwargs) -> DiLoCo:
     model = Vector(kwargs.pop("layers", 1))
     inner = torch.optim.SGD(model.parameters(), lr=1.0, momentum=kwargs.pop("inner_momentum", 0.0))
-    return DiLoCo(comm, model, inner, kwargs.pop("sync_every", SYNC_EVERY), sparse=sparse, **kwargs)
+    # Outer lr 1: the replay's theta - mean is then exact whatever torch's SGD fuses.
+    return DiLoCo(comm, model, inner, kwargs.pop("sync_every", SYNC_EVERY), sparse=sparse, outer_lr=1.0, **kwargs)
 
 
 def top_k_quantized(e: torch.Tensor, chunk: int, k: int, bits: int) -> torch.Tensor:
@@ -225,7 +226,7 @@ def test_options_are_checked():
         with pytest.raises(ferry.InvalidArgumentError, match="chunk"):
             SparseLoCo(chunk=0)
         d = DiLoCo(comm, model, inner, 3, sparse=True)
-        assert d.sparse == SparseLoCo() and d.fragments[0].outer.optimizer.defaults["lr"] == 1.0
+        assert d.sparse == SparseLoCo() and d.fragments[0].outer.optimizer.defaults["lr"] == 5.0
         assert d.fragments[0].outer.optimizer.defaults["momentum"] == 0.0
         plain = DiLoCo(comm, model, inner, 3)
         assert plain.feedback is None and plain.fragments[0].outer.optimizer.defaults["momentum"] == 0.9
