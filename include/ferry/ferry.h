@@ -88,7 +88,7 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define FERRY_VERSION_MAJOR 0
-#define FERRY_VERSION_MINOR 2
+#define FERRY_VERSION_MINOR 3
 #define FERRY_VERSION_PATCH 0
 #define FERRY_VERSION_NUMBER \
   (FERRY_VERSION_MAJOR * 10000 + FERRY_VERSION_MINOR * 100 + FERRY_VERSION_PATCH)

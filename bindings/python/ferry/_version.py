@@ -8,4 +8,4 @@ versions: 0.2.x of the package speaks the C API of libferry 0.2.
 Pure Python, no imports: setuptools reads this file without running it.
 """
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
