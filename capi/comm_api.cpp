@@ -82,7 +82,7 @@ ferry::peer::CommConfig to_config(const ferry_comm_params& p) {
   if (auto secret = ferry::load_run_secret(p.secret_file))
     c.secret = std::make_shared<const ferry::RunSecret>(std::move(*secret));
   const char *cert = p.tls_cert_file, *key = p.tls_key_file, *ca = p.tls_ca_file;
-  if (!cert && !key && !ca) {  // launchers set the environment once for every process (README, "Environment")
+  if (!cert && !key && !ca) {  // launchers set the environment once for every process (docs/operating.md, "Environment")
     cert = std::getenv("FERRY_TLS_CERT_FILE");
     key = std::getenv("FERRY_TLS_KEY_FILE");
     ca = std::getenv("FERRY_TLS_CA_FILE");

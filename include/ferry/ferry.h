@@ -202,7 +202,7 @@ typedef struct ferry_master_params {
      proves it back. NULL: $FERRY_SECRET_FILE if set, else no authentication.
      Borrowed during ferry_master_create_with only. */
   const char* secret_file;
-  /* TLS (added in 0.1; see "Security" in the README). With tls_cert_file and
+  /* TLS (added in 0.1; see docs/security.md). With tls_cert_file and
      tls_key_file set, every connection to the master is TLS 1.3 and this
      certificate (PEM, leaf first; unencrypted PEM key) is what peers verify
      against their tls_ca_file. tls_ca_file (PEM) set: peers must present a
@@ -222,12 +222,13 @@ typedef struct ferry_master_params {
      1000..86400000, default 600000 (10 min). */
   uint32_t link_max_age_ms;
   /* "HOST:PORT" of a read-only HTTP endpoint for the people watching the
-     run (added in 0.3; README, "Watching a run"): /metrics (Prometheus),
-     /status (JSON) and / (a live dashboard page). A port alone ("9100")
-     binds to loopback; PORT 0 picks a free port (ferry_master_http_port).
-     It never shows the run secret, keys or tensor contents; a slow or
-     hostile HTTP client cannot delay the run's coordination. NULL (default):
-     none. Borrowed during ferry_master_create_with only. */
+     run (added in 0.3; docs/operating.md, "Watching a run"): /metrics
+     (Prometheus), /status (JSON) and / (a live dashboard page). A port
+     alone ("9100") binds to loopback; PORT 0 picks a free port
+     (ferry_master_http_port). It never shows the run secret, keys or
+     tensor contents; a slow or hostile HTTP client cannot delay the run's
+     coordination. NULL (default): none. Borrowed during
+     ferry_master_create_with only. */
   const char* http_address;
 } ferry_master_params;
 
@@ -261,16 +262,16 @@ FERRY_API ferry_result ferry_master_http_port(const ferry_master* master, uint16
    FERRY_ERR_MASTER_LOST, their reconnect window (master_reconnect_timeout_ms)
    notwithstanding: this master will not come back. The first time after
    ferry_master_run, it logs the run's summary at info (collectives by result,
-   bytes, joins and leaves: README, "Running a run by hand"). Blocks at most
-   ~2 s. Idempotent.
+   bytes, joins and leaves: docs/operating.md, "The master's logs").
+   Blocks at most ~2 s. Idempotent.
    Errors: FERRY_ERR_INVALID_ARGUMENT (NULL). */
 FERRY_API ferry_result ferry_master_stop(ferry_master* master);
 
 /* Stops serving as ferry_master_stop does, but without telling the peers: to
    them the master is lost as if it had crashed, and those with a reconnect
    window dial this address again and resume with the master started next on
-   it (README, "The master is replaceable"). For replacing a master without
-   ending the run. Idempotent; after ferry_master_stop it does nothing.
+   it (docs/design.md, "Outliving the master"). For replacing a master
+   without ending the run. Idempotent; after ferry_master_stop it does nothing.
    Errors: FERRY_ERR_INVALID_ARGUMENT (NULL). */
 FERRY_API ferry_result ferry_master_stop_for_restart(ferry_master* master);
 
@@ -297,9 +298,9 @@ typedef struct ferry_comm_params {
      striped over all of them. 0 (default since 0.2): adapted per link: each
      link starts with 4 and, on a long or lossy path, doubles them while its
      delivered rate rises by 10 % or more, up to 64, then keeps the best count
-     (README, "Connections per link"); on loopback or a LAN it stays at 4.
-     1..64 pins the count (the group uses the smallest any member pins).
-     The count never changes the results' bits. */
+     (docs/design.md, "Connections per link"); on loopback or a LAN it
+     stays at 4. 1..64 pins the count (the group uses the smallest any
+     member pins). The count never changes the results' bits. */
   uint32_t p2p_connections;
   /* Address the peer-to-peer listener binds. Default "::": IPv6 and IPv4
      on one socket (IPV6_V6ONLY off; "0.0.0.0" where the system has no

@@ -84,8 +84,8 @@
 // quant.h's codecs do; a finite sum beyond T's range gives +-inf, as the
 // float sum would. A = 0 decodes to +0.
 //
-// Error bound (published in ferry.h and the README once the modes are
-// there). For a block with agreed A, s = fl(A / L), N contributions x_p and
+// Error bound (published in ferry.h and docs/quantization.md). For a block
+// with agreed A, s = fl(A / L), N contributions x_p and
 // y the decoded sum:
 //     nearest:    |y - sum_p x_p| <= N * s * (1/2 + 2^-14) + 2^-23 |y|
 //     stochastic: |y - sum_p x_p| <= N * s * (1   + 2^-14) + 2^-23 |y|

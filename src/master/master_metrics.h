@@ -1,7 +1,7 @@
 // The master's /metrics: Prometheus' text exposition of the run (run_view.h),
 // its counters and histograms (master_stats.h) and the master's own process,
 // formatted by prometheus-cpp (Debian: prometheus-cpp-dev). Every metric and
-// what it means: README, "Watching a run". Reads /proc for the process figures;
+// what it means: docs/operating.md, "Watching a run". Reads /proc for the process figures;
 // otherwise pure. Call it on any thread with values the caller owns.
 #pragma once
 

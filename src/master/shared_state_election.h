@@ -1,7 +1,7 @@
 // The master's shared-state election: from every member's sync_begin to a
 // plan per member, or a reason to abort. A pure function, unit-tested alone.
 //
-// Rules (README, "Shared state"):
+// Rules (docs/design.md, "Shared state"):
 //  - Every member declares the same tensors (names, dtypes, counts, and the
 //    allow-inequality flag); tensors are matched by name, in name order.
 //  - Contributors are the members not receive-only. Their highest revision T

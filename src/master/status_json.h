@@ -1,6 +1,6 @@
 // The master's /status document: the run (run_view.h), its totals
 // (master_stats.h) and its recent history (run_journal.h) as JSON, for
-// scripts and the dashboard. The schema is in the README ("Watching a run").
+// scripts and the dashboard. The schema is in docs/operating.md ("Watching a run").
 // Pure: no I/O, no clock of its own.
 #pragma once
 

@@ -3,7 +3,7 @@
 //
 // Why the members do not vote by themselves when someone is pending: a vote changes the
 // world size and the ranks under the caller and must fall at the same call on every member,
-// which async collectives in flight rule out (README, "Joining").
+// which async collectives in flight rule out (docs/design.md, "Joining").
 //
 // Threading: PendingNewcomerNotice from any thread (one atomic); wait_for_admission as
 // PeerState::wait_for.

@@ -11,7 +11,7 @@
 // and bunched acks fade out. On loopback or a LAN a probe takes 0.1 s, so
 // the 14 rounds of an 8-peer group take ~1.5 s; at a 230 ms RTT one takes
 // 2.3 s: there the time goes to slow start, which a shorter probe would
-// mistake for the path's rate (accuracy wins; the README gives the totals).
+// mistake for the path's rate (accuracy wins; docs/design.md, "Knowing the links", gives the totals).
 // The entry's RTT is the smallest the connections saw (the path's, without
 // the queue the probe itself builds).
 // A target that cannot be dialled or refuses the handshake is reported

@@ -7,7 +7,7 @@
 // Topology::load(path) (a JSON file; the format is in topology_json.cpp and README.md, and
 // stress/wan/topologies/ has examples). WanNetwork::start() takes either.
 //
-// Where each figure acts (README.md, "Where each rate acts"):
+// Where each figure acts (stress/wan/README.md, "Where each figure acts"):
 //   uplink    tbf on the host's TUN egress, in the host's kernel (as with a spec);
 //   rate cap  a token bucket per ordered pair in the forwarder, before the delay;
 //   delay     the forwarder's per-pair queues;

@@ -2,7 +2,7 @@
 """What an automatic vote at every collective boundary would cost (issue 42, item 1): the
 members of a loopback run time, per call, peers_pending(), a vote that admits nobody, a vote
 that admits one newcomer, and a small all_reduce for scale. Prints one line per measurement
-(median and max over --rounds). The README's "Joining" quotes its numbers.
+(median and max over --rounds). docs/design.md, "Joining", quotes its numbers.
 
     FERRY_LIBRARY=build/capi/libferry.so /usr/bin/python3 tools/admission-cost/admission_cost.py
 """

@@ -23,8 +23,9 @@ inline constexpr int kExitBadArguments = 2;
 // and so cannot ask ferry_version().
 const char* built_ferry_version();
 
-// "ferry-master 0.2.0 (wire protocol 6)"; protocol 0: the tool does not know
-// it (it links only the C API, which does not say), so the line leaves it out.
+// "ferry-master X.Y.Z (wire protocol N)", N the caller's wire::kProtocolVersion;
+// protocol 0: the tool does not know it (it links only the C API, which does
+// not say), so the line leaves it out.
 std::string version_text(std::string_view tool, std::string_view ferry_version, unsigned protocol = 0);
 
 // Adds --version, printing `text`.

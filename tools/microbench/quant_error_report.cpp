@@ -1,7 +1,7 @@
 // The error of each quantization codec (core/quant.h) on normal(0, 1) data, per kind and
 // block size: bytes per f32, the max and RMS error in units of the data's range, and the
 // worst error over its bound (scale/2 of its block for the affine kinds; half an ulp for
-// f16/bf16). Not a test: the figures behind kDefaultQuantBlock and the README's table.
+// f16/bf16). Not a test: the figures behind kDefaultQuantBlock and docs/quantization.md's table.
 //   usage: ferry_quant_report
 #include <algorithm>
 #include <cmath>

@@ -16,7 +16,7 @@ Ctrl-Cs) runs during the call, and the call goes on. Calls from other threads
 run directly: no signal handler runs there.
 
 Cost: one helper thread per process, kept between calls, so a call pays two
-thread hand-overs (30 to 50 us on a loaded 2-core machine; README "Ctrl-C"), not
+thread hand-overs (30 to 50 us on a loaded 2-core machine; bindings/python/README.md, "Ctrl-C"), not
 a thread start.
 """
 

@@ -3,7 +3,7 @@
 pyproject.toml reads it (``dynamic = ["version"]``), ``ferry.__version__`` is
 it, and the loader refuses a libferry whose version cannot serve it (see
 :func:`ferry._lib.version_problem`). The binding follows the library's
-versions: 0.2.x of the package speaks the C API of libferry 0.2.
+versions: 0.3.x of the package speaks the C API of libferry 0.3.
 
 Pure Python, no imports: setuptools reads this file without running it.
 """

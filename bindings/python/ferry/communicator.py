@@ -90,7 +90,7 @@ class Communicator(GatherCalls):
         master: ``"HOST:PORT"`` of the master (``"[V6ADDR]:PORT"`` for IPv6). None (default):
             ``$FERRY_MASTER_ADDR``; InvalidArgumentError when that is unset too. The TLS files
             likewise default to ``$FERRY_TLS_CERT_FILE``/``KEY_FILE``/``CA_FILE``, the secret to
-            ``$FERRY_SECRET_FILE`` (README, "Environment"), so a launched script needs no arguments.
+            ``$FERRY_SECRET_FILE`` (docs/operating.md, "Environment"), so a launched script needs no arguments.
         peer_group: ring id; groups never exchange data (0).
         connections: parallel TCP connections to each ring neighbour: None (default) adapts them
             to each link (4 on a LAN, up to 64 on a long lossy path); 1..64 pins the count.

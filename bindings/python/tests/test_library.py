@@ -85,9 +85,9 @@ def test_ctypes_structs_have_the_size_of_the_c_structs(cls, init):
 
 def test_defaults_come_from_the_library():
     params = _lib.defaults(_lib.CommParams, "ferry_comm_params_init")
-    # p2p_connections 0: each link adapts its count (README, "Connections per link").
+    # p2p_connections 0: each link adapts its count (docs/design.md, "Connections per link").
     assert (params.p2p_connections, params.timeout_ms, params.io_threads) == (0, 60000, 2)
-    assert params.p2p_listen_host == b"::"  # dual-stack (README, "Addresses and IPv6")
+    assert params.p2p_listen_host == b"::"  # dual-stack (docs/operating.md, "Addresses and IPv6")
     assert params.struct_size == ctypes.sizeof(_lib.CommParams)
 
 
