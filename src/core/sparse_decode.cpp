@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "core/float_environment.h"
 #include "core/sparse_codec.h"
@@ -35,69 +36,89 @@ uint64_t min_bytes(SparseSpec spec, uint64_t count) {
   return kSparseHeaderBytes + count / spec.chunk * chunk(spec.chunk) + (rest != 0 ? chunk(rest) : 0);
 }
 
-// Walks the chunks of a contribution whose header is known good, checking
-// each and that they end exactly at in + in_bytes; out == nullptr only
+// One contribution being walked chunk by chunk (its header known good).
+struct ChunkWalk {
+  const uint8_t* p;          // the next chunk's first byte
+  const uint8_t* end;        // the contribution's end
+  const SparseHeader* h;
+  uint64_t first = 0;        // the next chunk's first element
+  uint64_t c = 0;            // the next chunk's number
+};
+
+// Checks the walk's next chunk and advances past it; out == nullptr only
 // checks, otherwise adds each value to out (the caller's count is the header's).
-[[gnu::noinline]] Status walk_chunks(const uint8_t* in, size_t in_bytes, const SparseHeader& h, float* out) {
-  const SparseSpec spec = h.spec;
+Status walk_chunk(ChunkWalk& w, float* out) {
+  const SparseSpec spec = w.h->spec;
   const uint32_t r = rice_parameter(spec.chunk, spec.k);
   const uint32_t top = levels(spec.bits);
-  const uint8_t* p = in + kSparseHeaderBytes;
-  const uint8_t* const end = in + in_bytes;
-  for (uint64_t first = 0, c = 0; first < h.count; first += spec.chunk, ++c) {
-    const uint64_t remaining = h.count - first;
-    const auto n = static_cast<uint32_t>(remaining < spec.chunk ? remaining : spec.chunk);
-    const uint32_t sent = spec.k < n ? spec.k : n;
-    if (end - p < 8) return refuse("ends inside chunk " + std::to_string(c) + "'s scale");
-    const uint32_t lo_bits = read_u32(p);
-    const uint32_t step_bits = read_u32(p + 4);
-    const float lo = std::bit_cast<float>(lo_bits);
-    const float step = std::bit_cast<float>(step_bits);
-    const bool marker = lo_bits == kNanBits && step_bits == kNanBits;
-    if (!marker) {
-      if ((lo_bits >> 31) != 0 || (step_bits >> 31) != 0 || !std::isfinite(lo) || !std::isfinite(step) ||
-          !std::isfinite(lo + static_cast<float>(top) * step)) {
-        return refuse("chunk " + std::to_string(c) + " has an invalid scale (lo " + std::to_string(lo) + ", step " +
-                      std::to_string(step) + ")");
-      }
+  const uint8_t* p = w.p;
+  const uint8_t* const end = w.end;
+  const uint64_t c = w.c;
+  const uint64_t remaining = w.h->count - w.first;
+  const auto n = static_cast<uint32_t>(remaining < spec.chunk ? remaining : spec.chunk);
+  const uint32_t sent = spec.k < n ? spec.k : n;
+  if (end - p < 8) return refuse("ends inside chunk " + std::to_string(c) + "'s scale");
+  const uint32_t lo_bits = read_u32(p);
+  const uint32_t step_bits = read_u32(p + 4);
+  const float lo = std::bit_cast<float>(lo_bits);
+  const float step = std::bit_cast<float>(step_bits);
+  const bool marker = lo_bits == kNanBits && step_bits == kNanBits;
+  if (!marker) {
+    if ((lo_bits >> 31) != 0 || (step_bits >> 31) != 0 || !std::isfinite(lo) || !std::isfinite(step) ||
+        !std::isfinite(lo + static_cast<float>(top) * step)) {
+      return refuse("chunk " + std::to_string(c) + " has an invalid scale (lo " + std::to_string(lo) + ", step " +
+                    std::to_string(step) + ")");
     }
-    // Indices first (to know where the codes start), then codes and values.
-    BitReader indices(p + 8, end);
-    uint32_t next = 0;  // the least index the next entry may have
-    for (uint32_t j = 0; j < sent; ++j) {
-      uint32_t gap = 0;
-      if (!indices.get_rice(r, (n - 1) >> r, &gap) || gap >= n - next) {
-        return refuse("chunk " + std::to_string(c) + " entry " + std::to_string(j) +
-                      (indices.overrun() ? ": the contribution ends inside its indices"
-                                         : ": index past the chunk's " + std::to_string(n) + " elements"));
-      }
-      next += gap + 1;
-    }
-    const uint8_t* codes_at = indices.position();
-    if (static_cast<uint64_t>(end - codes_at) < field_bytes(uint64_t{sent} * spec.bits)) {
-      return refuse("ends inside chunk " + std::to_string(c) + "'s values");
-    }
-    BitReader again(p + 8, codes_at);
-    BitReader codes(codes_at, end);
-    float* chunk_out = out == nullptr ? nullptr : out + first;
-    next = 0;
-    for (uint32_t j = 0; j < sent; ++j) {
-      uint32_t gap = 0;
-      again.get_rice(r, (n - 1) >> r, &gap);  // read and checked above
-      const uint32_t index = next + gap;
-      next = index + 1;
-      const uint32_t code = codes.get(spec.bits);
-      if (chunk_out != nullptr) {
-        const float v = marker ? std::bit_cast<float>(kNanBits) : code_value(code, spec.bits, lo, step);
-        chunk_out[index] = chunk_out[index] + v;
-      }
-    }
-    if (!indices.padding_zero() || !codes.padding_zero()) {
-      return refuse("chunk " + std::to_string(c) + " has padding bits that are not zero");
-    }
-    p = codes.position();
   }
-  if (p != end) return refuse(std::to_string(end - p) + " bytes past its last chunk");
+  // Indices first (to know where the codes start), then codes and values.
+  BitReader indices(p + 8, end);
+  uint32_t next = 0;  // the least index the next entry may have
+  for (uint32_t j = 0; j < sent; ++j) {
+    uint32_t gap = 0;
+    if (!indices.get_rice(r, (n - 1) >> r, &gap) || gap >= n - next) {
+      return refuse("chunk " + std::to_string(c) + " entry " + std::to_string(j) +
+                    (indices.overrun() ? ": the contribution ends inside its indices"
+                                       : ": index past the chunk's " + std::to_string(n) + " elements"));
+    }
+    next += gap + 1;
+  }
+  const uint8_t* codes_at = indices.position();
+  if (static_cast<uint64_t>(end - codes_at) < field_bytes(uint64_t{sent} * spec.bits)) {
+    return refuse("ends inside chunk " + std::to_string(c) + "'s values");
+  }
+  BitReader again(p + 8, codes_at);
+  BitReader codes(codes_at, end);
+  float* chunk_out = out == nullptr ? nullptr : out + w.first;
+  next = 0;
+  for (uint32_t j = 0; j < sent; ++j) {
+    uint32_t gap = 0;
+    again.get_rice(r, (n - 1) >> r, &gap);  // read and checked above
+    const uint32_t index = next + gap;
+    next = index + 1;
+    const uint32_t code = codes.get(spec.bits);
+    if (chunk_out != nullptr) {
+      const float v = marker ? std::bit_cast<float>(kNanBits) : code_value(code, spec.bits, lo, step);
+      chunk_out[index] = chunk_out[index] + v;
+    }
+  }
+  if (!indices.padding_zero() || !codes.padding_zero()) {
+    return refuse("chunk " + std::to_string(c) + " has padding bits that are not zero");
+  }
+  w.p = codes.position();
+  w.first += spec.chunk;
+  ++w.c;
+  return Status::success();
+}
+
+// Every chunk of a contribution whose header is known good, and that they end
+// exactly at in + in_bytes (out as for walk_chunk).
+[[gnu::noinline]] Status walk_chunks(const uint8_t* in, size_t in_bytes, const SparseHeader& h, float* out) {
+  ChunkWalk w{in + kSparseHeaderBytes, in + in_bytes, &h};
+  while (w.first < h.count) {
+    Status st = walk_chunk(w, out);
+    if (!st.ok()) return st;
+  }
+  if (w.p != w.end) return refuse(std::to_string(w.end - w.p) + " bytes past its last chunk");
   return Status::success();
 }
 
@@ -174,6 +195,32 @@ Status sparse_decode_sum(std::span<const std::span<const uint8_t>> contributions
     if (!st.ok()) return Status::failure(st.code, "rank " + std::to_string(r) + ": " + st.message);
   }
   std::fill(out, out + count, 0.0f);
+  // All of one chunk size (the usual case: every peer runs the same spec): chunk by chunk,
+  // every rank in order, so each chunk of out stays in cache while the N ranks add to it
+  // (rank by rank, N passes over out, measured 1.3x slower: ferry_core_bench
+  // sparse_decode_sum/d2_b2_4peers 112 against 88 ms). Each element still receives its
+  // ranks in ascending order: the same fold, the same bits.
+  std::vector<ChunkWalk> walks;
+  std::vector<SparseHeader> headers(contributions.size());
+  bool same_chunk = true;
+  for (size_t r = 0; r < contributions.size(); ++r) {
+    if (contributions[r].empty()) continue;
+    (void)sparse_read_header(contributions[r].data(), contributions[r].size(), &headers[r]);  // validated above
+    same_chunk = same_chunk && (walks.empty() || headers[r].spec.chunk == walks.front().h->spec.chunk);
+    walks.push_back({contributions[r].data() + kSparseHeaderBytes,
+                     contributions[r].data() + contributions[r].size(), &headers[r]});
+  }
+  const DefaultFloatEnvironment environment;
+  if (same_chunk) {
+    for (uint64_t first = 0; first < count; first += walks.empty() ? count : walks.front().h->spec.chunk) {
+      for (ChunkWalk& w : walks) {
+        const Status st = walk_chunk(w, out);
+        if (!st.ok()) return Status::failure(Errc::internal, "sparse_decode_sum: a validated contribution failed: " +
+                                                                 st.message);
+      }
+    }
+    return Status::success();
+  }
   for (const auto& contribution : contributions) {
     if (contribution.empty()) continue;
     const Status st = sparse_decode_add(contribution.data(), contribution.size(), out, count);
