@@ -286,7 +286,11 @@ class ElasticGroup:
         total = pending.total = self.last_total = float(pending.weight_out[0])
         for i, x in enumerate(pending.inputs):
             if isinstance(x, SparseContribution):
-                pending.outputs[i].copy_(decode_sum(pending.handles[1 + i].output, torch.empty(x.numel)))
+                out = pending.outputs[i]
+                direct = out.dtype == torch.float32 and out.device.type == "cpu"  # else decode, then convert
+                summed = decode_sum(pending.handles[1 + i].output, out if direct else torch.empty(x.numel))
+                if not direct:
+                    out.copy_(summed)
         for i, out in enumerate(pending.outputs):
             if i in pending.leader:
                 continue
