@@ -42,3 +42,8 @@ file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/ferry.pc
   "Name: ferry\nDescription: peer-to-peer WAN training runtime (C API)\nVersion: ${PROJECT_VERSION}\n"
   "Libs: -L\${libdir} -lferry\nCflags: -I\${includedir}\n")
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/ferry.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# The Python package, where Debian's python3 finds it once installed under /usr (the .deb:
+# cmake/FerryDebian.cmake). It loads the libferry installed beside it (ferry/_lib.py).
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/bindings/python/ferry DESTINATION lib/python3/dist-packages
+  PATTERN __pycache__ EXCLUDE PATTERN _bundled EXCLUDE)

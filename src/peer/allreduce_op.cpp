@@ -20,17 +20,17 @@ uint64_t op_seed(uint64_t epoch, uint32_t seq, uint64_t tag) {
 AllreduceOp::AllreduceOp(OpHost& host, uint64_t epoch, uint32_t seq, std::shared_ptr<RingLinks> links,
                          RingPlan plan, const void* send, void* recv, size_t count, AllreduceSpec spec,
                          OpDeadlines deadlines)
-    : CollectiveOp(host, epoch, seq, deadlines), links_(std::move(links)), plan_(plan),
+    : RingTransferOp(host, epoch, seq, std::move(links), deadlines), plan_(plan),
       send_(static_cast<const uint8_t*>(send)), recv_(static_cast<uint8_t*>(recv)), count_(count), spec_(spec),
       // A world of one, or nothing to send, moves no bytes: no codec (the result is the input itself).
       quant_(spec_.quant.kind != Quant::none && plan_.world() > 1 && count_ > 0
                  ? QuantizedChunks::create(plan_, spec_.dtype, spec_.op, spec_.quant,
                                            {send, recv, op_seed(epoch, seq, spec.tag), spec.contributor, host.scratch_pool()})
                  : nullptr),
-      done_target_(plan_.units_to_send() + plan_.units_to_receive() + agreement_transfers()),
       chunk_agreed_(new std::atomic<bool>[plan_.chunks_per_segment()]),
       kept_(plan_.chunks_per_segment()),
       received_(new std::atomic<uint8_t>[plan_.units() + agreement_units()]) {
+  done_target_ = plan_.units_to_send() + plan_.units_to_receive() + agreement_transfers();
   for (uint32_t u = 0; u < plan_.units() + agreement_units(); ++u) received_[u].store(0, std::memory_order_relaxed);
   for (uint32_t c = 0; c < plan_.chunks_per_segment(); ++c)
     chunk_agreed_[c].store(agreement_steps() == 0 || quant_->agreement_bytes(c) == 0, std::memory_order_relaxed);
@@ -58,7 +58,7 @@ void AllreduceOp::go() {
     if (agreement_steps() == 0) {
       start_chunk(QuantizedChunks::kStartLane, c);
     } else if (size_t bytes = quant_->agreement_bytes(c)) {
-      if (!queue_send(plan_.units() + c, quant_->agreement_own(c), bytes, std::nullopt)) break;
+      if (!queue_chunk(plan_.units() + c, quant_->agreement_own(c), bytes, std::nullopt)) break;
     }
   }
   release();
@@ -74,7 +74,7 @@ void AllreduceOp::start_chunk(uint32_t lane, uint32_t chunk) {
     quant_->encode_own(lane, unit);
     data = quant_->slot(unit);
   }
-  queue_send(unit, data, wire_bytes(0, r.count), std::nullopt);
+  queue_chunk(unit, data, wire_bytes(0, r.count), std::nullopt);
 }
 
 void AllreduceOp::run_locally() {
@@ -83,20 +83,7 @@ void AllreduceOp::run_locally() {
   mark_local_done();
 }
 
-void AllreduceOp::stop_transfers(const Status& why) {
-  // Chunks may be mid-stream on these links: nothing can continue on them.
-  if (links_) links_->close(why);
-}
-
 // --- driven by the lanes -----------------------------------------------------------
-
-bool AllreduceOp::queue_send(uint32_t unit, const uint8_t* data, size_t bytes, std::optional<uint64_t> checksum) {
-  wire::ChunkHeader header{
-      .seq = seq(), .unit = unit, .length = static_cast<uint32_t>(bytes), .checksum = checksum.value_or(0)};
-  if (!try_hold()) return false;
-  links_->send(header, data, shared_from_this(), !checksum);
-  return true;
-}
 
 // Any lane may carry any chunk (the link's lanes share one send queue).
 Status AllreduceOp::payload_destination(const wire::ChunkHeader& header, uint32_t /*lane*/,
@@ -133,15 +120,7 @@ Status AllreduceOp::payload_destination(const wire::ChunkHeader& header, uint32_
 }
 
 Status AllreduceOp::payload_received(const wire::ChunkHeader& header, uint32_t lane, const uint8_t* payload) {
-  if (hash_bytes(payload, header.length) != header.checksum) {
-    Status corrupt = Status::failure(Errc::protocol, "collective " + std::to_string(seq()) + ": chunk " +
-                                                         std::to_string(header.unit) + " failed its checksum");
-    release();
-    fail_local(corrupt);
-    return corrupt;
-  }
-  progressed();
-  bytes_received_.fetch_add(header.length, std::memory_order_relaxed);
+  if (Status st = check_arrival(header, payload); !st.ok()) return st;
   Status st = header.unit >= plan_.units() ? receive_agreement(header.unit - plan_.units(), lane, payload)
                                             : consume_or_keep(header, lane, payload);
   if (st.ok()) return st;
@@ -189,7 +168,7 @@ Status AllreduceOp::consume(const wire::ChunkHeader& header, uint32_t lane, cons
     checksum = hash_bytes(result, header.length);
   }
   if (step + 1 < plan_.steps())
-    queue_send(header.unit + plan_.chunks_per_segment(), result, header.length, checksum);
+    queue_chunk(header.unit + plan_.chunks_per_segment(), result, header.length, checksum);
   count_done_unit();
   release();
   return Status::success();
@@ -203,19 +182,19 @@ Status AllreduceOp::receive_quantized(const wire::ChunkHeader& header, uint32_t 
                                                  : quant_->hop(lane, header.unit, payload, header.length);
     if (!st.ok()) return st;
     size_t out = wire_bytes(step + 1, r.count);
-    queue_send(next, quant_->slot(next), out, hash_bytes(quant_->slot(next), out));
+    queue_chunk(next, quant_->slot(next), out, hash_bytes(quant_->slot(next), out));
     return Status::success();
   }
   // All-gather: the owner's bytes (or the exact sum), decoded here and passed on unchanged.
   if (Status st = quant_->deliver(lane, header.unit, payload, header.length); !st.ok()) return st;
-  if (step + 1 < plan_.steps()) queue_send(next, payload, header.length, header.checksum);
+  if (step + 1 < plan_.steps()) queue_chunk(next, payload, header.length, header.checksum);
   return Status::success();
 }
 
 Status AllreduceOp::receive_agreement(uint32_t agreement_unit, uint32_t lane, const uint8_t* payload) {
   const uint32_t step = agreement_unit / plan_.chunks_per_segment(), chunk = agreement_unit % plan_.chunks_per_segment();
   if (const uint8_t* forward = quant_->agreement_received(step, chunk, payload)) {
-    queue_send(plan_.units() + agreement_unit + plan_.chunks_per_segment(), forward, quant_->agreement_bytes(chunk),
+    queue_chunk(plan_.units() + agreement_unit + plan_.chunks_per_segment(), forward, quant_->agreement_bytes(chunk),
                std::nullopt);
   } else {
     std::vector<KeptChunk> kept;
@@ -243,32 +222,12 @@ Status AllreduceOp::receive_agreement(uint32_t agreement_unit, uint32_t lane, co
   return Status::success();
 }
 
-void AllreduceOp::chunk_sent(size_t bytes) {
-  progressed();
-  bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
-  count_done_unit();
-  release();
-}
-
-void AllreduceOp::count_done_unit() {
-  if (units_done_.fetch_add(1, std::memory_order_acq_rel) + 1 == done_target_) mark_local_done();
-}
-
-void AllreduceOp::on_verdict(const Status& verdict) {
-  if (!verdict.ok() || !links_) return;
-  if (auto seconds = transfer_seconds()) links_->note_transfer(bytes_sent_.load(), *seconds);
-}
-
 // --- the caller's side ----------------------------------------------------------------
 
 Status AllreduceOp::wait(OpInfo* info) {
   Status verdict = wait_finished();
   if (info) {
-    info->world_size = plan_.world();
-    info->bytes_sent = bytes_sent_.load();
-    info->bytes_received = bytes_received_.load();
-    info->phases = timeline();
-    info->duration_s = info->phases.duration_s;
+    fill_info(info, plan_.world());
     const int64_t went = went_ns_.load(std::memory_order_relaxed), agreed = agreed_ns_.load(std::memory_order_relaxed);
     info->agreement_s = agreed > went && went > 0
                             ? std::chrono::duration<double>(Clock::duration(agreed - went)).count()

@@ -1,5 +1,6 @@
 // One all-reduce in flight: the pipelined ring of ring_plan.h driven by lane
-// events; its handshake with the master and its holds are CollectiveOp's.
+// events; its handshake with the master and its holds are CollectiveOp's,
+// its counting RingTransferOp's.
 // The integer-domain modes agree their scales chunk by chunk
 // (quantized_chunks.h): unit plan.units() + t * chunks_per_segment + c
 // carries agreement step t of chunk index c, and chunk c's ring starts when
@@ -7,7 +8,7 @@
 // ring units before then; they wait, copied, until this rank agreed chunk c.
 //
 // Threading: lane callbacks run on lane threads, concurrently (they touch
-// disjoint chunks; counters are atomic).
+// disjoint chunks).
 #pragma once
 
 #include <memory>
@@ -15,12 +16,10 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "peer/chunk_consumer.h"
 #include "core/quant.h"
-#include "peer/collective_op.h"
 #include "peer/quantized_chunks.h"
-#include "peer/ring_links.h"
 #include "peer/ring_plan.h"
+#include "peer/ring_transfer_op.h"
 #include "wire/messages.h"
 
 namespace ferry::peer {
@@ -37,16 +36,7 @@ struct AllreduceSpec {
   uint64_t contributor = 0;
 };
 
-struct OpInfo {
-  uint32_t world_size = 0;
-  uint64_t bytes_sent = 0;
-  uint64_t bytes_received = 0;
-  double duration_s = 0;
-  OpTimeline phases;  // duration_s is also phases.duration_s
-  double agreement_s = 0;  // the integer-domain modes: go -> the first chunk's scales agreed
-};
-
-class AllreduceOp final : public CollectiveOp, public ChunkConsumer, public std::enable_shared_from_this<AllreduceOp> {
+class AllreduceOp final : public RingTransferOp {
  public:
   AllreduceOp(OpHost& host, uint64_t epoch, uint32_t seq, std::shared_ptr<RingLinks> links, RingPlan plan,
               const void* send, void* recv, size_t count, AllreduceSpec spec, OpDeadlines deadlines);
@@ -59,10 +49,6 @@ class AllreduceOp final : public CollectiveOp, public ChunkConsumer, public std:
   Status payload_destination(const wire::ChunkHeader& header, uint32_t lane, std::vector<uint8_t>& staging,
                              uint8_t*& destination) override;
   Status payload_received(const wire::ChunkHeader& header, uint32_t lane, const uint8_t* payload) override;
-  void payload_abandoned() override { release(); }
-  void chunk_sent(size_t bytes) override;
-  void chunk_dropped() override { release(); }
-  void links_failed(const Status& why) override { fail_local(why); }
 
  private:
   const char* call_name() const override {
@@ -72,13 +58,8 @@ class AllreduceOp final : public CollectiveOp, public ChunkConsumer, public std:
       default: return "all_reduce";
     }
   }
-  void stop_transfers(const Status& why) override;
-  // A commit tells the link what this transfer achieved (link_stats.h).
-  void on_verdict(const Status& verdict) override;
   uint8_t* recv_at(size_t element) const { return recv_ + element * plan_.elem_size(); }
   const uint8_t* send_at(size_t element) const { return send_ + element * plan_.elem_size(); }
-  // nullopt: the lane hashes the payload when it writes it.
-  bool queue_send(uint32_t unit, const uint8_t* data, size_t bytes, std::optional<uint64_t> checksum);
   size_t wire_bytes(uint32_t step, size_t count) const {
     return quant_ ? quant_->wire_bytes(step, count) : count * plan_.elem_size();
   }
@@ -96,16 +77,13 @@ class AllreduceOp final : public CollectiveOp, public ChunkConsumer, public std:
   Status consume_or_keep(const wire::ChunkHeader& header, uint32_t lane, const uint8_t* payload);
   Status consume(const wire::ChunkHeader& header, uint32_t lane, const uint8_t* payload);
   void run_locally();  // a world of one, or nothing to reduce
-  void count_done_unit();
 
-  const std::shared_ptr<RingLinks> links_;
   const RingPlan plan_;
   const uint8_t* const send_;
   uint8_t* const recv_;
   const size_t count_;
   const AllreduceSpec spec_;
   std::unique_ptr<QuantizedChunks> quant_;  // set when a codec carries the data
-  const uint32_t done_target_;  // received + sent units when locally done
 
   struct KeptChunk {
     wire::ChunkHeader header;
@@ -118,8 +96,6 @@ class AllreduceOp final : public CollectiveOp, public ChunkConsumer, public std:
   std::vector<std::vector<KeptChunk>> kept_;
 
   std::unique_ptr<std::atomic<uint8_t>[]> received_;  // per unit: arrived already?
-  std::atomic<uint32_t> units_done_{0};
-  std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0};
   std::atomic<int64_t> went_ns_{0}, agreed_ns_{0};  // steady clock, for OpInfo::agreement_s
 };
 

@@ -4,13 +4,11 @@
 #include <limits>
 #include <new>
 
-#include "core/hash.h"
-
 namespace ferry::peer {
 
 GatherOp::GatherOp(OpHost& host, uint64_t epoch, uint32_t seq, std::shared_ptr<RingLinks> links, GatherSpec spec,
                    const void* send, size_t bytes, std::shared_ptr<GatheredBytes> result, OpDeadlines deadlines)
-    : CollectiveOp(host, epoch, seq, deadlines), links_(std::move(links)), spec_(spec),
+    : RingTransferOp(host, epoch, seq, std::move(links), deadlines), spec_(spec),
       send_(static_cast<const uint8_t*>(send)), bytes_(bytes), result_(std::move(result)),
       pool_(host.scratch_pool()) {}
 
@@ -82,20 +80,11 @@ void GatherOp::gather_go(const wire::GatherGo& go) {
   release();
 }
 
-void GatherOp::stop_transfers(const Status& why) {
-  // Chunks may be mid-stream on these links: nothing can continue on them.
-  if (links_) links_->close(why);
-}
-
 // --- driven by the lanes -----------------------------------------------------------
 
 bool GatherOp::queue_send(uint32_t unit, std::optional<uint64_t> checksum) {
   const ByteRange r = plan_->send_range(unit);
-  wire::ChunkHeader header{
-      .seq = seq(), .unit = unit, .length = static_cast<uint32_t>(r.bytes), .checksum = checksum.value_or(0)};
-  if (!try_hold()) return false;
-  links_->send(header, out_ + r.begin, shared_from_this(), !checksum);
-  return true;
+  return queue_chunk(unit, out_ + r.begin, r.bytes, checksum);
 }
 
 Status GatherOp::payload_destination(const wire::ChunkHeader& header, uint32_t /*lane*/,
@@ -111,36 +100,13 @@ Status GatherOp::payload_destination(const wire::ChunkHeader& header, uint32_t /
 }
 
 Status GatherOp::payload_received(const wire::ChunkHeader& header, uint32_t /*lane*/, const uint8_t* payload) {
-  if (hash_bytes(payload, header.length) != header.checksum) {
-    Status corrupt = bad(header.unit, "failed its checksum");
-    release();
-    fail_local(corrupt);
-    return corrupt;
-  }
-  progressed();
-  bytes_received_.fetch_add(header.length, std::memory_order_relaxed);
+  if (Status st = check_arrival(header, payload); !st.ok()) return st;
   // Step t's block is step t+1's to send: the same bytes, with the checksum they came with.
   if (plan_->step_of(header.unit) + 1 < plan_->steps())
     queue_send(header.unit + plan_->chunks_per_block(), header.checksum);
   count_done_unit();
   release();
   return Status::success();
-}
-
-void GatherOp::chunk_sent(size_t bytes) {
-  progressed();
-  bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
-  count_done_unit();
-  release();
-}
-
-void GatherOp::count_done_unit() {
-  if (units_done_.fetch_add(1, std::memory_order_acq_rel) + 1 == done_target_) mark_local_done();
-}
-
-void GatherOp::on_verdict(const Status& verdict) {
-  if (!verdict.ok() || !links_) return;
-  if (auto seconds = transfer_seconds()) links_->note_transfer(bytes_sent_.load(), *seconds);
 }
 
 // --- the caller's side ----------------------------------------------------------------
@@ -152,13 +118,7 @@ Status GatherOp::wait(OpInfo* info) {
     result_->ready.store(true, std::memory_order_release);
   else
     result_->clear();
-  if (info) {
-    info->world_size = spec_.world;
-    info->bytes_sent = bytes_sent_.load();
-    info->bytes_received = bytes_received_.load();
-    info->phases = timeline();
-    info->duration_s = info->phases.duration_s;
-  }
+  if (info) fill_info(info, spec_.world);
   return verdict;
 }
 

@@ -1,7 +1,7 @@
 // One all-gather in flight: every member's contribution (its own size, zero
 // allowed) reaches every member, in rank order, the same bytes everywhere.
 // The pipelined ring of gather_plan.h, driven by lane events; its handshake
-// with the master and its holds are CollectiveOp's. The sizes come with the
+// with the master and its holds are CollectiveOp's, its counting RingTransferOp's. The sizes come with the
 // master's start signal (wire::GatherGo): only then is the result allocated
 // and the plan made, so the caller need not know the others' sizes.
 //
@@ -10,7 +10,7 @@
 // failure it is emptied: a caller never sees a partial result.
 //
 // Threading: lane callbacks run on lane threads, concurrently (they touch
-// disjoint chunks; counters are atomic). gather_go runs on an io thread;
+// disjoint chunks). gather_go runs on an io thread;
 // chunks are let in only after it made the plan (accept_chunks), and the
 // registry's lock orders that write before every lane's read of plan_.
 #pragma once
@@ -21,11 +21,8 @@
 #include <optional>
 #include <vector>
 
-#include "peer/allreduce_op.h"  // OpInfo
-#include "peer/chunk_consumer.h"
-#include "peer/collective_op.h"
 #include "peer/gather_plan.h"
-#include "peer/ring_links.h"
+#include "peer/ring_transfer_op.h"
 
 namespace ferry::peer {
 
@@ -55,7 +52,7 @@ struct GatherSpec {
   size_t max_chunk_bytes = 0;
 };
 
-class GatherOp final : public CollectiveOp, public ChunkConsumer, public std::enable_shared_from_this<GatherOp> {
+class GatherOp final : public RingTransferOp {
  public:
   // `send`: this rank's `bytes`, borrowed until wait() returns (read once, at the go).
   GatherOp(OpHost& host, uint64_t epoch, uint32_t seq, std::shared_ptr<RingLinks> links, GatherSpec spec,
@@ -70,22 +67,14 @@ class GatherOp final : public CollectiveOp, public ChunkConsumer, public std::en
   Status payload_destination(const wire::ChunkHeader& header, uint32_t lane, std::vector<uint8_t>& staging,
                              uint8_t*& destination) override;
   Status payload_received(const wire::ChunkHeader& header, uint32_t lane, const uint8_t* payload) override;
-  void payload_abandoned() override { release(); }
-  void chunk_sent(size_t bytes) override;
-  void chunk_dropped() override { release(); }
-  void links_failed(const Status& why) override { fail_local(why); }
 
  private:
   const char* call_name() const override { return "all_gather"; }
-  void stop_transfers(const Status& why) override;
-  void on_verdict(const Status& verdict) override;
   // The sizes checked and the result allocated; a failure to report otherwise.
   Status prepare(const wire::GatherGo& go);
   bool queue_send(uint32_t unit, std::optional<uint64_t> checksum);
-  void count_done_unit();
   Status bad(uint32_t unit, const std::string& why) const;
 
-  const std::shared_ptr<RingLinks> links_;
   const GatherSpec spec_;
   const uint8_t* const send_;
   const size_t bytes_;
@@ -94,10 +83,7 @@ class GatherOp final : public CollectiveOp, public ChunkConsumer, public std::en
   // Set once by gather_go before any chunk is let in; read-only after.
   std::optional<GatherPlan> plan_;
   uint8_t* out_ = nullptr;  // result_->data, likewise
-  uint32_t done_target_ = 0;
   std::unique_ptr<std::atomic<uint8_t>[]> received_;  // per unit: arrived already?
-  std::atomic<uint32_t> units_done_{0};
-  std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0};
 };
 
 }  // namespace ferry::peer

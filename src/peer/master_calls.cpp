@@ -56,7 +56,14 @@ void MasterCalls::update_topology(bool optimize) {
            "wait_for_peers(), then waits for their links; this call gives up in " + seconds_text(left) +
            " (timeout_ms)";
   };
-  while (!cast_vote(lock, ballot, timeout_, "update_topology", notice)) {
+  try {
+    while (!cast_vote(lock, ballot, timeout_, "update_topology", notice)) {
+    }
+  } catch (const Error& e) {
+    if (e.code() != Errc::timeout) throw;
+    throw Error(Errc::timeout, std::string(e.what()) + ": the master decides once every member of the group has "
+                                   "called update_topology() or wait_for_peers() (C: ferry_update_topology, "
+                                   "ferry_wait_for_world); make every member call it at the same point of its loop");
   }
 }
 
@@ -72,8 +79,10 @@ void MasterCalls::wait_for_world(uint32_t min_peers, std::optional<std::chrono::
     lock.lock();
     if (world >= min_peers) return;
     if (Clock::now() >= deadline)
-      throw Error(Errc::timeout, "wait_for_world: the group has " + std::to_string(world) + " of " +
-                                     std::to_string(min_peers) + " peers after " + ms(timeout));
+      throw Error(Errc::timeout, "wait_for_peers (C: ferry_wait_for_world): the group has " +
+                                     std::to_string(world) + " of " + std::to_string(min_peers) + " peers after " +
+                                     ms(timeout) + ": start the missing peers with this master's address (each "
+                                     "calls wait_for_peers() too), or ask for fewer");
     // Rounded up, plus 1 ms: the master counts the hold on its millisecond clock from the
     // vote's arrival, and a hold ending a hair before our deadline meant a second vote.
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()) +
@@ -104,9 +113,17 @@ uint32_t MasterCalls::peers_pending() {
       return "peers_pending: no answer after " + seconds_text(waited) + ": the master answers once every member " +
              "of the group has called peers_pending(); this call gives up in " + seconds_text(left) + " (timeout_ms)";
     };
-    if (ask(lock, [&] { session_.send(wire::PendingQuery{}); }, [&] { return pending_answers_ > before; },
-            "peers_pending", timeout_, /*resent_after_loss=*/true, notice))
-      return last_pending_;
+    bool answered;
+    try {
+      answered = ask(lock, [&] { session_.send(wire::PendingQuery{}); }, [&] { return pending_answers_ > before; },
+                     "peers_pending", timeout_, /*resent_after_loss=*/true, notice);
+    } catch (const Error& e) {
+      if (e.code() != Errc::timeout) throw;
+      throw Error(Errc::timeout, std::string(e.what()) + ": the master answers once every member of the group has "
+                                     "called peers_pending() (C: ferry_peers_pending); make every member call it at "
+                                     "the same point of its loop");
+    }
+    if (answered) return last_pending_;
   }
 }
 

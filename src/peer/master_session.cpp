@@ -1,9 +1,11 @@
 #include "peer/master_session.h"
 
+#include <algorithm>
 #include <future>
 
 #include "core/auth_labels.h"
 #include "core/log.h"
+#include "core/wait_notice.h"
 #include "net/dialer.h"
 
 namespace ferry::peer {
@@ -17,9 +19,20 @@ void MasterSession::open(wire::Hello hello, std::optional<std::chrono::milliseco
     if (connection_ && !closed_) throw Error(Errc::invalid_usage, "the master session is already open");
   }
   std::promise<net::DialOutcome> dialed;
-  net::dial(executor_, options_.master, dial_timeout.value_or(options_.timeout), options_.transport,
+  const auto bound = dial_timeout.value_or(options_.timeout);
+  net::dial(executor_, options_.master, bound, options_.transport,
             net::DialDone([&dialed](net::DialOutcome outcome) { dialed.set_value(std::move(outcome)); }));
-  auto [status, stream, answered, resolved] = dialed.get_future().get();  // the dialer's own deadline bounds this
+  // The dialer's own deadline bounds this wait. An address that drops the packets answers
+  // nothing for all of it (a minute by default): say so while it lasts.
+  auto outcome = dialed.get_future();
+  const auto began = std::chrono::steady_clock::now();
+  WaitNotice notices(began);
+  while (outcome.wait_until(notices.next()) == std::future_status::timeout)
+    if (auto waited = notices.due(std::chrono::steady_clock::now()))
+      log().warn("master {}: no answer to the dial for {} (a firewall dropping the packets, a wrong address, or "
+                 "a master not started yet); this dial gives up in {}",
+                 options_.master.to_string(), seconds_text(*waited), seconds_text(std::max(bound - *waited, bound * 0)));
+  auto [status, stream, answered, resolved] = outcome.get();
   if (!status.ok()) {
     std::string what = "master " + options_.master.to_string() + ": " + status.message;
     if (!answered) throw Unanswered(status.code, what, resolved);
@@ -158,6 +171,15 @@ void MasterSession::on_closed(uint64_t generation, const Status& why) {
   // A hang-up before the master's first message is a connection that never
   // worked: typically a master that requires TLS meeting a plain peer (it
   // gives up on the handshake and closes).
+  // Silence is this peer's own receive deadline: something took the connection and said
+  // nothing (a ferry master speaks first), e.g. a Python ferry.Master(start=False) not started.
+  if (!heard_from_master_.load() && why.code == Errc::timeout)
+    return fail(Status::failure(Errc::connect, "the master at " + options_.master.to_string() +
+                                                   " took the connection but sent nothing (" + why.message +
+                                                   "; a ferry master speaks first): is it a ferry master, and "
+                                                   "serving (a Python ferry.Master(start=False) serves once "
+                                                   "started)? Does it require TLS (tls_* parameters) and this "
+                                                   "peer not?"));
   if (!heard_from_master_.load())
     return fail(Status::failure(Errc::connect, "the master closed the connection before its first message (" +
                                                    why.message +

@@ -153,10 +153,15 @@ def test_pip_install_into_a_venv_bundles_the_library(tmp_path):
         "  with ferry.Communicator(f'127.0.0.1:{m.port}', listen_host='127.0.0.1') as c:\n"
         "    c.connect(); a = np.arange(4, dtype=np.float32); c.all_reduce(a, op='sum')\n"
         "    print(ferry.library_path()); print(a.tolist())\n"
-        "import importlib.metadata; print(importlib.metadata.version('ferry'))",
+        "import importlib.metadata; print(importlib.metadata.version('ferry'))\n"
+        "meta = importlib.metadata.metadata('ferry')\n"
+        "print(meta['Requires-Python']); print(sorted(c for c in meta.get_all('Classifier') if '3.' in c))",
         env, cwd=tmp_path, python=str(venv / "bin" / "python"))
     assert done.returncode == 0, done.stderr
-    path, values, installed_version = done.stdout.splitlines()
+    path, values, installed_version, requires_python, classifiers = done.stdout.splitlines()
     assert path.startswith(str(venv)) and path.endswith("ferry/_bundled/libferry.so")
     assert values == "[0.0, 1.0, 2.0, 3.0]"
     assert installed_version == ferry.__version__  # the wheel's metadata has the package's one version
+    # The Python versions it claims: those test_python_versions.py runs a run under.
+    assert requires_python == ">=3.9"
+    assert classifiers == str([f"Programming Language :: Python :: 3.{m}" for m in (10, 11, 12, 13, 9)])

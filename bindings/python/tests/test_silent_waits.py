@@ -7,6 +7,7 @@ peers waited out their 300 s reconnect window."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 
@@ -111,7 +112,7 @@ def test_wait_for_peers_alone_says_how_many_it_has(master, address, capfd):
         comm.wait_for_peers(2, timeout_s=7)
     told = stderr.wait_for("wait_for_peers: the group has 1 of 2 peers after", "start more peers")
     assert told < FIRST_LINE_BOUND_S, told
-    assert "1 of 2 peers" in str(info.value), info.value
+    assert "1 of 2 peers" in str(info.value) and "start the missing peers" in str(info.value), info.value
     comm.close()
 
 
@@ -129,10 +130,11 @@ def test_an_all_reduce_another_member_never_joins_says_it_waits_for_them(master,
 def test_update_topology_alone_says_whom_the_master_waits_for(master, address, capfd):
     peers = two_members(address)
     stderr = Stderr(capfd)
-    with pytest.raises(ferry.TimeoutError):
+    with pytest.raises(ferry.TimeoutError) as info:
         peers[0].update_topology()  # peers[1] never votes
     told = stderr.wait_for("update_topology: no new ring after", "every member", "2 at the last ring")
     assert told < FIRST_LINE_BOUND_S, told
+    assert "make every member call it" in str(info.value), info.value  # the fix, in the error too
     for p in peers:
         p.close()
 
@@ -148,3 +150,64 @@ def test_a_stopped_master_is_told_at_once(master, address):
     assert told < FIRST_LINE_BOUND_S, told
     assert "will not come back" in str(info.value), info.value
     comm.close()
+
+
+def black_hole() -> socket.socket:
+    """A loopback port that drops every SYN: a listener whose accept queue is full and is never
+    drained (what a firewall that drops the packets looks like to a dialer)."""
+    hole = socket.socket()
+    hole.bind(("127.0.0.1", 0))
+    hole.listen(0)
+    filler = socket.create_connection(hole.getsockname(), timeout=5)  # fills the queue of one
+    hole.filler = filler  # kept open with the listener
+    return hole
+
+
+def connect_in_background(comm):
+    outcome = {}
+
+    def run():
+        try:
+            comm.connect()
+            outcome["joined"] = True
+        except ferry.FerryError as e:
+            outcome["error"] = e
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, outcome
+
+
+def test_a_master_address_that_never_answers_is_named_while_the_dial_lasts(capfd):
+    # Before: nothing at all until the dial's deadline (here 20 s, at defaults a minute).
+    with black_hole() as hole:
+        address = f"127.0.0.1:{hole.getsockname()[1]}"
+        comm = make_peer(address, timeout_ms=20_000, master_connect_timeout_ms=20_000)
+        stderr = Stderr(capfd)
+        thread, outcome = connect_in_background(comm)
+        told = stderr.wait_for(f"master {address}: no answer to the dial for", "a firewall dropping the packets")
+        assert told < FIRST_LINE_BOUND_S, told
+        assert thread.is_alive() and not outcome, outcome  # still dialing: the notice is not the end
+        comm.close()  # aborts the dial
+        thread.join(30)
+        assert not thread.is_alive()
+        hole.filler.close()
+
+
+def test_a_master_that_is_bound_but_not_serving_is_not_called_pending(capfd):
+    # Before: "pending at the master ... the members admit newcomers" at 5 s, and at the receive
+    # deadline "the master closed the connection": neither was true.
+    with ferry.Master("127.0.0.1:0", start=False) as idle:
+        address = f"127.0.0.1:{idle.port}"
+        comm = make_peer(address, timeout_ms=20_000, heartbeat_timeout_ms=10_000)
+        stderr = Stderr(capfd)
+        thread, outcome = connect_in_background(comm)
+        told = stderr.wait_for(f"connect: the master {address} has not welcomed this peer after",
+                               "ferry.Master(start=False)")
+        assert told < FIRST_LINE_BOUND_S, told
+        thread.join(30)
+        assert "pending at the master" not in stderr.read(), stderr.text
+        error = outcome.get("error")
+        assert isinstance(error, ferry.ConnectError), outcome
+        assert "took the connection but sent nothing" in str(error), error
+        comm.close()
