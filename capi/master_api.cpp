@@ -108,11 +108,14 @@ ferry_result ferry_master_http_port(const ferry_master* master, uint16_t* port) 
 }
 
 ferry_result ferry_master_stop(ferry_master* master) {
-  return stop_master(master, Farewell::going_away, "stopped by ferry_master_stop");
+  return stop_master(master, Farewell::going_away,
+                     "stopped by its program (Python: Master.stop(); C: ferry_master_stop)");
 }
 
 ferry_result ferry_master_stop_for_restart(ferry_master* master) {
-  return stop_master(master, Farewell::restart, "stopped by ferry_master_stop_for_restart");
+  return stop_master(master, Farewell::restart,
+                     "stopped for a restart by its program (Python: Master.stop(restart=True); C: "
+                     "ferry_master_stop_for_restart)");
 }
 
 void ferry_master_destroy(ferry_master* master) {
@@ -120,7 +123,8 @@ void ferry_master_destroy(ferry_master* master) {
   // Not through ferry_master_stop: a void cleanup call must leave the thread's last error as it was.
   try {
     std::lock_guard lock(master->mu);
-    master->server->stop(Farewell::going_away, "stopped by ferry_master_destroy");
+    master->server->stop(Farewell::going_away,
+                         "stopped by its program (Python: Master.close(); C: ferry_master_destroy)");
   } catch (...) {
   }
   delete master;

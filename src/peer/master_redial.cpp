@@ -55,8 +55,11 @@ void MasterRedial::first_dial() {
       began + limits_.connect,
       [&](milliseconds left) {
         try {
-          session_.open(hooks_.hello(), once ? limits_.dial : std::clamp(left, milliseconds(1), limits_.dial));
+          session_.open(hooks_.hello(), once ? limits_.dial : std::clamp(left, milliseconds(1), limits_.dial),
+                        &state_.dead);
           return true;
+        } catch (const MasterSession::Abandoned&) {
+          return false;  // dead: the loop stops, and the death's reason is what connect throws
         } catch (const MasterSession::Unanswered& e) {
           if (e.code() == Errc::connect) ++refused;  // at once; Errc::timeout: nothing answered in time
           if (!unanswered && !once && e.resolved)
@@ -182,7 +185,7 @@ bool MasterRedial::redial_once(uint64_t loss, milliseconds left) {
     deadline = deadline_;
   }
   try {
-    session_.open(std::move(hello), std::clamp(left, milliseconds(1), kMaxRedial));
+    session_.open(std::move(hello), std::clamp(left, milliseconds(1), kMaxRedial), &state_.dead);
   } catch (const std::exception& e) {
     log().debug("redial of the master failed: {}", e.what());
     return false;

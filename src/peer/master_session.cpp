@@ -13,25 +13,32 @@ namespace ferry::peer {
 MasterSession::MasterSession(asio::any_io_executor executor, Options options, Events& events)
     : executor_(std::move(executor)), options_(std::move(options)), events_(events) {}
 
-void MasterSession::open(wire::Hello hello, std::optional<std::chrono::milliseconds> dial_timeout) {
+void MasterSession::open(wire::Hello hello, std::optional<std::chrono::milliseconds> dial_timeout,
+                         const std::atomic<bool>* abandon) {
   {
     std::lock_guard lock(mu_);
     if (connection_ && !closed_) throw Error(Errc::invalid_usage, "the master session is already open");
   }
-  std::promise<net::DialOutcome> dialed;
+  // Shared with the dial: an abandoned wait leaves it to end (and drop its stream) on its own.
+  auto dialed = std::make_shared<std::promise<net::DialOutcome>>();
   const auto bound = dial_timeout.value_or(options_.timeout);
   net::dial(executor_, options_.master, bound, options_.transport,
-            net::DialDone([&dialed](net::DialOutcome outcome) { dialed.set_value(std::move(outcome)); }));
+            net::DialDone([dialed](net::DialOutcome outcome) { dialed->set_value(std::move(outcome)); }));
   // The dialer's own deadline bounds this wait. An address that drops the packets answers
   // nothing for all of it (a minute by default): say so while it lasts.
-  auto outcome = dialed.get_future();
+  auto outcome = dialed->get_future();
   const auto began = std::chrono::steady_clock::now();
   WaitNotice notices(began);
-  while (outcome.wait_until(notices.next()) == std::future_status::timeout)
+  auto next_wake = [&] {
+    return abandon ? std::min(notices.next(), std::chrono::steady_clock::now() + kAbandonCheck) : notices.next();
+  };
+  while (outcome.wait_until(next_wake()) == std::future_status::timeout) {
+    if (abandon && abandon->load()) throw Abandoned();
     if (auto waited = notices.due(std::chrono::steady_clock::now()))
       log().warn("master {}: no answer to the dial for {} (a firewall dropping the packets, a wrong address, or "
                  "a master not started yet); this dial gives up in {}",
                  options_.master.to_string(), seconds_text(*waited), seconds_text(std::max(bound - *waited, bound * 0)));
+  }
   auto [status, stream, answered, resolved] = outcome.get();
   if (!status.ok()) {
     std::string what = "master " + options_.master.to_string() + ": " + status.message;

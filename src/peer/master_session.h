@@ -70,11 +70,20 @@ class MasterSession {
     bool resolved;  // false: the master's name did not resolve (nothing was dialed)
   };
 
+  // What open() throws when `abandon` turned true while it dialed (the communicator died:
+  // aborted, destroyed); the dial itself ends in the background at its deadline.
+  struct Abandoned : Error {
+    Abandoned() : Error(Errc::invalid_usage, "the dial to the master was abandoned") {}
+  };
+
   // Dials the master (at most `dial_timeout`, or options.timeout); `hello`
   // goes out once its challenge is in. Throws Unanswered when nothing took
   // the connection, Error(connect or auth, ...) when the transport's handshake
-  // failed, Error(invalid_usage, ...) while a connection is open.
-  void open(wire::Hello hello, std::optional<std::chrono::milliseconds> dial_timeout = std::nullopt);
+  // failed, Error(invalid_usage, ...) while a connection is open, Abandoned
+  // within kAbandonCheck of `abandon` (when given) turning true.
+  void open(wire::Hello hello, std::optional<std::chrono::milliseconds> dial_timeout = std::nullopt,
+            const std::atomic<bool>* abandon = nullptr);
+  static constexpr std::chrono::milliseconds kAbandonCheck{50};
   // Queues a message for the master; dropped once the session closed.
   template <class M>
   void send(const M& message) {

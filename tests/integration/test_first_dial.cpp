@@ -1,10 +1,17 @@
 // connect's first dial to a wrong master address (issue 42, item 3): an address that refuses
 // is tried a few times, a name that does not resolve once, and either ends in seconds (not
-// master_connect_timeout_ms's minute) with an error that names the address and what to check.
+// master_connect_timeout_ms's minute) with an error that names the address and what to check;
+// one that never answers can still be aborted at once.
 #include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <string>
+#include <thread>
 
 #include "harness.h"
 
@@ -58,4 +65,43 @@ TEST_CASE("first dial: a master name that does not resolve is named at once", "[
   CHECK(result.error.find(address) != std::string::npos);
   CHECK(result.error.find("cannot resolve") != std::string::npos);
   CHECK(result.error.find("check the master's host name") != std::string::npos);
+}
+
+TEST_CASE("first dial: ferry_comm_abort ends a dial to an address that never answers at once", "[api][connect]") {
+  // A listener whose accept queue of one is full and never drained drops every further SYN:
+  // a dial there waits for its whole deadline (60 s at the defaults) unless it is abandoned.
+  int hole = ::socket(AF_INET, SOCK_STREAM, 0), filler = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(hole >= 0);
+  REQUIRE(filler >= 0);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof at;
+  REQUIRE(::bind(hole, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0);
+  REQUIRE(::listen(hole, 0) == 0);
+  REQUIRE(::getsockname(hole, reinterpret_cast<sockaddr*>(&at), &length) == 0);
+  REQUIRE(::connect(filler, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0);
+  const std::string address = "127.0.0.1:" + std::to_string(ntohs(at.sin_port));
+
+  ferry_comm_params p;
+  ferry_comm_params_init(&p);
+  p.master_address = address.c_str();
+  p.p2p_listen_host = "127.0.0.1";
+  ferry_comm* comm = nullptr;
+  REQUIRE(ferry_comm_create(&p, &comm) == FERRY_OK);
+  ferry_result code = FERRY_OK;
+  std::chrono::steady_clock::time_point returned;
+  std::thread dialing([&] {
+    code = ferry_connect(comm);
+    returned = std::chrono::steady_clock::now();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // inside the dial
+  const auto aborted = std::chrono::steady_clock::now();
+  REQUIRE(ferry_comm_abort(comm) == FERRY_OK);
+  dialing.join();
+  CHECK(code != FERRY_OK);
+  CHECK(returned - aborted < std::chrono::seconds(2));  // before: the dial's own deadline, a minute on
+  ferry_comm_destroy(comm);
+  ::close(filler);
+  ::close(hole);
 }

@@ -9,14 +9,7 @@
 # Environment: CC (the outer build's).
 set -euo pipefail
 build=$1 source=$2 version=$3
-tmp=$(mktemp -d)
-master_pid=
-cleanup() {
-  [[ -n $master_pid ]] && kill "$master_pid" 2>/dev/null && wait "$master_pid" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/scratch_master.sh"
 
 arch=$(dpkg --print-architecture)
 (cd "$build" && cpack -G DEB -B "$tmp/out" >"$tmp/cpack.log" 2>&1) || fail "cpack: $(cat "$tmp/cpack.log")"
@@ -30,7 +23,7 @@ depends=$(field Depends)
 echo "Depends: $depends"
 
 # The files a user of each part needs.
-dpkg-deb --contents "$deb" | awk '{print $NF}' | sed 's|^\./|/|' >"$tmp/files"
+dpkg-deb --contents "$deb" | awk '{print $6}' | sed 's|^\./|/|' >"$tmp/files"
 libdir=$(sed -n 's|^\(/usr/lib[^ ]*\)/libferry\.so\.0$|\1|p' "$tmp/files")
 [[ -n $libdir ]] || fail "no libferry.so.0 in the package"
 for f in "$libdir/libferry.so" /usr/include/ferry/ferry.h "$libdir/pkgconfig/ferry.pc" \
@@ -52,7 +45,12 @@ while read -r elf; do
     owner=$(dpkg -S "$(realpath "$path")" 2>/dev/null | head -1 | cut -d: -f1) ||
       owner=$(dpkg -S "$path" 2>/dev/null | head -1 | cut -d: -f1) || true
     [[ -n $owner ]] || fail "$elf loads $path, which no Debian package owns"
-    [[ $depends_names == *" $owner "* ]] || fail "$elf loads $path from $owner, which Depends does not name"
+    # Named itself, or by a virtual package it provides (libspdlog1.10 provides libspdlog1.10-fmt9).
+    owner=${owner%%:*}
+    provides=$(dpkg-query -W -f='${Provides}' "$owner" 2>/dev/null | tr ',' '\n' | sed 's/(.*)//; s/ //g')
+    named=
+    for name in "$owner" $provides; do [[ $depends_names == *" $name "* ]] && named=$name; done
+    [[ -n $named ]] || fail "$elf loads $path from $owner, which Depends does not name"
   done < <(LD_LIBRARY_PATH=$root$libdir ldd "$elf" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}')
 done < <(find "$root" -type f -exec sh -c 'head -c 4 "$1" | grep -q ELF && echo "$1"' _ {} \;)
 echo "every library the package's binaries load is its own or in its Depends"
@@ -65,14 +63,7 @@ read -r -a pc_flags <<<"$(pkg-config --cflags --libs ferry)"
   fail "cannot build hello.c with the package's flags: ${pc_flags[*]}"
 
 export LD_LIBRARY_PATH=$root$libdir
-"$root/usr/bin/ferry-master" --listen 127.0.0.1:0 --log-level warn >"$tmp/master.out" 2>"$tmp/master.err" &
-master_pid=$!
-for _ in $(seq 150); do
-  grep -q "listening on" "$tmp/master.out" 2>/dev/null && break
-  sleep 0.1
-done
-address=$(sed -n 's/^ferry-master listening on //p' "$tmp/master.out")
-[[ -n $address ]] || fail "the package's ferry-master did not start: $(cat "$tmp/master.err")"
+start_master "$root/usr/bin/ferry-master"
 "$tmp/hello" "$address" 2 3 4096 >"$tmp/peer0" 2>&1 & p0=$!
 "$tmp/hello" "$address" 2 3 4096 >"$tmp/peer1" 2>&1 & p1=$!
 wait "$p0" || fail "peer 0: $(cat "$tmp/peer0")"

@@ -10,14 +10,7 @@
 # Environment: CC (the outer build's; the recipes say `cc`), SANITIZE (FERRY_SANITIZE).
 set -euo pipefail
 build=$1 source=$2 master_bin=$3
-tmp=$(mktemp -d)
-master_pid=
-cleanup() {
-  [[ -n $master_pid ]] && kill "$master_pid" 2>/dev/null && wait "$master_pid" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/scratch_master.sh"
 
 # The shell lines of the README's block named $1.
 recipe() {
@@ -28,14 +21,7 @@ recipe() {
     inside { print }' "$source/README.md"
 }
 
-"$master_bin" --listen 127.0.0.1:0 --log-level warn >"$tmp/master.out" 2>"$tmp/master.err" &
-master_pid=$!
-for _ in $(seq 150); do
-  grep -q "listening on" "$tmp/master.out" 2>/dev/null && break
-  sleep 0.1
-done
-address=$(sed -n 's/^ferry-master listening on //p' "$tmp/master.out")
-[[ -n $address ]] || fail "ferry-master did not start: $(cat "$tmp/master.err")"
+start_master "$master_bin"
 
 # cc is the outer build's compiler (and its sanitizer, so hello can load an instrumented libferry).
 mkdir "$tmp/bin"
