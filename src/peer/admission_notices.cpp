@@ -12,7 +12,7 @@ std::string pending_connect_notice(const std::string& master, std::chrono::milli
                                    std::chrono::milliseconds left) {
   return "connect: pending at the master " + master + " for " + seconds_text(waited) +
          ": a newcomer is admitted when the members of its group call update_topology() or "
-         "wait_for_peers() (C: ferry_update_topology, ferry_wait_for_world; peers_pending() "
+         "wait_for_world() (C: ferry_update_topology, ferry_wait_for_world; peers_pending() "
          "tells them someone waits); this call gives up in " +
          seconds_text(left) + " (timeout_ms)";
 }
@@ -55,7 +55,7 @@ void PendingNewcomerNotice::on_commit(const wire::CollectiveResult& result) {
   if (told_epoch_.exchange(result.epoch) == result.epoch) return;
   log().warn("{} newcomer(s) wait at the master to join this group while its collectives go on without them "
              "(collective {} of epoch {} committed): the master admits them only when every member calls "
-             "update_topology() or wait_for_peers() (C: ferry_update_topology, ferry_wait_for_world); "
+             "update_topology() or wait_for_world() (C: ferry_update_topology, ferry_wait_for_world); "
              "peers_pending() is the cheap check at a loop boundary. Said once per epoch",
              result.pending, result.seq, result.epoch);
 }

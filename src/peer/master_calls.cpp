@@ -53,7 +53,7 @@ void MasterCalls::update_topology(bool optimize) {
   auto notice = [members](std::chrono::milliseconds waited, std::chrono::milliseconds left) {
     return "update_topology: no new ring after " + seconds_text(waited) + ": the master decides once every member " +
            "of the group (" + std::to_string(members) + " at the last ring) has called update_topology() or " +
-           "wait_for_peers(), then waits for their links; this call gives up in " + seconds_text(left) +
+           "wait_for_world(), then waits for their links; this call gives up in " + seconds_text(left) +
            " (timeout_ms)";
   };
   try {
@@ -62,7 +62,7 @@ void MasterCalls::update_topology(bool optimize) {
   } catch (const Error& e) {
     if (e.code() != Errc::timeout) throw;
     throw Error(Errc::timeout, std::string(e.what()) + ": the master decides once every member of the group has "
-                                   "called update_topology() or wait_for_peers() (C: ferry_update_topology, "
+                                   "called update_topology() or wait_for_world() (C: ferry_update_topology, "
                                    "ferry_wait_for_world); make every member call it at the same point of its loop");
   }
 }
@@ -79,10 +79,10 @@ void MasterCalls::wait_for_world(uint32_t min_peers, std::optional<std::chrono::
     lock.lock();
     if (world >= min_peers) return;
     if (Clock::now() >= deadline)
-      throw Error(Errc::timeout, "wait_for_peers (C: ferry_wait_for_world): the group has " +
-                                     std::to_string(world) + " of " + std::to_string(min_peers) + " peers after " +
-                                     ms(timeout) + ": start the missing peers with this master's address (each "
-                                     "calls wait_for_peers() too), or ask for fewer");
+      throw Error(Errc::timeout, "wait_for_world: the group has " + std::to_string(world) + " of " +
+                                     std::to_string(min_peers) + " peers after " + ms(timeout) +
+                                     ": start the missing peers with this master's address (each calls "
+                                     "wait_for_world() too), or ask for fewer");
     // Rounded up, plus 1 ms: the master counts the hold on its millisecond clock from the
     // vote's arrival, and a hold ending a hair before our deadline meant a second vote.
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()) +
@@ -92,10 +92,10 @@ void MasterCalls::wait_for_world(uint32_t min_peers, std::optional<std::chrono::
     ballot.hold_ms = static_cast<uint32_t>(std::min<int64_t>(left.count(), UINT32_MAX));
     auto notice = [&, world](std::chrono::milliseconds waited, std::chrono::milliseconds) {
       const auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      return "wait_for_peers: the group has " + std::to_string(world) + " of " + std::to_string(min_peers) +
+      return "wait_for_world: the group has " + std::to_string(world) + " of " + std::to_string(min_peers) +
              " peers after " + seconds_text(waited) + ": the master holds this vote until " +
              std::to_string(min_peers) + " members and newcomers are there (start more peers with this master " +
-             "address; the other members must call wait_for_peers() or update_topology() too); it gives up in " +
+             "address; the other members must call wait_for_world() or update_topology() too); it gives up in " +
              seconds_text(std::max(remaining, std::chrono::milliseconds(0)));
     };
     // The master decides by the hold's end (its tick looks twice a second), then admits within timeout_ms.
