@@ -10,14 +10,16 @@ import threading
 from typing import Any, Callable, Collection, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, TypeVar, Union
 
 from . import _lib
-from ._exit import track_communicator
+from ._exit import close_unclosed, track_communicator
 from ._interruptible import run_interruptibly
 from .dtypes import DType, ReduceOp, parse_op, parse_quant
+from .durations import Duration, from_millis, millis
 from .errors import InvalidArgumentError, InvalidUsageError
 from .gather import GatherCalls
 from .handle import Handle, OpInfo
 from .completion_watch import CompletionWatch
 from .issue_queue import IssueQueue
+from .legacy import legacy_call, warn_deprecated
 from .links import Link, LinkMatrix
 from .params import comm_params, uint
 from .shared_state import SyncInfo, SyncStrategy, sync_shared_state
@@ -58,11 +60,11 @@ class Communicator(GatherCalls):
     run while this one waits on the network; the library's own io_threads
     do the transfers and reductions.
 
-    Deadlines: every blocking call is bounded (see the ``*_timeout_ms``
-    arguments); nothing waits forever.
+    Deadlines: every blocking call is bounded (see the ``*timeout`` arguments, in
+    seconds as every duration of the Python API); nothing waits forever.
 
     Ctrl-C: on the main thread every blocking call (connect, update_topology,
-    optimize_topology, wait_for_peers, peers_pending, links, the all-reduces,
+    optimize_topology, wait_for_world, peers_pending, links, the all-reduces,
     barrier, broadcast, sync_shared_state, Handle.wait) raises KeyboardInterrupt
     within about 0.05 s of SIGINT (likewise any exception a signal handler
     raises, e.g. SystemExit from a SIGTERM handler), and the communicator is
@@ -80,13 +82,17 @@ class Communicator(GatherCalls):
     the main thread only); an interrupt on the main thread ends their calls too,
     with InvalidUsageError.
 
-    Ownership: the object owns the C ``ferry_comm``; close() (or garbage
-    collection) frees it. Tensors are borrowed only during a blocking call;
-    an async op borrows them until its Handle is waited (see Handle).
+    Ownership: the object owns the C ``ferry_comm``; close() frees it. One collected
+    unclosed is closed on a thread of its own (a garbage-collection pass never waits for
+    the seconds a close may take) with a ResourceWarning, as an unclosed file. Tensors are
+    borrowed only during a blocking call; an async op borrows them until its Handle is
+    waited (see Handle).
 
     Args: ``master`` first; every other argument is keyword-only, and None (the default
     for each) leaves the library's default from ``ferry_comm_params_init``, shown in
-    parentheses (ferry.h documents each field):
+    parentheses (ferry.h documents each field). Durations are seconds (a float) or a
+    ``datetime.timedelta``; the 0.3 names ``timeout_ms=`` etc. still work, in milliseconds,
+    with a DeprecationWarning (ferry.legacy):
         master: ``"HOST:PORT"`` of the master (``"[V6ADDR]:PORT"`` for IPv6). None (default):
             ``$FERRY_MASTER_ADDR``; InvalidArgumentError when that is unset too. The TLS files
             likewise default to ``$FERRY_TLS_CERT_FILE``/``KEY_FILE``/``CA_FILE``, the secret to
@@ -97,11 +103,11 @@ class Communicator(GatherCalls):
         listen_host: address the p2p listener binds ("::": IPv6 and IPv4).
         port_range: ``(min, max)`` inclusive p2p port range (the system chooses).
         advertised_host / advertised_port: what other peers should dial (NAT, proxies).
-        timeout_ms: longest wait for other peers: admission, votes, the start and
-            commit of a collective (60000).
-        progress_timeout_ms: a transfer stalled this long fails with TimeoutError (20000).
-        heartbeat_timeout_ms: silence after which the master drops this peer, and
-            after which a silent master is MasterLostError (10000).
+        timeout: longest wait for other peers: admission, votes, the start and
+            commit of a collective (60 s).
+        progress_timeout: a transfer stalled this long fails with TimeoutError (20 s).
+        heartbeat_timeout: silence after which the master drops this peer, and
+            after which a silent master is MasterLostError (10 s).
         io_threads: library threads for network I/O and reductions, 1..64 (2).
         max_chunk_bytes: largest pipelining unit, 4 KiB..64 MiB (256 KiB).
         congestion_control: TCP congestion control for p2p sockets ("bbr", "cubic", ...).
@@ -117,12 +123,12 @@ class Communicator(GatherCalls):
             namespace) carry their bytes through shared memory, the TCP connection kept
             beside it for authentication and liveness (True); False keeps every byte on TCP,
             as a proxy or fault injector between local peers needs.
-        master_reconnect_timeout_ms: how long an admitted peer keeps dialing a master it
-            lost (default 300000; 0: MasterLostError at once). Meanwhile collectives raise
+        master_reconnect_timeout: how long an admitted peer keeps dialing a master it
+            lost (300 s; 0: MasterLostError at once). Meanwhile collectives raise
             PeerLostError (retryable) and update_topology waits for the master; a master
             started again on the same address takes the peer back in its place (ferry.h).
-        master_connect_timeout_ms: how long connect() keeps dialing a master that does not
-            answer yet (default 60000; 0: one dial), so peers may start before their master.
+        master_connect_timeout: how long connect() keeps dialing a master that does not
+            answer yet (60 s; 0: one dial), so peers may start before their master.
             A refused address gets 10 tries (~5.5 s) within it, an unresolvable name one.
         dial_out_only: True for a machine that accepts no connection (behind NAT, a cloud
             security group or a firewall admitting nothing inbound) but can dial out: it
@@ -132,6 +138,8 @@ class Communicator(GatherCalls):
     Raises InvalidArgumentError for bad values, ConnectError when no p2p port can be bound.
     """
 
+    @legacy_call(renamed={f"{name}_ms": (name, from_millis) for name in (
+        "timeout", "progress_timeout", "heartbeat_timeout", "master_reconnect_timeout", "master_connect_timeout")})
     def __init__(
         self,
         master: Optional[str] = None,
@@ -142,9 +150,9 @@ class Communicator(GatherCalls):
         port_range: Optional[Tuple[int, int]] = None,
         advertised_host: Optional[str] = None,
         advertised_port: Optional[int] = None,
-        timeout_ms: Optional[int] = None,
-        progress_timeout_ms: Optional[int] = None,
-        heartbeat_timeout_ms: Optional[int] = None,
+        timeout: Optional[Duration] = None,
+        progress_timeout: Optional[Duration] = None,
+        heartbeat_timeout: Optional[Duration] = None,
         io_threads: Optional[int] = None,
         max_chunk_bytes: Optional[int] = None,
         congestion_control: Optional[str] = None,
@@ -153,8 +161,8 @@ class Communicator(GatherCalls):
         tls_key_file: Optional[str] = None,
         tls_ca_file: Optional[str] = None,
         shared_memory: Optional[bool] = None,
-        master_reconnect_timeout_ms: Optional[int] = None,
-        master_connect_timeout_ms: Optional[int] = None,
+        master_reconnect_timeout: Optional[Duration] = None,
+        master_connect_timeout: Optional[Duration] = None,
         dial_out_only: Optional[bool] = None,
     ) -> None:
         self._ptr: Optional[_lib.CommPtr] = None
@@ -175,19 +183,20 @@ class Communicator(GatherCalls):
         params, strings = comm_params(
             master, peer_group=peer_group, connections=connections, listen_host=listen_host,
             port_range=port_range, advertised_host=advertised_host, advertised_port=advertised_port,
-            timeout_ms=timeout_ms, progress_timeout_ms=progress_timeout_ms,
-            heartbeat_timeout_ms=heartbeat_timeout_ms, io_threads=io_threads, max_chunk_bytes=max_chunk_bytes,
+            timeout=timeout, progress_timeout=progress_timeout,
+            heartbeat_timeout=heartbeat_timeout, io_threads=io_threads, max_chunk_bytes=max_chunk_bytes,
             congestion_control=congestion_control, secret_file=secret_file, tls_cert_file=tls_cert_file,
             tls_key_file=tls_key_file, tls_ca_file=tls_ca_file, shared_memory=shared_memory,
-            master_reconnect_timeout_ms=master_reconnect_timeout_ms,
-            master_connect_timeout_ms=master_connect_timeout_ms, dial_out_only=dial_out_only)
+            master_reconnect_timeout=master_reconnect_timeout,
+            master_connect_timeout=master_connect_timeout, dial_out_only=dial_out_only)
         ptr = _lib.CommPtr()
         _lib.check(lib.ferry_comm_create(ctypes.byref(params), ctypes.byref(ptr)), "ferry_comm_create")
         del strings  # copied by ferry_comm_create
         track_communicator(self)
         self._ptr = ptr
         self.master = master if master is not None else os.environ.get("FERRY_MASTER_ADDR")
-        self.timeout_ms: int = params.timeout_ms
+        #: seconds: the longest wait for other peers (``timeout``, or the library's default)
+        self.timeout: float = params.timeout_ms / 1000
         self._desc = _lib.defaults(_lib.AllreduceDesc, "ferry_allreduce_desc_init")
         self._job = _lib.defaults(_lib.AllreduceJob, "ferry_allreduce_job_init")
         # The job's embedded desc is versioned on its own.
@@ -278,8 +287,8 @@ class Communicator(GatherCalls):
 
         Admission is immediate in an empty group; otherwise it happens when the
         group's accepted peers next call :meth:`update_topology`. Blocks at most
-        master_connect_timeout_ms to reach a master that does not answer yet (a refused
-        address: 10 tries, ~5.5 s; an unresolvable name: one), then timeout_ms to be
+        master_connect_timeout to reach a master that does not answer yet (a refused
+        address: 10 tries, ~5.5 s; an unresolvable name: one), then timeout to be
         admitted (GIL released). Raises ConnectError (master unreachable, naming its
         address), TimeoutError (not admitted in time; calling connect() again
         retries the wait), InvalidUsageError (already connected), MasterLostError,
@@ -293,7 +302,7 @@ class Communicator(GatherCalls):
 
         Call it on every survivor after a retryable error (PeerLostError, TimeoutError).
         Not allowed while async ops are in flight (InvalidUsageError). Blocks at most
-        timeout_ms per attempt (GIL released). Raises TimeoutError, PeerLostError (a member
+        timeout per attempt (GIL released). Raises TimeoutError, PeerLostError (a member
         died during the vote: call again), MasterLostError, KickedError.
         """
         self._blocking("update_topology",
@@ -311,51 +320,68 @@ class Communicator(GatherCalls):
         """Collective over the group's accepted peers: how many peers wait to be admitted.
 
         Every caller gets the same answer, so all can decide alike whether to call
-        update_topology(). Blocks at most timeout_ms. Raises as update_topology().
+        update_topology(). Blocks at most timeout. Raises as update_topology().
         """
         pending = ctypes.c_uint32()
         self._blocking("peers_pending", lambda ptr: _lib.check(
             _lib.lib().ferry_peers_pending(ptr, ctypes.byref(pending)), "peers_pending"))
         return int(pending.value)
 
-    def wait_for_peers(self, group_world_size: int, timeout_s: Optional[float] = None) -> None:
-        """Waits until this peer's group holds at least ``group_world_size`` peers
+    def wait_for_world(self, world_size: int, *, timeout: Optional[Duration] = None) -> None:
+        """Waits until this peer's group holds at least ``world_size`` peers
         (``ferry_wait_for_world``): call it once after connect() on every peer started together.
 
         A group already that large returns at once, without a vote (so does a newcomer whose
         admission made it that large). Otherwise it is a collective over the group's accepted
         peers, all passing the same size: a topology vote that the master holds until enough
-        newcomers wait, then admits them (no polling). Blocks at most ``timeout_s`` (default:
-        timeout_ms) plus the admission's own bound, then raises ferry.TimeoutError saying how
-        large the group is; raises what update_topology() raises.
+        newcomers wait, then admits them (no polling). Blocks at most ``timeout`` (seconds or a
+        timedelta, at most a day; default: the communicator's ``timeout``) plus the admission's
+        own bound, then raises ferry.TimeoutError saying how large the group is; raises what
+        update_topology() raises.
         """
-        size = uint("group_world_size", group_world_size, 32)
+        size = uint("world_size", world_size, 32)
         if size == 0:
-            raise InvalidArgumentError("group_world_size must be at least 1")
-        timeout_ms = 0  # the communicator's timeout_ms
-        if timeout_s is not None:
-            if not isinstance(timeout_s, (int, float)) or isinstance(timeout_s, bool) or not 0 < timeout_s <= 86400:
-                raise InvalidArgumentError(f"timeout_s must be in (0, 86400] seconds, got {timeout_s!r}")
-            timeout_ms = max(1, round(timeout_s * 1000))
-        self._blocking("wait_for_peers", lambda ptr: _lib.check(
-            _lib.lib().ferry_wait_for_world(ptr, size, timeout_ms), "wait_for_peers"))
+            raise InvalidArgumentError("world_size must be at least 1")
+        # 0: the communicator's timeout
+        timeout_ms = 0 if timeout is None else millis("timeout", timeout, most=86400, positive=True)
+        self._blocking("wait_for_world", lambda ptr: _lib.check(
+            _lib.lib().ferry_wait_for_world(ptr, size, timeout_ms), "wait_for_world"))
+
+    def wait_for_peers(self, group_world_size: int, timeout_s: Optional[float] = None) -> None:
+        """Deprecated (the 0.3 name): :meth:`wait_for_world`, the C call's name (``timeout_s`` is its ``timeout``)."""
+        warn_deprecated("Communicator.wait_for_peers(n, timeout_s=...) is now wait_for_world(n, timeout=...)")
+        self.wait_for_world(group_world_size, timeout=timeout_s)
 
     # Attributes are as of the last topology this peer joined; they never block.
     # Before connect() they raise InvalidUsageError.
 
     @property
     def world_size(self) -> int:
-        """Accepted peers of all groups (the global world)."""
-        return self._attribute(_ATTR_GLOBAL_WORLD_SIZE, "world_size")
+        """Peers in this peer's ring: the world its collectives run over (torch's meaning).
+
+        Up to 0.3 this was the run's total, now :attr:`global_world_size`."""
+        return self._attribute(_ATTR_GROUP_WORLD_SIZE, "world_size")
+
+    @property
+    def global_world_size(self) -> int:
+        """Accepted peers of all groups of the run (``FERRY_ATTR_GLOBAL_WORLD_SIZE``)."""
+        return self._attribute(_ATTR_GLOBAL_WORLD_SIZE, "global_world_size")
 
     @property
     def group_world_size(self) -> int:
-        """Peers in this peer's ring (the world all_reduce runs over)."""
-        return self._attribute(_ATTR_GROUP_WORLD_SIZE, "group_world_size")
+        """Deprecated (the 0.3 name): :attr:`world_size`."""
+        warn_deprecated("Communicator.group_world_size is now world_size")
+        return self.world_size
+
+    @property
+    def timeout_ms(self) -> int:
+        """Deprecated (the 0.3 name): :attr:`timeout`, in seconds."""
+        warn_deprecated("Communicator.timeout_ms is now timeout, in seconds")
+        return round(self.timeout * 1000)
 
     @property
     def rank(self) -> int:
-        """This peer's position in its ring, 0..group_world_size-1."""
+        """This peer's position in its ring, 0..world_size-1."""
         return self._attribute(_ATTR_RANK, "rank")
 
     @property
@@ -402,7 +428,7 @@ class Communicator(GatherCalls):
         """The group's link matrix as the master holds it (``ferry_comm_link_matrix``): one
         :class:`Link` per measured ordered pair of members (goodput, RTT, retransmissions,
         age); ``print(comm.links())`` shows a table. Blocks for one round trip to the master
-        (at most timeout_ms); TimeoutError, MasterLostError; InvalidUsageError before connect."""
+        (at most timeout); TimeoutError, MasterLostError; InvalidUsageError before connect."""
         count = ctypes.c_size_t(0)
         entries = (_lib.LinkInfoC * 0)()
         while True:
@@ -446,7 +472,8 @@ class Communicator(GatherCalls):
 
     # ------------------------------------------------------------------ all-reduce
 
-    def all_reduce(self, tensor: T, op: Op = "sum", tag: int = 0, out: Optional[T] = None,
+    @legacy_call(positional=("op", "tag", "out", "quant"))
+    def all_reduce(self, tensor: T, *, op: Op = "sum", tag: int = 0, out: Optional[T] = None,
                    quant: Optional[str] = None) -> T:
         """Collective: reduces ``tensor`` element-wise over the group and returns the result.
 
@@ -473,8 +500,8 @@ class Communicator(GatherCalls):
                 must match on every peer; results stay bit-identical on every peer.
                 Error bounds: ferry.h, ``ferry_quant``.
 
-        Blocks until the master commits or aborts (at most timeout_ms to start,
-        progress_timeout_ms without progress, 2 x timeout_ms to commit); the GIL is
+        Blocks until the master commits or aborts (at most timeout to start,
+        progress_timeout without progress, 2 x timeout to commit); the GIL is
         released meanwhile. The buffers are borrowed only during the call.
         On failure ``tensor`` (in place) or ``out`` holds unspecified values,
         possibly partial sums; with ``out`` the input is intact and the call can
@@ -503,7 +530,8 @@ class Communicator(GatherCalls):
         """
         self._blocking("barrier", lambda ptr: _lib.check(_lib.lib().ferry_barrier(ptr), "barrier"))
 
-    def broadcast(self, tensor: T, root: int = 0) -> T:
+    @legacy_call(positional=("root",))
+    def broadcast(self, tensor: T, *, root: int = 0) -> T:
         """Collective: ``tensor``'s bytes on the peer of rank ``root`` arrive in ``tensor``
         on every peer, bit for bit (in place), and ``tensor`` is returned.
 
@@ -525,7 +553,8 @@ class Communicator(GatherCalls):
         self._local.info = OpInfo.from_c(info)
         return plan.finish()
 
-    def all_reduce_async(self, tensor: T, op: Op = "sum", tag: int = 0, out: Optional[T] = None,
+    @legacy_call(positional=("op", "tag", "out", "quant"))
+    def all_reduce_async(self, tensor: T, *, op: Op = "sum", tag: int = 0, out: Optional[T] = None,
                          quant: Optional[str] = None) -> Handle[T]:
         """Issues the all-reduce described for :meth:`all_reduce` (``op`` defaults to "sum")
         and returns at once.
@@ -575,7 +604,8 @@ class Communicator(GatherCalls):
         except Exception as e:  # noqa: BLE001 - raised by wait() (or at once on the caller's thread)
             handle._issue_failed(e)
 
-    def all_reduce_many(self, tensors: Sequence[T], op: Op = "sum", tag: int = 0,
+    @legacy_call(positional=("op", "tag", "outs", "max_in_flight", "quant"))
+    def all_reduce_many(self, tensors: Sequence[T], *, op: Op = "sum", tag: int = 0,
                         outs: Optional[Sequence[Optional[T]]] = None, max_in_flight: int = 4,
                         quant: Optional[str] = None) -> List[T]:
         """Collective: all-reduces several tensors (``op`` as for :meth:`all_reduce`, default
@@ -620,7 +650,8 @@ class Communicator(GatherCalls):
 
     # ------------------------------------------------------------------ shared state
 
-    def sync_shared_state(self, tensors: Mapping[str, Any], revision: int,
+    @legacy_call(positional=("revision", "strategy", "allow_inequality", "compression_level"))
+    def sync_shared_state(self, tensors: Mapping[str, Any], *, revision: int,
                           strategy: Union[str, SyncStrategy] = "enforce_popular",
                           allow_inequality: Collection[str] = (), compression_level: int = 0) -> SyncInfo:
         """Collective over the group: afterwards every peer holds the same bytes in every tensor
@@ -648,7 +679,7 @@ class Communicator(GatherCalls):
 
         Returns a SyncInfo (the group's new revision and the names of the tensors
         overwritten). Tensors are borrowed until the call returns. Blocks at most
-        timeout_ms waiting for the other peers and progress_timeout_ms without a byte
+        timeout waiting for the other peers and progress_timeout without a byte
         moving (GIL released). On failure the fetched tensors hold unspecified bytes;
         call update_topology() and sync again. Raises InvalidArgumentError, InvalidUsageError
         (not connected; the revision rule; every peer receive-only), MismatchError (peers
@@ -709,9 +740,10 @@ class Communicator(GatherCalls):
         self.close()
 
     def __del__(self) -> None:
+        if getattr(self, "_ptr", None) is None or getattr(self, "_closed", False):
+            return  # closed (or never created); an interrupted call's own close runs on its thread
         try:
-            if getattr(self, "_ptr", None) is not None:
-                self.close()
+            close_unclosed(self, f"ferry.Communicator (master {getattr(self, 'master', None)!r})")
         except Exception:  # interpreter shutdown: the library may already be gone
             pass
 
@@ -720,7 +752,7 @@ class Communicator(GatherCalls):
             return f"<ferry.Communicator master={self.master!r} closed>"
         try:
             return (f"<ferry.Communicator master={self.master!r} group={self.peer_group} "
-                    f"rank={self.rank}/{self.group_world_size}>")
+                    f"rank={self.rank}/{self.world_size}>")
         except InvalidUsageError:
             return f"<ferry.Communicator master={self.master!r} not connected>"
 

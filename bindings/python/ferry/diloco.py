@@ -105,6 +105,7 @@ its Communicator, which no other code may use for collectives meanwhile.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
@@ -113,8 +114,10 @@ import torch
 from . import diloco_checkpoint
 from .communicator import Communicator
 from .dtypes import parse_quant
-from .elastic import BOUNDARY, FINAL, CommTime, ElasticGroup, PendingReduce
+from .durations import Duration, seconds
+from .elastic import BOUNDARY, FINAL, CommTime, ElasticGroup, Logger, PendingReduce, event_logger
 from .errors import InvalidArgumentError, InvalidUsageError
+from .legacy import legacy_call, warn_deprecated
 from .module_buffers import ModuleBuffers
 from .outer import MERGES, Fragment, OuterOptimizer, fragment_parameters, split_flat
 from .shared_names import describe_shared, naming_mismatches
@@ -135,7 +138,8 @@ __all__ = ["CommTime", "DiLoCo", "OuterOptimizer", "SparseLoCo", "WorkStats", "s
 class DiLoCo:
     """DiLoCo over a ferry Communicator, driven by one ``step()`` per inner step.
 
-    Args:
+    Args (``comm``, ``model`` and ``inner_optimizer`` positional, the rest keyword-only; 0.3's
+    positional forms still work with a DeprecationWarning):
         comm: a Communicator **not yet connected**: :meth:`join` connects it.
         model: the module being trained (its parameters are the local copy).
         inner_optimizer: the optimizer the caller steps (AdamW in the paper); it is only
@@ -147,7 +151,9 @@ class DiLoCo:
             nothing else is allowed); 0 for plain SGD (the momentum then is not shared).
         quant: wire quantization of the pseudo-gradient all-reduce (None: full precision).
         min_peers: before the first outer interval, wait until the group has this many.
-        log: where membership events go, one line each (default: nowhere).
+        logger: where membership events go, one record each (joins, world changes, retries at
+            INFO; waits for peers at WARNING). Default: the "ferry.diloco" logger. ``log=``, a
+            callable getting each line, is deprecated (0.3's form).
         fragments: Streaming DiLoCo's F (an int: the model's top-level layers cut into F
             runs of consecutive layers), or the fragments' parameter lists. Must divide H.
         overlap: run each outer all-reduce while the next H/F inner steps do (see the module
@@ -160,8 +166,8 @@ class DiLoCo:
             device keeps the outer step on the GPU: the all-reduce stages through pinned host
             memory on ferry's own stream (ferry.cuda_stage), beside the training stream; "cpu"
             keeps them in host memory, off the GPU's memory.
-        inner_time: the time-boxed mode (instead of sync_every): seconds per outer step's
-            inner phase (T/F per sync point), on ``clock``.
+        inner_time: the time-boxed mode (instead of sync_every): seconds (or a timedelta) per
+            outer step's inner phase (T/F per sync point), on ``clock``.
         weight_by: what a pseudo-gradient's weight counts: None (1 per trained peer; the
             default of the fixed schedule), "steps" (the time-boxed default) or "samples"
             (pass ``step(samples=N)``).
@@ -188,19 +194,21 @@ class DiLoCo:
     stops early is a lost peer to the others.
     """
 
-    def __init__(self, comm: Communicator, model: torch.nn.Module, inner_optimizer: torch.optim.Optimizer,
-                 sync_every: int, outer_lr: Optional[float] = None, outer_momentum: Optional[float] = None,
-                 quant: Optional[str] = None, min_peers: int = 1,
-                 log: Optional[Callable[[str], None]] = None,
+    @legacy_call(positional=("sync_every", "outer_lr", "outer_momentum", "quant", "min_peers", "log", "fragments",
+                             "overlap", "merge", "alpha", "outer_device", "inner_time", "weight_by", "min_work",
+                             "clock", "sync_buffers", "show_work", "sparse"))
+    def __init__(self, comm: Communicator, model: torch.nn.Module, inner_optimizer: torch.optim.Optimizer, *,
+                 sync_every: Optional[int] = None, outer_lr: Optional[float] = None,
+                 outer_momentum: Optional[float] = None, quant: Optional[str] = None, min_peers: int = 1,
                  fragments: Union[int, Sequence[Sequence[torch.nn.Parameter]]] = 1, overlap: bool = False,
                  merge: str = "progress", alpha: float = 0.5,
-                 outer_device: Union[None, str, torch.device] = None, inner_time: Optional[float] = None,
+                 outer_device: Union[None, str, torch.device] = None, inner_time: Optional[Duration] = None,
                  weight_by: Optional[str] = None, min_work: float = 1, clock: Callable[[], float] = time.monotonic,
                  sync_buffers: bool = True, show_work: Optional[bool] = None,
-                 sparse: Union[None, bool, SparseLoCo] = None) -> None:
+                 sparse: Union[None, bool, SparseLoCo] = None, logger: Logger = None,
+                 log: Optional[Callable[[str], None]] = None) -> None:
         if inner_time is not None:
-            if not isinstance(inner_time, (int, float)) or not inner_time > 0:
-                raise InvalidArgumentError(f"inner_time must be a positive number of seconds, got {inner_time!r}")
+            inner_time = seconds("inner_time", inner_time, positive=True)
             weight_by = weight_by or "steps"
         if (sync_every is not None or inner_time is None) and (
                 not isinstance(sync_every, int) or isinstance(sync_every, bool) or sync_every < 1):
@@ -258,7 +266,7 @@ class DiLoCo:
         self.names = describe_shared(model, self.fragments, self.buffers and self.buffers.names)
         self.sparse = sparse
         self.feedback = None if sparse is None else [ErrorFeedback(f.outer.numel(), sparse) for f in self.fragments]
-        self.group = ElasticGroup(comm, shared, log or (lambda _: None))
+        self.group = ElasticGroup(comm, shared, logger=event_logger("DiLoCo", logger or logging.getLogger("ferry.diloco"), log))
         self.synced = 0  # sync points done
         self.window_steps = 0  # inner steps since the last one
         self.outer_steps_began = 0  # inner steps into the run when the current outer step began
@@ -269,6 +277,7 @@ class DiLoCo:
         self.restored_elapsed = 0.0  # the time box's seconds at the checkpoint
         self.joined = False
         self.finished = False
+        self.closed = False
 
     # ------------------------------------------------------------------ schedule
 
@@ -308,18 +317,18 @@ class DiLoCo:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def join(self, timeout: Optional[float] = JOIN_TIMEOUT_S) -> None:
+    def join(self, timeout: Optional[Duration] = JOIN_TIMEOUT_S) -> None:
         """Connects and takes this peer's place in the run: the first peer's theta starts the
         run; a newcomer receives theta, the momentum and the step, and its model is set to
         theta. A peer restored by load_state_dict() that finds the group where its checkpoint
         stands keeps its own state instead. Blocks until admitted (and, at step 0, until
-        ``min_peers`` are there), at most ``timeout`` seconds (default 600; None: no deadline;
+        ``min_peers`` are there), at most ``timeout`` (seconds or a timedelta; default 600 s; None: no deadline;
         the ``with`` block uses the default), then raises ferry.TimeoutError naming min_peers
         and the count reached. While short of min_peers it says so after 5 s and every 30 s
-        (to ``log`` and to the "ferry" logger at warning level)."""
+        (a warning on the logger)."""
         if self.joined:
             raise InvalidUsageError("DiLoCo.join(): already joined")
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = None if timeout is None else time.monotonic() + seconds("timeout", timeout)
         with naming_mismatches(self.names):
             progress = self.group.join(deadline)
             self.joined = True
@@ -370,13 +379,26 @@ class DiLoCo:
         return self
 
     def __exit__(self, kind: Optional[type], *exc: object) -> None:
-        """A block that ends normally finishes the run (finish(), a collective: every peer's
-        block ends after the same outer step), so no reduction is left in flight and every
-        peer keeps theta; its errors are raised. A block left by an exception finishes
-        nothing: a collective then could wait on peers that are not coming. The
-        Communicator is the caller's to close."""
-        if kind is None and self.joined and not self.finished:
-            self.finish()
+        """Releases what the block took. A block that ends normally first finishes the run
+        (finish(), a collective: every peer's block ends after the same outer step), so no
+        reduction is left in flight and every peer keeps theta; its errors are raised. A
+        block left by an exception finishes nothing (a collective then could wait on peers
+        that are not coming). Either way :meth:`close` then leaves the run."""
+        try:
+            if kind is None and self.joined and not self.finished:
+                self.finish()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Leaves the run: closes the Communicator that :meth:`join` connected (the others'
+        next collective fails with PeerLostError and they go on without this peer), which
+        settles the reduction still in flight and lets go of its tensors. Idempotent; the
+        outer weights, the model and state_dict() stay readable; step() and finish() then
+        raise InvalidUsageError. Blocks at most what Communicator.close() does (~2.5 s)."""
+        self.closed = True
+        self.pending, self.owed = None, []
+        self.comm.close()
 
     def finish(self) -> None:
         """Ends the run (a collective: every peer calls it after the same outer step): waits for
@@ -384,6 +406,8 @@ class DiLoCo:
         outer weights, bit-identical on every peer."""
         if not self.joined:
             raise InvalidUsageError("DiLoCo.finish() before join()")
+        if self.closed:
+            raise InvalidUsageError("DiLoCo.finish() after close()")
         with naming_mismatches(self.names):
             self._settle_owed()
             if self.pending is not None:
@@ -404,6 +428,8 @@ class DiLoCo:
         at once."""
         if not self.joined:
             raise InvalidUsageError("DiLoCo.step() before join() (or `with DiLoCo(...)`)")
+        if self.closed:
+            raise InvalidUsageError("DiLoCo.step() after close() (or the end of its `with` block)")
         if self.owed:
             self._settle_owed()
             self.box.restart()
@@ -494,7 +520,7 @@ class DiLoCo:
             self.buffers.load(means[1:], contributed=total > 0)
         if not self.overlap:
             fragment.outer.load_into(fragment.params)
-        entry = self.meter.settled((sync_point - 1) // len(self.fragments), weight, total, self.comm.group_world_size)
+        entry = self.meter.settled((sync_point - 1) // len(self.fragments), weight, total, self.comm.world_size)
         if self.show_work and sync_point % len(self.fragments) == 0:
             self.comm.set_label(entry.label())  # display only: one small frame, nothing waits for it
 
@@ -528,9 +554,15 @@ class DiLoCo:
         return [p for f in self.fragments for p in f.outer.params]
 
     @property
-    def outer_momentum(self) -> List[torch.Tensor]:
+    def outer_momentum_buffers(self) -> List[torch.Tensor]:
         """The outer Nesterov momentum buffers, in the order of outer_params."""
         return [b for f in self.fragments for b in f.outer.buffers]
+
+    @property
+    def outer_momentum(self) -> List[torch.Tensor]:
+        """Deprecated (the 0.3 name): :attr:`outer_momentum_buffers` (``outer_momentum`` is the float argument)."""
+        warn_deprecated("DiLoCo.outer_momentum (the buffers) is now outer_momentum_buffers")
+        return self.outer_momentum_buffers
 
     @property
     def bytes_sent(self) -> int:

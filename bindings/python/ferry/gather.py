@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, List, Optional
 from . import _lib
 from .errors import InvalidArgumentError
 from .handle import Handle, OpInfo
+from .legacy import legacy_call
 from .params import uint
 from .tensors import HostView, ferry_dtype
 
@@ -28,7 +29,8 @@ __all__ = ["GatherCalls", "GatherPlan"]
 class GatherCalls:
     """The all-gather calls of :class:`ferry.Communicator` (mixed in; they use its call machinery)."""
 
-    def all_gather(self: "Communicator", buffer: Any, tag: int = 0) -> List[bytes]:
+    @legacy_call(positional=("tag",))
+    def all_gather(self: "Communicator", buffer: Any, *, tag: int = 0) -> List[bytes]:
         """Collective: every peer's ``buffer`` (its own length; zero allowed) to every peer.
 
         Returns a list of ``bytes``, one per rank in rank order (``comm.rank`` is this
@@ -58,7 +60,8 @@ class GatherCalls:
         finally:
             plan.release()
 
-    def all_gather_async(self: "Communicator", buffer: Any, tag: int = 0) -> Handle[List[bytes]]:
+    @legacy_call(positional=("tag",))
+    def all_gather_async(self: "Communicator", buffer: Any, *, tag: int = 0) -> Handle[List[bytes]]:
         """Issues the all-gather described for :meth:`all_gather` and returns at once.
 
         ``handle.wait()`` returns its OpInfo; ``handle.output`` is the list of parts, filled

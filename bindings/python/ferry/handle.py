@@ -31,10 +31,10 @@ class OpInfo:
         bytes_sent: payload bytes this peer put on the wire.
         bytes_received: payload bytes this peer received.
         duration_s: seconds from the call to the master's commit.
-        start_s: of those, waiting for the master's go (at most timeout_ms).
+        start_s: of those, waiting for the master's go (at most timeout).
         longest_stall_s: the longest stretch of the transfer without progress
-            (at most progress_timeout_ms).
-        commit_s: from this peer's end to the master's verdict (at most 2 x timeout_ms).
+            (at most progress_timeout).
+        commit_s: from this peer's end to the master's verdict (at most 2 x timeout).
         quant_agreement_s: the integer-domain quantizations (i8h, i4h, ...): from the
             master's go to the first chunk's agreed scales, before which the ring cannot
             start (later chunks agree while earlier ones move); else 0.
@@ -117,8 +117,8 @@ class Handle(Generic[T]):
     def wait(self) -> OpInfo:
         """Blocks until the operation finishes and returns its :class:`OpInfo`.
 
-        Blocks at most the communicator's deadlines (timeout_ms to start, 2 x
-        timeout_ms to commit, progress_timeout_ms without progress); the GIL is released while
+        Blocks at most the communicator's deadlines (timeout to start, 2 x
+        timeout to commit, progress_timeout without progress); the GIL is released while
         it waits. Raises the operation's error (e.g. PeerLostError, MismatchError);
         on failure the output holds unspecified values, and the input (when
         ``out`` was given) is intact. Any thread; repeated calls return the

@@ -184,8 +184,8 @@ import sys, threading, numpy as np, ferry
 master = ferry.Master("127.0.0.1:0"); master.start()
 out = [None, None]
 def peer(i):
-    with ferry.Communicator(f"127.0.0.1:{master.port}", listen_host="127.0.0.1", timeout_ms=10000) as c:
-        c.connect(); c.wait_for_peers(2, timeout_s=15)
+    with ferry.Communicator(f"127.0.0.1:{master.port}", listen_host="127.0.0.1", timeout=10) as c:
+        c.connect(); c.wait_for_world(2, timeout=15)
         a = np.ones(8, np.float32); c.all_reduce(a)
         b = np.ones(8, np.float32); c.all_reduce_async(b).wait()
         out[i] = float(a[0] + b[0])
@@ -359,7 +359,7 @@ def test_diloco_with_the_model_on_the_gpu_keeps_theta_identical(address, outer_d
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.Linear(32, 1)).cuda()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-        with make_peer(address, timeout_ms=20_000) as comm:
+        with make_peer(address, timeout=20) as comm:
             d = DiLoCo(comm, model, opt, sync_every=4, min_peers=2, overlap=True, outer_device=outer_device)
             d.join()
             g = torch.Generator(device="cuda").manual_seed(i)

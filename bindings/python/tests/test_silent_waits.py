@@ -44,25 +44,25 @@ class Stderr:
 
 def two_members(address):
     """Two connected peers in one ring (timeout_ms 8 s: the calls below fail at it)."""
-    peers = [make_peer(address, timeout_ms=8000) for _ in range(2)]
+    peers = [make_peer(address, timeout=8) for _ in range(2)]
 
     def join(p):
         p.connect()  # the second is pending until the first's wait_for_peers admits it
-        p.wait_for_peers(2, timeout_s=15)
+        p.wait_for_world(2, timeout=15)
 
     threads = [threading.Thread(target=join, args=(p,)) for p in peers]
     for t in threads:
         t.start()
     for t in threads:
         t.join(30)
-    assert all(p.group_world_size == 2 for p in peers)
+    assert all(p.world_size == 2 for p in peers)
     return peers
 
 
 def test_a_pending_newcomer_is_told_how_it_is_admitted_and_the_members_that_it_waits(master, address, capfd):
     member = make_peer(address)
     member.connect()
-    newcomer = make_peer(address, timeout_ms=8000)
+    newcomer = make_peer(address, timeout=8)
     outcome = {}
 
     def join():
@@ -90,7 +90,7 @@ def test_a_pending_newcomer_is_told_how_it_is_admitted_and_the_members_that_it_w
     assert isinstance(error, ferry.TimeoutError), outcome
     message = str(error)
     assert "still pending" in message and "comm.update_topology()" in message, message
-    assert "comm.wait_for_peers()" in message, message
+    assert "comm.wait_for_world()" in message, message
     # What the notice says is what happens: the members' vote admits it.
     joining = threading.Thread(target=join)
     joining.start()
@@ -108,7 +108,7 @@ def test_wait_for_peers_alone_says_how_many_it_has(master, address, capfd):
     comm.connect()
     stderr = Stderr(capfd)
     with pytest.raises(ferry.TimeoutError) as info:
-        comm.wait_for_peers(2, timeout_s=7)
+        comm.wait_for_world(2, timeout=7)
     told = stderr.wait_for("wait_for_peers: the group has 1 of 2 peers after", "start more peers")
     assert told < FIRST_LINE_BOUND_S, told
     assert "1 of 2 peers" in str(info.value), info.value
@@ -138,7 +138,7 @@ def test_update_topology_alone_says_whom_the_master_waits_for(master, address, c
 
 
 def test_a_stopped_master_is_told_at_once(master, address):
-    comm = make_peer(address, master_reconnect_timeout_ms=300_000)
+    comm = make_peer(address, master_reconnect_timeout=300)
     comm.connect()
     began = time.monotonic()
     master.stop()
