@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
-import sys
 import threading
-from typing import Any, Callable, Collection, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, TypeVar, Union
+from typing import Any, Callable, Collection, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import _lib
 from ._exit import close_unclosed, track_communicator
-from ._interruptible import run_interruptibly
+from .async_op import AsyncOp
+from .call_gate import CallGate
+from .completion_watch import CompletionWatch
 from .dtypes import DType, ReduceOp, parse_op, parse_quant
 from .durations import Duration, from_millis, millis
 from .errors import InvalidArgumentError, InvalidUsageError
 from .gather import GatherCalls
 from .handle import Handle, OpInfo
-from .completion_watch import CompletionWatch
 from .issue_queue import IssueQueue
 from .legacy import legacy_call, warn_deprecated
 from .links import Link, LinkMatrix
@@ -84,9 +83,8 @@ class Communicator(GatherCalls):
 
     Ownership: the object owns the C ``ferry_comm``; close() frees it. One collected
     unclosed is closed on a thread of its own (a garbage-collection pass never waits for
-    the seconds a close may take) with a ResourceWarning, as an unclosed file. Tensors are
-    borrowed only during a blocking call; an async op borrows them until its Handle is
-    waited (see Handle).
+    the seconds a close may take) with a ResourceWarning, as an unclosed file. Tensors are borrowed only during a blocking call;
+    an async op borrows them until its Handle is waited (see Handle).
 
     Args: ``master`` first; every other argument is keyword-only, and None (the default
     for each) leaves the library's default from ``ferry_comm_params_init``, shown in
@@ -165,14 +163,7 @@ class Communicator(GatherCalls):
         master_connect_timeout: Optional[Duration] = None,
         dial_out_only: Optional[bool] = None,
     ) -> None:
-        self._ptr: Optional[_lib.CommPtr] = None
-        self._closed = False
-        self._cond = threading.Condition()  # guards _closed, _closing, _interrupted_in and _active
-        self._closing = False  # a close() is destroying the handle; other close() calls wait for it
-        self._interrupted_in: Optional[str] = None  # the call whose interrupt closed the communicator
-        self._active = 0  # C calls running on self._ptr; close() waits for them to return
-        self._pending: Set[Handle] = set()  # unwaited async ops (they hold the borrowed tensors)
-        self._pending_lock = threading.Lock()
+        self._gate: Optional[CallGate] = None  # every C call on the handle goes through it
         self._local = threading.local()  # per-thread last_info
         # Async all-reduces of CUDA tensors, issued once ferry's copy reached host memory.
         self._issues = IssueQueue("ferry-issue")
@@ -192,8 +183,8 @@ class Communicator(GatherCalls):
         ptr = _lib.CommPtr()
         _lib.check(lib.ferry_comm_create(ctypes.byref(params), ctypes.byref(ptr)), "ferry_comm_create")
         del strings  # copied by ferry_comm_create
+        self._gate = CallGate(ptr, before_destroy=self._issues.drain)
         track_communicator(self)
-        self._ptr = ptr
         self.master = master if master is not None else os.environ.get("FERRY_MASTER_ADDR")
         #: seconds: the longest wait for other peers (``timeout``, or the library's default)
         self.timeout: float = params.timeout_ms / 1000
@@ -204,71 +195,50 @@ class Communicator(GatherCalls):
 
     # ------------------------------------------------------------------ plumbing
 
-    def _begin_call(self, what: str) -> _lib.CommPtr:
-        """Counts a C call on the handle (close() waits until none runs); InvalidUsageError if closed."""
-        with self._cond:
-            if self._closed:
-                if self._interrupted_in is not None:
-                    raise InvalidUsageError(f"{what}: the communicator is closed: {self._interrupted_in}")
-                raise InvalidUsageError(f"{what}: the communicator is closed")
-            self._active += 1
-            assert self._ptr is not None
-            return self._ptr
-
-    def _end_call(self) -> None:
-        with self._cond:
-            self._active -= 1
-            if self._active == 0:
-                self._cond.notify_all()
-
-    @contextlib.contextmanager
-    def _call(self, what: str) -> Iterator[_lib.CommPtr]:
-        """A C call on the handle: close() never destroys the handle under a running call."""
-        ptr = self._begin_call(what)
-        try:
-            yield ptr
-        finally:
-            self._end_call()
-
     def _blocking(self, what: str, call: Callable[[_lib.CommPtr], R]) -> R:
-        """``call(ptr)``, a blocking C call on the handle and its check, counted as _call counts it.
+        """``call(ptr)``, a blocking C call on the handle and its check, through the gate.
 
         On the main thread Ctrl-C interrupts it (see "Ctrl-C" in the class docstring).
         ``call`` must hold what the C call borrows: when interrupted it returns after this.
         Async issues still queued (CUDA inputs) go first: collectives keep their order.
         """
         self._issues.drain()
-        ptr = self._begin_call(what)
-        return self._run_blocking(ptr, what, lambda: call(ptr))
+        ptr = self._gate.begin(what)
+        return self._gate.run_blocking(ptr, what, lambda: call(ptr))
 
-    def _run_blocking(self, ptr: _lib.CommPtr, what: str, call: Callable[[], R]) -> R:
-        """``call()`` inside a call already begun (_begin_call); ends it when call returns."""
-        return run_interruptibly(call, self._end_call, lambda running: self._interrupt(ptr, what, running))
+    def _start_async(self, what: str, plan: Any, issue: Callable[[_lib.CommPtr, _lib.OpPtr], int],
+                     watch: bool = False) -> Handle:
+        """An async op over ``plan``: ``issue(ptr, op_ptr)`` (the C call) runs now, or on the issue
+        thread once a CUDA input reached host memory (or behind queued issues: collectives keep
+        their order). ``watch``: reap it as soon as it finishes (a CUDA result's copy back)."""
+        with self._gate.call(what):
+            # Tracked before close() can run, so close() always settles it (or fails its issue).
+            op = AsyncOp(plan, self._gate)
+            self._gate.track(op)
+            if watch:
+                self._completions.watch(op)
+            if plan.on_device or self._issues.busy():
+                self._issues.submit(lambda: self._issue(what, op, plan, issue))
+                return Handle(op)
+        self._issue(what, op, plan, issue)
+        if op.error is not None:
+            raise op.error  # issued on the caller's thread: its errors are raised at once
+        return Handle(op)
 
-    def _interrupt(self, ptr: _lib.CommPtr, what: str, running: bool) -> None:
-        """A signal handler raised in the main thread's blocking call ``what``: closes the communicator.
-
-        The call still counts as begun, so the handle is alive. When the C call is still
-        running, the abort ends it (and every other call on the handle) in milliseconds; the
-        destroy waits for that on a thread of its own, so the exception reaches the caller at once.
-        """
-        if running:
-            _lib.lib().ferry_comm_abort(ptr)
-        cause = sys.exc_info()[0]
-        with self._cond:
-            self._closed = True
-            if self._interrupted_in is None:
-                self._interrupted_in = f"{what}() was interrupted ({cause.__name__ if cause else 'signal'})"
-        threading.Thread(target=self.close, name="ferry-close-after-interrupt", daemon=True).start()
-
-    def _forget(self, handle: Handle) -> None:
-        """A handle was settled: the communicator no longer needs to keep it."""
-        with self._pending_lock:
-            self._pending.discard(handle)
+    def _issue(self, what: str, op: AsyncOp, plan: Any, issue: Callable[[_lib.CommPtr, _lib.OpPtr], int]) -> None:
+        """The C issue once the input is in host memory; the outcome goes to ``op``."""
+        try:
+            plan.wait_copied()
+            op_ptr = _lib.OpPtr()
+            with self._gate.call(what) as ptr:
+                _lib.check(issue(ptr, op_ptr), what)
+                op.issue_done(op_ptr)
+        except Exception as e:  # noqa: BLE001 - raised by wait() (or at once on the caller's thread)
+            op.issue_failed(e)
 
     def _attribute(self, attribute: int, name: str) -> int:
         value = ctypes.c_int64()
-        with self._call(name) as ptr:
+        with self._gate.call(name) as ptr:
             code = _lib.lib().ferry_comm_get_attribute(ptr, attribute, ctypes.byref(value))
         _lib.check(code, name)
         return int(value.value)
@@ -417,7 +387,7 @@ class Communicator(GatherCalls):
         count = ctypes.c_size_t(0)
         ids = (ctypes.c_uint64 * 0)()
         while True:
-            with self._call("ring") as ptr:
+            with self._gate.call("ring") as ptr:
                 code = _lib.lib().ferry_comm_ring(ptr, ids, len(ids), ctypes.byref(count))
             _lib.check(code, "ring")
             if count.value <= len(ids):
@@ -451,7 +421,7 @@ class Communicator(GatherCalls):
             raise InvalidArgumentError(f"set_label: label must be a str, got {type(label).__name__}")
         if "\0" in label:  # the C string would end there: say so rather than send a shorter label
             raise InvalidArgumentError("set_label: a peer label holds printable ASCII only; it holds a NUL")
-        with self._call("set_label") as ptr:
+        with self._gate.call("set_label") as ptr:
             code = _lib.lib().ferry_comm_set_label(ptr, label.encode("utf-8"))
         _lib.check(code, "set_label")
 
@@ -468,7 +438,7 @@ class Communicator(GatherCalls):
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._gate.closed
 
     # ------------------------------------------------------------------ all-reduce
 
@@ -576,33 +546,9 @@ class Communicator(GatherCalls):
         plan = plan_allreduce(tensor, out)
         desc = _lib.AllreduceDesc.from_buffer_copy(self._desc)
         self._fill_desc(desc, plan.dtype, op, tag, quant)
-        with self._call("all_reduce_async"):
-            # Registered before close() can run, so close() always reaps it (or fails its issue).
-            handle: Handle[T] = Handle(None, plan, self)
-            with self._pending_lock:
-                self._pending.add(handle)
-            if plan.on_device:
-                self._completions.watch(handle)
-            if plan.on_device or self._issues.busy():  # behind a queued issue too: collectives keep their order
-                self._issues.submit(lambda: self._issue_async(handle, plan, desc))
-                return handle
-        self._issue_async(handle, plan, desc)
-        if handle._error is not None:
-            raise handle._error  # issued on the caller's thread: its errors are raised at once, as before
-        return handle
-
-    def _issue_async(self, handle: Handle, plan: Any, desc: _lib.AllreduceDesc) -> None:
-        """ferry_allreduce_async once the input is in host memory; the outcome goes to ``handle``."""
-        try:
-            plan.wait_copied()
-            op_ptr = _lib.OpPtr()
-            with self._call("all_reduce_async") as ptr:
-                code = _lib.lib().ferry_allreduce_async(ptr, plan.send_ptr, plan.recv_ptr, plan.count,
-                                                        ctypes.byref(desc), ctypes.byref(op_ptr))
-                _lib.check(code, "all_reduce_async")
-                handle._issue_done(op_ptr)
-        except Exception as e:  # noqa: BLE001 - raised by wait() (or at once on the caller's thread)
-            handle._issue_failed(e)
+        return self._start_async("all_reduce_async", plan, lambda ptr, op_ptr: _lib.lib().ferry_allreduce_async(
+            ptr, plan.send_ptr, plan.recv_ptr, plan.count, ctypes.byref(desc), ctypes.byref(op_ptr)),
+            watch=plan.on_device)
 
     @legacy_call(positional=("op", "tag", "outs", "max_in_flight", "quant"))
     def all_reduce_many(self, tensors: Sequence[T], *, op: Op = "sum", tag: int = 0,
@@ -705,33 +651,7 @@ class Communicator(GatherCalls):
         The other peers' next collective reports PeerLostError until they call
         update_topology().
         """
-        with self._cond:
-            self._closed = True
-            # After a Ctrl-C a thread of ours closes too: a close() at exit waits for its destroy.
-            while self._active or self._closing:
-                self._cond.wait()
-            if self._ptr is None:
-                return
-            self._closing = True
-        try:
-            # Queued issues (CUDA inputs) now fail with "closed": every handle has its op or its error.
-            self._issues.drain()
-            with self._pending_lock:
-                pending = list(self._pending)
-            # Unwaited ops that already finished are reaped while the communicator still exists.
-            for handle in pending:
-                if handle.done():
-                    handle._reap()
-            ptr, self._ptr = self._ptr, None
-            _lib.lib().ferry_comm_destroy(ptr)  # fails the ops in flight; their buffers are free after it
-            with self._pending_lock:
-                pending = list(self._pending)
-            for handle in pending:
-                handle._settle_closed()
-        finally:
-            with self._cond:
-                self._closing = False
-                self._cond.notify_all()
+        self._gate.close()
 
     def __enter__(self) -> "Communicator":
         return self
@@ -740,7 +660,8 @@ class Communicator(GatherCalls):
         self.close()
 
     def __del__(self) -> None:
-        if getattr(self, "_ptr", None) is None or getattr(self, "_closed", False):
+        gate = getattr(self, "_gate", None)
+        if gate is None or gate.destroyed or gate.closed:
             return  # closed (or never created); an interrupted call's own close runs on its thread
         try:
             close_unclosed(self, f"ferry.Communicator (master {getattr(self, 'master', None)!r})")
@@ -748,7 +669,7 @@ class Communicator(GatherCalls):
             pass
 
     def __repr__(self) -> str:
-        if self._closed:
+        if self._gate.closed:
             return f"<ferry.Communicator master={self.master!r} closed>"
         try:
             return (f"<ferry.Communicator master={self.master!r} group={self.peer_group} "

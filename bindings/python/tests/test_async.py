@@ -141,7 +141,7 @@ def test_close_with_ops_in_flight_releases_every_c_op_once_and_every_buffer(addr
         assert time.monotonic() - start < 8  # ferry.h: the destroy blocks at most ~2 s
         with pytest.raises(ferry.InvalidUsageError, match="closed while this operation was in flight"):
             kept.wait()
-        assert kept.done() and not comm._pending  # every handle was settled
+        assert kept.done() and not comm._gate.unsettled()  # every op was settled
         del kept
         gc.collect()
         return [r() is None for r in refs]

@@ -285,7 +285,7 @@ def test_the_training_stream_is_never_blocked_by_the_reduction(address):
             # The training stream's work finishes while the other peer has not even issued.
             busy_loop(0.2)
             stream.synchronize()
-            assert handle._issued.wait(5), "ferry's copy to host memory never landed"
+            assert handle._op.issued.wait(5), "ferry's copy to host memory never landed"
             assert not handle.done()
             host_peer_go.set()
             handle.wait()
