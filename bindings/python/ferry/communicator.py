@@ -1,50 +1,36 @@
-"""A peer of a ferry run (``ferry_comm``): joining, topology votes and all-reduces."""
+"""A peer of a ferry run (``ferry_comm``): its life (create, close), the calls' plumbing, and
+shared state; the membership calls (membership.py), the all-reduces (reduce_calls.py) and
+the all-gathers (gather.py) are mixed in, each in a file of its own."""
 
 from __future__ import annotations
 
 import ctypes
 import os
 import threading
-from typing import Any, Callable, Collection, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Callable, Collection, Mapping, Optional, Tuple, TypeVar, Union
 
 from . import _lib
 from ._exit import close_unclosed, track_communicator
 from .async_op import AsyncOp
 from .call_gate import CallGate
 from .completion_watch import CompletionWatch
-from .dtypes import DType, ReduceOp, parse_op, parse_quant
-from .durations import Duration, from_millis, millis
-from .errors import InvalidArgumentError, InvalidUsageError
+from .durations import Duration, from_millis
+from .errors import InvalidUsageError
 from .gather import GatherCalls
 from .handle import Handle, OpInfo
 from .issue_queue import IssueQueue
-from .legacy import legacy_call, warn_deprecated
-from .links import Link, LinkMatrix
-from .params import comm_params, uint
+from .legacy import legacy_call
+from .membership import MembershipCalls
+from .params import comm_params
+from .reduce_calls import ReduceCalls
 from .shared_state import SyncInfo, SyncStrategy, sync_shared_state
-from .tensors import plan_allreduce, plan_many
 
 __all__ = ["Communicator"]
 
-Op = Union[str, ReduceOp]
-
-#: The caller's tensor type (torch.Tensor, numpy.ndarray): the all-reduces return what they were given.
-T = TypeVar("T")
 R = TypeVar("R")
 
-# ferry_attribute
-_ATTR_GLOBAL_WORLD_SIZE = 0
-_ATTR_GROUP_WORLD_SIZE = 1
-_ATTR_NUM_GROUPS = 2
-_ATTR_LARGEST_GROUP_SIZE = 3
-_ATTR_RANK = 4
-_ATTR_PEER_GROUP = 5
-_ATTR_PEER_ID = 6
-_ATTR_EPOCH = 7
-_ATTR_SHARED_MEMORY_LANES = 8
 
-
-class Communicator(GatherCalls):
+class Communicator(MembershipCalls, ReduceCalls, GatherCalls):
     """One peer of a run: talks to the master, holds the p2p links of its ring, runs all-reduces.
 
     Lifecycle: ``Communicator(...)`` binds the peer-to-peer listener (no
@@ -83,8 +69,9 @@ class Communicator(GatherCalls):
 
     Ownership: the object owns the C ``ferry_comm``; close() frees it. One collected
     unclosed is closed on a thread of its own (a garbage-collection pass never waits for
-    the seconds a close may take) with a ResourceWarning, as an unclosed file. Tensors are borrowed only during a blocking call;
-    an async op borrows them until its Handle is waited (see Handle).
+    the seconds a close may take) with a ResourceWarning, as an unclosed file. Tensors are
+    borrowed only during a blocking call; an async op borrows them until its Handle is
+    waited (see Handle).
 
     Args: ``master`` first; every other argument is keyword-only, and None (the default
     for each) leaves the library's default from ``ferry_comm_params_init``, shown in
@@ -236,199 +223,7 @@ class Communicator(GatherCalls):
         except Exception as e:  # noqa: BLE001 - raised by wait() (or at once on the caller's thread)
             op.issue_failed(e)
 
-    def _attribute(self, attribute: int, name: str) -> int:
-        value = ctypes.c_int64()
-        with self._gate.call(name) as ptr:
-            code = _lib.lib().ferry_comm_get_attribute(ptr, attribute, ctypes.byref(value))
-        _lib.check(code, name)
-        return int(value.value)
-
-    def _fill_desc(self, desc: _lib.AllreduceDesc, dtype: DType, op: Op, tag: int, quant: Optional[str]) -> None:
-        desc.dtype = int(dtype)
-        desc.op = int(parse_op(op))
-        desc.tag = uint("tag", tag, 64)
-        desc.quant = parse_quant(quant)
-        desc.quant_block = 0  # the library's default block (256 elements)
-
-    # ------------------------------------------------------------------ membership
-
-    def connect(self) -> None:
-        """Collective with the group: joins the run and waits until this peer is admitted.
-
-        Admission is immediate in an empty group; otherwise it happens when the
-        group's accepted peers next call :meth:`update_topology`. Blocks at most
-        master_connect_timeout to reach a master that does not answer yet (a refused
-        address: 10 tries, ~5.5 s; an unresolvable name: one), then timeout to be
-        admitted (GIL released). Raises ConnectError (master unreachable, naming its
-        address), TimeoutError (not admitted in time; calling connect() again
-        retries the wait), InvalidUsageError (already connected), MasterLostError,
-        KickedError, ProtocolError.
-        """
-        self._blocking("connect", lambda ptr: _lib.check(_lib.lib().ferry_connect(ptr), "connect"))
-
-    def update_topology(self) -> None:
-        """Collective over the group's accepted peers: admits pending peers, drops lost ones,
-        rebuilds the ring; returns once every member has its links.
-
-        Call it on every survivor after a retryable error (PeerLostError, TimeoutError).
-        Not allowed while async ops are in flight (InvalidUsageError). Blocks at most
-        timeout per attempt (GIL released). Raises TimeoutError, PeerLostError (a member
-        died during the vote: call again), MasterLostError, KickedError.
-        """
-        self._blocking("update_topology",
-                       lambda ptr: _lib.check(_lib.lib().ferry_update_topology(ptr), "update_topology"))
-
-    def optimize_topology(self) -> None:
-        """update_topology that re-measures every link and takes the best ring order
-        (``ferry_optimize_topology``): collective, same errors and bounds. For a boundary of
-        your choosing (say every few hundred outer steps); plain votes already reorder for a
-        ring at least 25 % faster."""
-        self._blocking("optimize_topology",
-                       lambda ptr: _lib.check(_lib.lib().ferry_optimize_topology(ptr), "optimize_topology"))
-
-    def peers_pending(self) -> int:
-        """Collective over the group's accepted peers: how many peers wait to be admitted.
-
-        Every caller gets the same answer, so all can decide alike whether to call
-        update_topology(). Blocks at most timeout. Raises as update_topology().
-        """
-        pending = ctypes.c_uint32()
-        self._blocking("peers_pending", lambda ptr: _lib.check(
-            _lib.lib().ferry_peers_pending(ptr, ctypes.byref(pending)), "peers_pending"))
-        return int(pending.value)
-
-    def wait_for_world(self, world_size: int, *, timeout: Optional[Duration] = None) -> None:
-        """Waits until this peer's group holds at least ``world_size`` peers
-        (``ferry_wait_for_world``): call it once after connect() on every peer started together.
-
-        A group already that large returns at once, without a vote (so does a newcomer whose
-        admission made it that large). Otherwise it is a collective over the group's accepted
-        peers, all passing the same size: a topology vote that the master holds until enough
-        newcomers wait, then admits them (no polling). Blocks at most ``timeout`` (seconds or a
-        timedelta, at most a day; default: the communicator's ``timeout``) plus the admission's
-        own bound, then raises ferry.TimeoutError saying how large the group is; raises what
-        update_topology() raises.
-        """
-        size = uint("world_size", world_size, 32)
-        if size == 0:
-            raise InvalidArgumentError("world_size must be at least 1")
-        # 0: the communicator's timeout
-        timeout_ms = 0 if timeout is None else millis("timeout", timeout, most=86400, positive=True)
-        self._blocking("wait_for_world", lambda ptr: _lib.check(
-            _lib.lib().ferry_wait_for_world(ptr, size, timeout_ms), "wait_for_world"))
-
-    def wait_for_peers(self, group_world_size: int, timeout_s: Optional[float] = None) -> None:
-        """Deprecated (the 0.3 name): :meth:`wait_for_world`, the C call's name (``timeout_s`` is its ``timeout``)."""
-        warn_deprecated("Communicator.wait_for_peers(n, timeout_s=...) is now wait_for_world(n, timeout=...)")
-        self.wait_for_world(group_world_size, timeout=timeout_s)
-
-    # Attributes are as of the last topology this peer joined; they never block.
-    # Before connect() they raise InvalidUsageError.
-
-    @property
-    def world_size(self) -> int:
-        """Peers in this peer's ring: the world its collectives run over (torch's meaning).
-
-        Up to 0.3 this was the run's total, now :attr:`global_world_size`."""
-        return self._attribute(_ATTR_GROUP_WORLD_SIZE, "world_size")
-
-    @property
-    def global_world_size(self) -> int:
-        """Accepted peers of all groups of the run (``FERRY_ATTR_GLOBAL_WORLD_SIZE``)."""
-        return self._attribute(_ATTR_GLOBAL_WORLD_SIZE, "global_world_size")
-
-    @property
-    def group_world_size(self) -> int:
-        """Deprecated (the 0.3 name): :attr:`world_size`."""
-        warn_deprecated("Communicator.group_world_size is now world_size")
-        return self.world_size
-
-    @property
-    def timeout_ms(self) -> int:
-        """Deprecated (the 0.3 name): :attr:`timeout`, in seconds."""
-        warn_deprecated("Communicator.timeout_ms is now timeout, in seconds")
-        return round(self.timeout * 1000)
-
-    @property
-    def rank(self) -> int:
-        """This peer's position in its ring, 0..world_size-1."""
-        return self._attribute(_ATTR_RANK, "rank")
-
-    @property
-    def num_groups(self) -> int:
-        """Groups with at least one accepted peer."""
-        return self._attribute(_ATTR_NUM_GROUPS, "num_groups")
-
-    @property
-    def largest_group_size(self) -> int:
-        """The largest group's world size."""
-        return self._attribute(_ATTR_LARGEST_GROUP_SIZE, "largest_group_size")
-
-    @property
-    def peer_group(self) -> int:
-        """This peer's group id."""
-        return self._attribute(_ATTR_PEER_GROUP, "peer_group")
-
-    @property
-    def peer_id(self) -> int:
-        """This peer's id, assigned by the master and unique in the run (what :meth:`ring` lists)."""
-        return self._attribute(_ATTR_PEER_ID, "peer_id")
-
-    @property
-    def epoch(self) -> int:
-        """The ring's epoch: the same on every member, and it changes with every topology vote."""
-        return self._attribute(_ATTR_EPOCH, "epoch")
-
-    def ring(self) -> List[int]:
-        """The :attr:`peer_id` of each member of this peer's ring, in ring order
-        (``ring()[rank] == peer_id``; the same list on every member): who a collective
-        runs with. As of the last topology joined; does not block; InvalidUsageError
-        before connect."""
-        count = ctypes.c_size_t(0)
-        ids = (ctypes.c_uint64 * 0)()
-        while True:
-            with self._gate.call("ring") as ptr:
-                code = _lib.lib().ferry_comm_ring(ptr, ids, len(ids), ctypes.byref(count))
-            _lib.check(code, "ring")
-            if count.value <= len(ids):
-                return [int(i) for i in ids[:count.value]]
-            ids = (ctypes.c_uint64 * count.value)()  # another thread's vote may grow it again: loop
-
-    def links(self) -> LinkMatrix:
-        """The group's link matrix as the master holds it (``ferry_comm_link_matrix``): one
-        :class:`Link` per measured ordered pair of members (goodput, RTT, retransmissions,
-        age); ``print(comm.links())`` shows a table. Blocks for one round trip to the master
-        (at most timeout); TimeoutError, MasterLostError; InvalidUsageError before connect."""
-        count = ctypes.c_size_t(0)
-        entries = (_lib.LinkInfoC * 0)()
-        while True:
-            for entry in entries:
-                entry.struct_size = ctypes.sizeof(_lib.LinkInfoC)
-            self._blocking("links", lambda ptr: _lib.check(
-                _lib.lib().ferry_comm_link_matrix(ptr, entries, len(entries), ctypes.byref(count)), "links"))
-            if count.value <= len(entries):
-                return LinkMatrix(Link.from_c(e) for e in entries[:count.value])
-            entries = (_lib.LinkInfoC * count.value)()  # a report may add entries meanwhile: loop
-
-    def set_label(self, label: str) -> None:
-        """The line the master shows beside this peer on ``/status`` (its ``label``) and the
-        dashboard (``ferry_comm_set_label``): at most 128 characters of printable ASCII, "" for
-        none. Display only and fire and forget: it never blocks and nothing waits for it; set
-        before connect() it goes out once the master welcomes this peer. DiLoCo's time-boxed
-        mode sets it to each outer step's work. InvalidArgumentError for a label the master
-        would refuse (too long, a character outside printable ASCII)."""
-        if not isinstance(label, str):
-            raise InvalidArgumentError(f"set_label: label must be a str, got {type(label).__name__}")
-        if "\0" in label:  # the C string would end there: say so rather than send a shorter label
-            raise InvalidArgumentError("set_label: a peer label holds printable ASCII only; it holds a NUL")
-        with self._gate.call("set_label") as ptr:
-            code = _lib.lib().ferry_comm_set_label(ptr, label.encode("utf-8"))
-        _lib.check(code, "set_label")
-
-    @property
-    def shared_memory_lanes(self) -> int:
-        """How many of this peer's ring connections (out plus in) go through shared memory."""
-        return self._attribute(_ATTR_SHARED_MEMORY_LANES, "shared_memory_lanes")
+    # ------------------------------------------------------------------ results
 
     @property
     def last_info(self) -> Optional[OpInfo]:
@@ -439,160 +234,6 @@ class Communicator(GatherCalls):
     @property
     def closed(self) -> bool:
         return self._gate.closed
-
-    # ------------------------------------------------------------------ all-reduce
-
-    @legacy_call(positional=("op", "tag", "out", "quant"))
-    def all_reduce(self, tensor: T, *, op: Op = "sum", tag: int = 0, out: Optional[T] = None,
-                   quant: Optional[str] = None) -> T:
-        """Collective: reduces ``tensor`` element-wise over the group and returns the result.
-
-        In place when ``out`` is None: the result is written into ``tensor``'s own
-        memory (zero-copy) and ``tensor`` is returned. With ``out`` (same dtype and
-        shape) the result goes to ``out``, which is returned, and ``tensor`` is
-        only read. Every peer gets bit-identical results.
-
-        Args:
-            tensor: a contiguous torch.Tensor (CPU, or CUDA staged through host memory)
-                or C-contiguous numpy.ndarray of a supported dtype.
-            op: "sum" (the default, as in ferry.h and torch.distributed), "avg" (the sum
-                divided by the group's world size: pass it for gradients and DiLoCo
-                pseudo-gradients), "prod", "min", "max", any case, or a ReduceOp.
-            tag: names the operation; must match on every peer (0..2**64-1).
-            out: optional output tensor/array.
-            quant: None (full precision, default) or the wire quantization: "u8", "i8",
-                "u4" (affine min-max per 256-element block, re-encoded at every hop),
-                "f16", "bf16"; or the integer-domain modes "i8h", "i4h" (a scale shared
-                per block, integers summed exactly; sum and avg only; error grows as N,
-                not N^2; the result does not depend on the ring order) and "i8h-sr",
-                "i4h-sr" (the same with unbiased stochastic rounding). Lossy, float
-                dtypes only (f16/bf16 wire: f32/f64 data only; else InvalidArgumentError),
-                must match on every peer; results stay bit-identical on every peer.
-                Error bounds: ferry.h, ``ferry_quant``.
-
-        Blocks until the master commits or aborts (at most timeout to start,
-        progress_timeout without progress, 2 x timeout to commit); the GIL is
-        released meanwhile. The buffers are borrowed only during the call.
-        On failure ``tensor`` (in place) or ``out`` holds unspecified values,
-        possibly partial sums; with ``out`` the input is intact and the call can
-        be retried as is. Raises InvalidArgumentError, InvalidUsageError (not
-        connected, closed), MismatchError, PeerLostError, TimeoutError,
-        MasterLostError, KickedError, ProtocolError.
-        """
-        plan = plan_allreduce(tensor, out)
-        desc = _lib.AllreduceDesc.from_buffer_copy(self._desc)
-        self._fill_desc(desc, plan.dtype, op, tag, quant)
-        info = _lib.OpInfoC.empty()
-        plan.wait_copied()  # a CUDA input: ferry's copy to host memory, not the caller's stream
-        # The closure holds plan, desc and info: an interrupted call still borrows them.
-        self._blocking("all_reduce", lambda ptr: _lib.check(_lib.lib().ferry_allreduce(
-            ptr, plan.send_ptr, plan.recv_ptr, plan.count, ctypes.byref(desc), ctypes.byref(info)), "all_reduce"))
-        self._local.info = OpInfo.from_c(info)
-        return plan.finish()
-
-    def barrier(self) -> None:
-        """Collective: returns once every peer of the group has called it.
-
-        Agreed through the master like an all-reduce (all-or-nothing, the same deadlines);
-        a peer calling something else here is a MismatchError on every peer. Raises
-        InvalidUsageError (not connected, closed), MismatchError, PeerLostError,
-        TimeoutError, MasterLostError, KickedError.
-        """
-        self._blocking("barrier", lambda ptr: _lib.check(_lib.lib().ferry_barrier(ptr), "barrier"))
-
-    @legacy_call(positional=("root",))
-    def broadcast(self, tensor: T, *, root: int = 0) -> T:
-        """Collective: ``tensor``'s bytes on the peer of rank ``root`` arrive in ``tensor``
-        on every peer, bit for bit (in place), and ``tensor`` is returned.
-
-        Every peer passes a tensor of the same size in bytes and the same ``root`` (else
-        MismatchError on every peer). It runs as an all-reduce with the same guarantees
-        and deadlines (ferry.h, ferry_broadcast); on failure the root's tensor is intact
-        and the others' hold unspecified values. ``tensor``: a contiguous torch.Tensor
-        (CPU, or CUDA staged through host memory) or C-contiguous, writable numpy.ndarray.
-        Raises InvalidArgumentError (root not a rank, a bad tensor), InvalidUsageError,
-        MismatchError, PeerLostError, TimeoutError, MasterLostError, KickedError.
-        """
-        plan = plan_allreduce(tensor)
-        root = uint("root", root, 32)
-        info = _lib.OpInfoC.empty()
-        plan.wait_copied()
-        # The closure holds plan and info: an interrupted call still borrows them.
-        self._blocking("broadcast", lambda ptr: _lib.check(_lib.lib().ferry_broadcast(
-            ptr, plan.recv_ptr, plan.count * plan.dtype.itemsize, root, ctypes.byref(info)), "broadcast"))
-        self._local.info = OpInfo.from_c(info)
-        return plan.finish()
-
-    @legacy_call(positional=("op", "tag", "out", "quant"))
-    def all_reduce_async(self, tensor: T, *, op: Op = "sum", tag: int = 0, out: Optional[T] = None,
-                         quant: Optional[str] = None) -> Handle[T]:
-        """Issues the all-reduce described for :meth:`all_reduce` (``op`` defaults to "sum")
-        and returns at once.
-
-        It progresses on the library's threads; ``handle.wait()`` returns its OpInfo
-        (``handle.output`` is the result tensor). The library borrows ``tensor`` and
-        ``out`` until the handle is waited: do not touch them before. The handle (and
-        the communicator, until then) keeps them alive. Issue async ops in the same
-        order on every peer. update_topology() is refused while ops are in flight.
-        Raises at once only InvalidArgumentError, InvalidUsageError, MasterLostError,
-        KickedError; everything else is raised by ``wait()``.
-
-        CUDA tensors: returns without waiting for the device. ferry copies the input on its
-        own stream after the work already enqueued on the caller's current stream, and its
-        issue thread issues the C op once the copy has landed (errors of that issue,
-        including those listed above, are then raised by ``wait()``); ``wait()`` makes the
-        caller's current stream wait for the result's copy back. See ferry.cuda_stage.
-        """
-        plan = plan_allreduce(tensor, out)
-        desc = _lib.AllreduceDesc.from_buffer_copy(self._desc)
-        self._fill_desc(desc, plan.dtype, op, tag, quant)
-        return self._start_async("all_reduce_async", plan, lambda ptr, op_ptr: _lib.lib().ferry_allreduce_async(
-            ptr, plan.send_ptr, plan.recv_ptr, plan.count, ctypes.byref(desc), ctypes.byref(op_ptr)),
-            watch=plan.on_device)
-
-    @legacy_call(positional=("op", "tag", "outs", "max_in_flight", "quant"))
-    def all_reduce_many(self, tensors: Sequence[T], *, op: Op = "sum", tag: int = 0,
-                        outs: Optional[Sequence[Optional[T]]] = None, max_in_flight: int = 4,
-                        quant: Optional[str] = None) -> List[T]:
-        """Collective: all-reduces several tensors (``op`` as for :meth:`all_reduce`, default
-        "sum"), retrying through peer failures.
-
-        Wraps ``ferry_allreduce_multiple_with_retry``: the jobs are issued in list
-        order with at most ``max_in_flight`` in flight (0 means 4); job ``i`` has tag
-        ``tag + i``. When a peer is lost or a transfer times out (PeerLostError /
-        TimeoutError), every surviving peer stops, votes a new topology together
-        (update_topology) and issues the unfinished jobs again in the new world, until
-        all succeed. It gives up with PeerLostError when the group shrinks below two
-        peers or after 16 rounds; any other error (MismatchError, MasterLostError, ...)
-        is raised at once. In-place tensors are copied aside by the library and
-        restored before each retry, so results are always those of one clean world
-        (memory: one extra copy of each in-place tensor). ``last_info`` sums bytes and
-        time over every attempt; its world_size is the final world.
-
-        Call it as a unit on every peer, with the same tensors in the same order, and
-        no async ops in flight (InvalidUsageError). Blocks for as long as the
-        operations and votes take, each under the communicator's deadlines (GIL
-        released). Returns the output tensors (``tensors`` themselves, or ``outs``).
-        """
-        plans = plan_many(tensors, outs)
-        max_in_flight = uint("max_in_flight", max_in_flight, 32)
-        uint("tag", tag, 64)
-        if len(plans) and tag + len(plans) - 1 >= 1 << 64:
-            raise InvalidArgumentError("tag + len(tensors) - 1 overflows 64 bits")
-        jobs = (_lib.AllreduceJob * len(plans))()
-        for i, plan in enumerate(plans):
-            job = jobs[i]
-            ctypes.memmove(ctypes.addressof(job), ctypes.addressof(self._job), ctypes.sizeof(job))
-            job.send, job.recv, job.count = plan.send_ptr, plan.recv_ptr, plan.count
-            self._fill_desc(job.desc, plan.dtype, op, tag + i, quant)
-        info = _lib.OpInfoC.empty()
-        for plan in plans:
-            plan.wait_copied()
-        # The closure holds jobs, plans and info: an interrupted call still borrows them.
-        self._blocking("all_reduce_many", lambda ptr: _lib.check(_lib.lib().ferry_allreduce_multiple_with_retry(
-            ptr, jobs, len(plans), max_in_flight, ctypes.byref(info)), "all_reduce_many"))
-        self._local.info = OpInfo.from_c(info)
-        return [plan.finish() for plan in plans]
 
     # ------------------------------------------------------------------ shared state
 

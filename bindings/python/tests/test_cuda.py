@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import ferry
-from ferry import communicator as communicator_module
+from ferry import reduce_calls
 from ferry.cuda_stage import side_stream
 from ferry.issue_queue import IssueQueue
 from ferry.pinned_pool import PinnedPool
@@ -128,7 +128,7 @@ class SlowCopyPlan(ReducePlan):
 
 @pytest.fixture
 def slow_copies(monkeypatch):
-    monkeypatch.setattr(communicator_module, "plan_allreduce", lambda t, out=None, name="tensor": SlowCopyPlan(t, out, name))
+    monkeypatch.setattr(reduce_calls, "plan_allreduce", lambda t, out=None, name="tensor": SlowCopyPlan(t, out, name))
 
 
 def test_an_async_issue_waiting_for_its_copy_returns_at_once_and_keeps_the_order(address, slow_copies):
