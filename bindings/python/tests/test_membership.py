@@ -1,4 +1,4 @@
-"""connect, update_topology, peers_pending, wait_for_peers and the attributes."""
+"""connect, update_topology, peers_pending, wait_for_world and the attributes."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ def test_a_peer_that_closes_is_lost_to_the_others_who_continue_smaller(address):
     assert run_threads(3, body)[:2] == [(2, 2.0)] * 2
 
 
-def test_wait_for_peers_gives_up_at_its_deadline(address):
+def test_wait_for_world_gives_up_at_its_deadline(address):
     with join(address, 1) as comm:
         start = time.monotonic()
         with pytest.raises(ferry.TimeoutError, match="1 of 2 peers"):

@@ -47,7 +47,7 @@ def two_members(address):
     peers = [make_peer(address, timeout=8) for _ in range(2)]
 
     def join(p):
-        p.connect()  # the second is pending until the first's wait_for_peers admits it
+        p.connect()  # the second is pending until the first's wait_for_world admits it
         p.wait_for_world(2, timeout=15)
 
     threads = [threading.Thread(target=join, args=(p,)) for p in peers]
@@ -103,7 +103,7 @@ def test_a_pending_newcomer_is_told_how_it_is_admitted_and_the_members_that_it_w
     member.close()
 
 
-def test_wait_for_peers_alone_says_how_many_it_has(master, address, capfd):
+def test_wait_for_world_alone_says_how_many_it_has(master, address, capfd):
     comm = make_peer(address)
     comm.connect()
     stderr = Stderr(capfd)
