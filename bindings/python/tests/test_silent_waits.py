@@ -81,7 +81,7 @@ def test_a_pending_newcomer_is_told_how_it_is_admitted_and_the_members_that_it_w
         member.all_reduce(np.ones(4, np.float32))
         time.sleep(0.02)
     joining.join(30)
-    told = stderr.wait_for("connect: pending at the master", "update_topology()", "wait_for_peers()")
+    told = stderr.wait_for("connect: pending at the master", "update_topology()", "wait_for_world()")
     assert told < FIRST_LINE_BOUND_S, told
     stderr.wait_for("newcomer(s) wait at the master", "update_topology()", "peers_pending()")
     # Said once per epoch, not once per collective.
@@ -109,7 +109,7 @@ def test_wait_for_world_alone_says_how_many_it_has(master, address, capfd):
     stderr = Stderr(capfd)
     with pytest.raises(ferry.TimeoutError) as info:
         comm.wait_for_world(2, timeout=7)
-    told = stderr.wait_for("wait_for_peers: the group has 1 of 2 peers after", "start more peers")
+    told = stderr.wait_for("wait_for_world: the group has 1 of 2 peers after", "start more peers")
     assert told < FIRST_LINE_BOUND_S, told
     assert "1 of 2 peers" in str(info.value), info.value
     comm.close()
