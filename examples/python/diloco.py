@@ -66,7 +66,7 @@ def elastic_loop(peer: Peer, group: ElasticGroup, steps: int, zeros: Callable[[]
         if (step + 1) % report_every == 0 or step + 1 == steps:
             finite = [x for x in losses if not math.isnan(x)]
             peer.report(step // report_every, sum(finite) / max(1, len(finite)), peer.model,
-                        group.comm.group_world_size, group.bytes_sent)
+                        group.comm.world_size, group.bytes_sent)
             losses = []
         step += 1
 
@@ -93,9 +93,10 @@ def run_diloco(peer: Peer, **options) -> None:
     schedule = dict(inner_time=args.inner_time) if args.inner_time else {}
     capped = not (args.inner_time and args.no_step_cap)
     with peer.communicator() as comm:
-        diloco = DiLoCo(comm, peer.model, peer.optimizer, args.inner_steps if capped else None,
+        peer.log_membership()
+        diloco = DiLoCo(comm, peer.model, peer.optimizer, sync_every=args.inner_steps if capped else None,
                         outer_lr=args.outer_lr, outer_momentum=args.outer_momentum, quant=args.quant,
-                        min_peers=args.min_peers, log=peer.log, sparse=args.sparse, **schedule, **options)
+                        min_peers=args.min_peers, sparse=args.sparse, **schedule, **options)
         diloco.join()
         began, curve, inner_s = time.monotonic(), [], 0.0
         # With overlap the model is not theta between outer steps: no held-out loss per step. Nor
@@ -112,14 +113,14 @@ def run_diloco(peer: Peer, **options) -> None:
             if diloco.step():
                 if args.curve:  # theta, evaluated after the run: an evaluation here would delay this peer
                     curve.append((time.monotonic() - began, [p.clone() for p in diloco.outer_params]))
-                peer.report(diloco.outer_step - 1, sum(losses) / len(losses), evaluated, comm.group_world_size,
+                peer.report(diloco.outer_step - 1, sum(losses) / len(losses), evaluated, comm.world_size,
                             diloco.bytes_sent, work_note(diloco))
                 losses = []
         diloco.finish()
         wall = time.monotonic() - began
         steps = [w.steps for w in diloco.work]
         peer.finish(peer.model, content_hash(diloco.outer_params), diloco.bytes_sent,
-                    world=comm.group_world_size, train_wall_s=wall, inner_steps_per_outer=steps,
+                    world=comm.world_size, train_wall_s=wall, inner_steps_per_outer=steps,
                     inner_step_s=inner_s / max(1, sum(steps)),
                     curve=held_out_curve(peer, curve), **comm_figures(diloco.comm_time))
 
@@ -169,10 +170,11 @@ def run_ddp(peer: Peer) -> None:
 
     zeros = lambda: [torch.zeros(sum(p.numel() for p in params), device=args.device)]  # noqa: E731
     with peer.communicator() as comm:
-        group = ElasticGroup(comm, shared, peer.log)
+        peer.log_membership()
+        group = ElasticGroup(comm, shared)
         elastic_loop(peer, group, args.outer_steps * args.inner_steps, zeros, work, apply,
                      report_every=args.inner_steps)
-        peer.finish(peer.model, content_hash(params), group.bytes_sent, world=comm.group_world_size,
+        peer.finish(peer.model, content_hash(params), group.bytes_sent, world=comm.world_size,
                     **comm_figures(group.time))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import time
@@ -46,8 +47,8 @@ def parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="cpu or cuda (ferry stages CUDA tensors through host memory)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     p.add_argument("--listen-host", default="::", help="address of this peer's p2p listener (:: takes IPv6 and IPv4)")
-    p.add_argument("--timeout-ms", type=int, help="ferry timeout_ms (waiting for other peers)")
-    p.add_argument("--heartbeat-timeout-ms", type=int, help="ferry heartbeat_timeout_ms")
+    p.add_argument("--timeout", type=float, help="ferry's timeout in seconds (waiting for other peers)")
+    p.add_argument("--heartbeat-timeout", type=float, help="ferry's heartbeat_timeout in seconds")
     p.add_argument("--pace", type=float, default=0.0,
                    help="spend at least this many seconds per outer step (sleeping the rest): emulates slower "
                         "compute, so that joins and kills land mid-run in demos and tests")
@@ -116,8 +117,21 @@ class Peer:
             sys.exit(f"{self.args.name}: --master HOST:PORT is required")
         while self.args.join_when_exists and not os.path.exists(self.args.join_when_exists):
             time.sleep(0.05)
-        return ferry.Communicator(self.args.master, listen_host=self.args.listen_host, timeout_ms=self.args.timeout_ms,
-                                  heartbeat_timeout_ms=self.args.heartbeat_timeout_ms)
+        return ferry.Communicator(self.args.master, listen_host=self.args.listen_host, timeout=self.args.timeout,
+                                  heartbeat_timeout=self.args.heartbeat_timeout)
+
+    def log_membership(self) -> None:
+        """ferry's membership events (the "ferry.diloco" and "ferry.elastic" loggers, INFO and up)
+        printed as this peer's own lines."""
+        peer = self
+
+        class Lines(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                peer.log(record.getMessage())
+
+        events = logging.getLogger("ferry")
+        events.setLevel(logging.INFO)
+        events.addHandler(Lines())
 
     def log(self, message: str, always: bool = False) -> None:
         if always or not self.args.quiet:

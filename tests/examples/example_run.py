@@ -27,7 +27,7 @@ os.environ.pop("FERRY_SECRET_FILE", None)  # hermetic: a caller's secret would c
 
 # Small and fast: a few outer steps of a few inner steps; short deadlines so a fault fails fast.
 TINY = ["--outer-steps", "3", "--inner-steps", "5", "--hidden", "32", "--inner-lr", "0.01", "--listen-host", "127.0.0.1",
-        "--timeout-ms", "20000", "--heartbeat-timeout-ms", "3000"]
+        "--timeout", "20", "--heartbeat-timeout", "3"]
 WAIT_S = 90
 
 

@@ -21,7 +21,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bindings" / "python"))
 import ferry  # noqa: E402
 
-PEER = dict(listen_host="127.0.0.1", timeout_ms=20_000, connections=2)
+PEER = dict(listen_host="127.0.0.1", timeout=20, connections=2)
 
 
 def together(comms, call, values=None):
@@ -66,7 +66,7 @@ def main() -> int:
         address = f"127.0.0.1:{master.port}"
         members = [ferry.Communicator(address, **PEER) for _ in range(args.members)]
         # Each connects, then votes for the world: a later one is pending until the earlier ones' vote.
-        together(members, lambda c: (c.connect(), c.wait_for_peers(args.members, timeout_s=30)))
+        together(members, lambda c: (c.connect(), c.wait_for_world(args.members, timeout=30)))
         data = np.ones(1024, np.float32)
         allreduce, pending, idle_vote, admitting = [], [], [], []
         for _ in range(args.rounds):

@@ -107,9 +107,9 @@ def peer(args) -> None:
     import ferry
 
     comm = ferry.Communicator(args.master, listen_host="127.0.0.1", io_threads=args.io_threads,
-                              timeout_ms=120_000, progress_timeout_ms=60_000)
+                              timeout=120, progress_timeout=60)
     comm.connect()
-    comm.wait_for_peers(args.peers, timeout_s=120)
+    comm.wait_for_world(args.peers, timeout=120)
     comm.barrier()
     step = Step(torch, args.device, args.matrix, args.step_ms)
     sync = step.sync  # calibrated while every peer shares the GPU

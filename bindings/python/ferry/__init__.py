@@ -8,7 +8,7 @@ threads.
     import ferry, torch
     with ferry.Communicator("10.0.0.1:48148") as comm:
         comm.connect()
-        comm.wait_for_peers(3)             # grow the ring to 3 peers
+        comm.wait_for_world(3)             # grow the ring to 3 peers
         grads = torch.ones(1024)
         comm.all_reduce(grads, op="avg")   # in place, zero-copy
 

@@ -430,7 +430,7 @@ _PYTHON_NAMES = {
     "ferry_update_topology": "comm.update_topology()",
     "ferry_optimize_topology": "comm.optimize_topology()",
     "ferry_peers_pending": "comm.peers_pending()",
-    "ferry_wait_for_world": "comm.wait_for_peers()",
+    "ferry_wait_for_world": "comm.wait_for_world()",
     "ferry_allreduce": "comm.all_reduce()",
     "ferry_barrier": "comm.barrier()",
     "ferry_broadcast": "comm.broadcast()",

@@ -24,7 +24,7 @@ import traceback
 from typing import TYPE_CHECKING, List, Optional
 
 if TYPE_CHECKING:
-    from .handle import Handle
+    from .async_op import AsyncOp
 
 __all__ = ["CompletionWatch", "POLL_S"]
 
@@ -32,15 +32,15 @@ POLL_S = 0.002  # a finished op waits at most this long for its copy back to be 
 
 
 class CompletionWatch:
-    """Reaps watched handles once their ops finished (Handle._reap_if_done)."""
+    """Reaps watched handles once their ops finished (AsyncOp.reap_if_done)."""
 
     def __init__(self, name: str) -> None:
         self._name = name
         self._lock = threading.Lock()
-        self._handles: List["Handle"] = []  # guarded by _lock
+        self._handles: List["AsyncOp"] = []  # guarded by _lock
         self._thread: Optional[threading.Thread] = None  # the poller, while anything is watched; guarded by _lock
 
-    def watch(self, handle: "Handle") -> None:
+    def watch(self, handle: "AsyncOp") -> None:
         with self._lock:
             self._handles.append(handle)
             if self._thread is None:
@@ -57,7 +57,7 @@ class CompletionWatch:
             settled = []
             for handle in handles:
                 try:
-                    if handle._reap_if_done():
+                    if handle.reap_if_done():
                         settled.append(handle)
                 except BaseException:  # noqa: BLE001 - the handle records its own errors; keep polling the rest
                     traceback.print_exc()

@@ -105,6 +105,7 @@ its Communicator, which no other code may use for collectives meanwhile.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
@@ -112,13 +113,16 @@ import torch
 
 from . import diloco_checkpoint
 from .communicator import Communicator
+from .diloco_sync import SyncPoints
 from .dtypes import parse_quant
-from .elastic import BOUNDARY, FINAL, CommTime, ElasticGroup, PendingReduce
+from .durations import Duration, seconds
+from .elastic import BOUNDARY, CommTime, ElasticGroup, Logger, PendingReduce, event_logger
 from .errors import InvalidArgumentError, InvalidUsageError
+from .legacy import legacy_call, warn_deprecated
 from .module_buffers import ModuleBuffers
 from .outer import MERGES, Fragment, OuterOptimizer, fragment_parameters, split_flat
 from .shared_names import describe_shared, naming_mismatches
-from .sparseloco import ErrorFeedback, SparseContribution, SparseLoCo
+from .sparseloco import ErrorFeedback, SparseLoCo
 from .work import TimeBox, WorkMeter, WorkStats
 
 # join()'s default deadline (seconds): peers of one run usually start within minutes of each
@@ -132,10 +136,11 @@ SPARSE_OUTER_LR = 5.0
 __all__ = ["CommTime", "DiLoCo", "OuterOptimizer", "SparseLoCo", "WorkStats", "split_flat"]
 
 
-class DiLoCo:
+class DiLoCo(SyncPoints):
     """DiLoCo over a ferry Communicator, driven by one ``step()`` per inner step.
 
-    Args:
+    Args (``comm``, ``model`` and ``inner_optimizer`` positional, the rest keyword-only; 0.3's
+    positional forms still work with a DeprecationWarning):
         comm: a Communicator **not yet connected**: :meth:`join` connects it.
         model: the module being trained (its parameters are the local copy).
         inner_optimizer: the optimizer the caller steps (AdamW in the paper); it is only
@@ -147,7 +152,9 @@ class DiLoCo:
             nothing else is allowed); 0 for plain SGD (the momentum then is not shared).
         quant: wire quantization of the pseudo-gradient all-reduce (None: full precision).
         min_peers: before the first outer interval, wait until the group has this many.
-        log: where membership events go, one line each (default: nowhere).
+        logger: where membership events go, one record each (joins, world changes, retries at
+            INFO; waits for peers at WARNING). Default: the "ferry.diloco" logger. ``log=``, a
+            callable getting each line, is deprecated (0.3's form).
         fragments: Streaming DiLoCo's F (an int: the model's top-level layers cut into F
             runs of consecutive layers), or the fragments' parameter lists. Must divide H.
         overlap: run each outer all-reduce while the next H/F inner steps do (see the module
@@ -160,8 +167,8 @@ class DiLoCo:
             device keeps the outer step on the GPU: the all-reduce stages through pinned host
             memory on ferry's own stream (ferry.cuda_stage), beside the training stream; "cpu"
             keeps them in host memory, off the GPU's memory.
-        inner_time: the time-boxed mode (instead of sync_every): seconds per outer step's
-            inner phase (T/F per sync point), on ``clock``.
+        inner_time: the time-boxed mode (instead of sync_every): seconds (or a timedelta) per
+            outer step's inner phase (T/F per sync point), on ``clock``.
         weight_by: what a pseudo-gradient's weight counts: None (1 per trained peer; the
             default of the fixed schedule), "steps" (the time-boxed default) or "samples"
             (pass ``step(samples=N)``).
@@ -188,19 +195,21 @@ class DiLoCo:
     stops early is a lost peer to the others.
     """
 
-    def __init__(self, comm: Communicator, model: torch.nn.Module, inner_optimizer: torch.optim.Optimizer,
-                 sync_every: int, outer_lr: Optional[float] = None, outer_momentum: Optional[float] = None,
-                 quant: Optional[str] = None, min_peers: int = 1,
-                 log: Optional[Callable[[str], None]] = None,
+    @legacy_call(positional=("sync_every", "outer_lr", "outer_momentum", "quant", "min_peers", "log", "fragments",
+                             "overlap", "merge", "alpha", "outer_device", "inner_time", "weight_by", "min_work",
+                             "clock", "sync_buffers", "show_work", "sparse"))
+    def __init__(self, comm: Communicator, model: torch.nn.Module, inner_optimizer: torch.optim.Optimizer, *,
+                 sync_every: Optional[int] = None, outer_lr: Optional[float] = None,
+                 outer_momentum: Optional[float] = None, quant: Optional[str] = None, min_peers: int = 1,
                  fragments: Union[int, Sequence[Sequence[torch.nn.Parameter]]] = 1, overlap: bool = False,
                  merge: str = "progress", alpha: float = 0.5,
-                 outer_device: Union[None, str, torch.device] = None, inner_time: Optional[float] = None,
+                 outer_device: Union[None, str, torch.device] = None, inner_time: Optional[Duration] = None,
                  weight_by: Optional[str] = None, min_work: float = 1, clock: Callable[[], float] = time.monotonic,
                  sync_buffers: bool = True, show_work: Optional[bool] = None,
-                 sparse: Union[None, bool, SparseLoCo] = None) -> None:
+                 sparse: Union[None, bool, SparseLoCo] = None, logger: Logger = None,
+                 log: Optional[Callable[[str], None]] = None) -> None:
         if inner_time is not None:
-            if not isinstance(inner_time, (int, float)) or not inner_time > 0:
-                raise InvalidArgumentError(f"inner_time must be a positive number of seconds, got {inner_time!r}")
+            inner_time = seconds("inner_time", inner_time, positive=True)
             weight_by = weight_by or "steps"
         if (sync_every is not None or inner_time is None) and (
                 not isinstance(sync_every, int) or isinstance(sync_every, bool) or sync_every < 1):
@@ -258,7 +267,8 @@ class DiLoCo:
         self.names = describe_shared(model, self.fragments, self.buffers and self.buffers.names)
         self.sparse = sparse
         self.feedback = None if sparse is None else [ErrorFeedback(f.outer.numel(), sparse) for f in self.fragments]
-        self.group = ElasticGroup(comm, shared, log or (lambda _: None))
+        events = event_logger("DiLoCo", logger or logging.getLogger("ferry.diloco"), log)
+        self.group = ElasticGroup(comm, shared, logger=events)
         self.synced = 0  # sync points done
         self.window_steps = 0  # inner steps since the last one
         self.outer_steps_began = 0  # inner steps into the run when the current outer step began
@@ -269,6 +279,7 @@ class DiLoCo:
         self.restored_elapsed = 0.0  # the time box's seconds at the checkpoint
         self.joined = False
         self.finished = False
+        self.closed = False
 
     # ------------------------------------------------------------------ schedule
 
@@ -301,25 +312,20 @@ class DiLoCo:
         self.synced, self.window_steps = sync_points, 0
         self.outer_steps_began = self.steps_run
 
-    def _fragment_at(self, sync_point: int) -> Fragment:
-        """Sync points count from 1; fragment (n - 1) mod F syncs at the n-th: a staggered
-        round robin in which each fragment syncs once every H inner steps."""
-        return self.fragments[(sync_point - 1) % len(self.fragments)]
-
     # ------------------------------------------------------------------ lifecycle
 
-    def join(self, timeout: Optional[float] = JOIN_TIMEOUT_S) -> None:
+    def join(self, timeout: Optional[Duration] = JOIN_TIMEOUT_S) -> None:
         """Connects and takes this peer's place in the run: the first peer's theta starts the
         run; a newcomer receives theta, the momentum and the step, and its model is set to
         theta. A peer restored by load_state_dict() that finds the group where its checkpoint
         stands keeps its own state instead. Blocks until admitted (and, at step 0, until
-        ``min_peers`` are there), at most ``timeout`` seconds (default 600; None: no deadline;
+        ``min_peers`` are there), at most ``timeout`` (seconds or a timedelta; default 600 s; None: no deadline;
         the ``with`` block uses the default), then raises ferry.TimeoutError naming min_peers
         and the count reached. While short of min_peers it says so after 5 s and every 30 s
-        (to ``log`` and to the "ferry" logger at warning level)."""
+        (a warning on the logger)."""
         if self.joined:
             raise InvalidUsageError("DiLoCo.join(): already joined")
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = None if timeout is None else time.monotonic() + seconds("timeout", timeout)
         with naming_mismatches(self.names):
             progress = self.group.join(deadline)
             self.joined = True
@@ -336,47 +342,32 @@ class DiLoCo:
         # A peer that keeps its restored state resumes its phase where the checkpoint stood.
         self.box.restart(self.restored_elapsed if self.restored and kept else 0.0)
 
-    def _arrive(self, label: int, phase: int, deadline: Optional[float] = None) -> None:
-        """A newcomer takes its place at progress (label, phase) with weight 0 where the
-        group reduces what it trained; see the module docstring for the collectives."""
-        self.pending = None
-        for f in self.fragments:
-            f.reset()
-        for fb in self.feedback or ():
-            fb.reset()  # a newcomer's accumulator starts at zero (a restored peer's too)
-        self.meter.reset()
-        if phase == BOUNDARY:
-            self._set_synced(label)
-            self.group.grow(self.min_peers if label == 0 else 1, deadline)
-            if self.overlap and label > 0:
-                self.owed = [lambda: self._issue(label, 0.0)]
-        elif not self.overlap:  # inside the reduction of sync point label + 1
-            self._set_synced(label + 1)
-            self._blocking_sync(label + 1, 0.0)
-        else:  # inside the reduction issued at sync point label (finished at label + 1, or FINAL)
-            self.pending = self._start(label, 0.0, phase)
-            self._finish_pending()
-            self._fragment_at(label).reset()
-            if phase == FINAL:
-                self._set_synced(label)
-            else:
-                self._set_synced(label + 1)
-                # The others' next sync point: its boundary (if it ends an outer step) and issue.
-                self.owed = [lambda: self._overlapped_sync(label + 1, weight=0.0)]
-
     def __enter__(self) -> "DiLoCo":
         if not self.joined:
             self.join()
         return self
 
     def __exit__(self, kind: Optional[type], *exc: object) -> None:
-        """A block that ends normally finishes the run (finish(), a collective: every peer's
-        block ends after the same outer step), so no reduction is left in flight and every
-        peer keeps theta; its errors are raised. A block left by an exception finishes
-        nothing: a collective then could wait on peers that are not coming. The
-        Communicator is the caller's to close."""
-        if kind is None and self.joined and not self.finished:
-            self.finish()
+        """Releases what the block took. A block that ends normally first finishes the run
+        (finish(), a collective: every peer's block ends after the same outer step), so no
+        reduction is left in flight and every peer keeps theta; its errors are raised. A
+        block left by an exception finishes nothing (a collective then could wait on peers
+        that are not coming). Either way :meth:`close` then leaves the run."""
+        try:
+            if kind is None and self.joined and not self.finished:
+                self.finish()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Leaves the run: closes the Communicator that :meth:`join` connected (the others'
+        next collective fails with PeerLostError and they go on without this peer), which
+        settles the reduction still in flight and lets go of its tensors. Idempotent; the
+        outer weights, the model and state_dict() stay readable; step() and finish() then
+        raise InvalidUsageError. Blocks at most what Communicator.close() does (~2.5 s)."""
+        self.closed = True
+        self.pending, self.owed = None, []
+        self.comm.close()
 
     def finish(self) -> None:
         """Ends the run (a collective: every peer calls it after the same outer step): waits for
@@ -384,6 +375,8 @@ class DiLoCo:
         outer weights, bit-identical on every peer."""
         if not self.joined:
             raise InvalidUsageError("DiLoCo.finish() before join()")
+        if self.closed:
+            raise InvalidUsageError("DiLoCo.finish() after close()")
         with naming_mismatches(self.names):
             self._settle_owed()
             if self.pending is not None:
@@ -404,6 +397,8 @@ class DiLoCo:
         at once."""
         if not self.joined:
             raise InvalidUsageError("DiLoCo.step() before join() (or `with DiLoCo(...)`)")
+        if self.closed:
+            raise InvalidUsageError("DiLoCo.step() after close() (or the end of its `with` block)")
         if self.owed:
             self._settle_owed()
             self.box.restart()
@@ -429,98 +424,6 @@ class DiLoCo:
         self.box.restart()
         return ends_outer_step
 
-    def _blocking_sync(self, sync_point: int, weight: float) -> None:
-        """Reduce (retried in the re-formed group until it succeeds), then apply, then the
-        next boundary (admissions). theta changes only after the reduction succeeded."""
-        inputs, leader = self._inputs(sync_point, weight)
-        means = self.group.reduce(sync_point - 1, inputs, weight, self._quants(inputs), leader)
-        self._apply(sync_point, means, weight, self.group.last_total)
-        self.group.boundary(sync_point)
-
-    def _overlapped_sync(self, sync_point: int, weight: Optional[float] = None) -> None:
-        """Apply the reduction issued at the last sync point (it ran during the inner steps
-        since), admit at the boundary (nothing in flight) if this sync point ends an outer
-        step, issue this one's and return."""
-        if self.pending is not None:
-            self._finish_pending()
-        # An admission check is a barrier (every member must ask the master), and nothing
-        # else lines the peers up here: one per sync point made each wait out the others'
-        # drift F times per outer step (~10% of a streaming F=4 step, measured). Once per
-        # outer step, a newcomer waits at most H inner steps, as with plain DiLoCo.
-        if sync_point % len(self.fragments) == 0:
-            self.group.boundary(sync_point)
-        self._issue(sync_point, self.meter.take((sync_point - 1) % len(self.fragments)) if weight is None else weight)
-
-    def _issue(self, sync_point: int, weight: float) -> None:
-        if weight:
-            self._fragment_at(sync_point).snapshot()
-        # else a newcomer (nothing trained: its snapshot is the theta it started from) or a
-        # peer below min_work (its local progress stays, merged as usual)
-        self.pending = self._start(sync_point, weight)
-
-    def _start(self, sync_point: int, weight: float, phase: Optional[int] = None) -> PendingReduce:
-        inputs, leader = self._inputs(sync_point, weight)
-        if phase is None:
-            return self.group.start_reduce(sync_point, inputs, weight, self._quants(inputs), leader=leader)
-        return self.group.start_reduce(sync_point, inputs, weight, self._quants(inputs), phase, leader)
-
-    def _inputs(self, sync_point: int, weight: float):
-        """What this peer contributes at ``sync_point``: its fragment's pseudo-gradient times
-        ``weight`` (zeros for 0), then, if it ends an outer step, the module buffers; and the
-        indices of the inputs that are the leader's (integer buffers)."""
-        fragment = self._fragment_at(sync_point)
-        if weight:
-            delta = fragment.outer.pseudo_gradient(fragment.params)
-            if self.feedback is not None:  # SparseLoCo: into the accumulator; its top-k is sent
-                delta = self.feedback[(sync_point - 1) % len(self.fragments)].contribute(delta, weight)
-            elif weight != 1:
-                delta.mul_(weight)
-        else:
-            delta = self._zeros(sync_point)
-        inputs = [delta]
-        if self.buffers is not None and len(self.buffers) and sync_point % len(self.fragments) == 0:
-            inputs += self.buffers.inputs(weight) if weight else self.buffers.zeros()
-            return inputs, self.buffers.leader(1)
-        return inputs, []
-
-    def _quants(self, inputs: Sequence[torch.Tensor]) -> List[Optional[str]]:
-        """The pseudo-gradient quantized as asked; the buffers in full precision."""
-        return [self.quant] + [None] * (len(inputs) - 1)
-
-    def _apply(self, sync_point: int, means: Sequence[torch.Tensor], weight: float, total: float) -> None:
-        fragment = self._fragment_at(sync_point)
-        fragment.outer.step(means[0])
-        if len(means) > 1:
-            self.buffers.load(means[1:], contributed=total > 0)
-        if not self.overlap:
-            fragment.outer.load_into(fragment.params)
-        entry = self.meter.settled((sync_point - 1) // len(self.fragments), weight, total, self.comm.group_world_size)
-        if self.show_work and sync_point % len(self.fragments) == 0:
-            self.comm.set_label(entry.label())  # display only: one small frame, nothing waits for it
-
-    def _finish_pending(self) -> None:
-        pending, self.pending = self.pending, None
-        means = self.group.finish_reduce(pending)
-        self._apply(pending.step, means, pending.weight, self.group.last_total)
-        self._fragment_at(pending.step).merge(self.merge, self.alpha)
-
-    def _reissue(self) -> None:
-        """After a restore: the reduction the checkpoint had in flight, again (same inputs)."""
-        if self.pending is not None:
-            p = self.pending
-            self.pending = self.group.start_reduce(p.step, p.inputs, p.weight, p.quant, leader=p.leader)
-
-    def _settle_owed(self) -> None:
-        owed, self.owed = self.owed, []
-        for action in owed:
-            action()
-
-    def _zeros(self, sync_point: int) -> Union[torch.Tensor, SparseContribution]:
-        fragment = self._fragment_at(sync_point)
-        if self.feedback is not None:
-            return self.feedback[0].nothing(fragment.outer.numel(), self.params[0].dtype, self.outer_device)
-        return torch.zeros(fragment.outer.numel(), dtype=self.params[0].dtype, device=self.outer_device)
-
     @property
     def outer_params(self) -> List[torch.Tensor]:
         """theta, the outer parameters fragment by fragment (bit-identical on every peer after
@@ -528,9 +431,15 @@ class DiLoCo:
         return [p for f in self.fragments for p in f.outer.params]
 
     @property
-    def outer_momentum(self) -> List[torch.Tensor]:
+    def outer_momentum_buffers(self) -> List[torch.Tensor]:
         """The outer Nesterov momentum buffers, in the order of outer_params."""
         return [b for f in self.fragments for b in f.outer.buffers]
+
+    @property
+    def outer_momentum(self) -> List[torch.Tensor]:
+        """Deprecated (the 0.3 name): :attr:`outer_momentum_buffers` (``outer_momentum`` is the float argument)."""
+        warn_deprecated("DiLoCo.outer_momentum (the buffers) is now outer_momentum_buffers")
+        return self.outer_momentum_buffers
 
     @property
     def bytes_sent(self) -> int:

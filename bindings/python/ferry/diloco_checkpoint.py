@@ -27,7 +27,7 @@ def save(d: "DiLoCo") -> Dict[str, Any]:
         "window_elapsed_s": d.box.elapsed if d.inner_time is not None else 0.0,
         "work": d.meter.state(),
         "outer_params": [p.clone() for p in d.outer_params],
-        "outer_momentum": [b.clone() for b in d.outer_momentum],
+        "outer_momentum": [b.clone() for b in d.outer_momentum_buffers],
         "model": {k: v.clone() for k, v in d.model.state_dict().items()},
         "inner_optimizer": d.inner_optimizer.state_dict(),
     }
@@ -51,7 +51,7 @@ def restore(d: "DiLoCo", state: Dict[str, Any]) -> None:
         raise InvalidArgumentError("state_dict does not match this model or mode (parameters, overlap, sparse)")
     for dst, src in zip(d.outer_params, state["outer_params"]):
         dst.copy_(src)
-    for dst, src in zip(d.outer_momentum, state["outer_momentum"]):
+    for dst, src in zip(d.outer_momentum_buffers, state["outer_momentum"]):
         dst.copy_(src)
     for fb, saved in zip(d.feedback or (), state.get("sparse_feedback", ())):
         fb.load(saved)

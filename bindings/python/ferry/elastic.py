@@ -42,6 +42,7 @@ import torch
 from .communicator import Communicator
 from .errors import PeerLostError, TimeoutError
 from .handle import Handle
+from .legacy import legacy_call, warn_deprecated
 from .sparse import decode_sum
 from .sparseloco import SparseContribution
 
@@ -56,8 +57,30 @@ RETRYABLE = (PeerLostError, TimeoutError)
 # every half minute: often enough to see, rare enough not to drown the training log.
 GROW_FIRST_NOTICE_S = 5.0
 GROW_NOTICE_EVERY_S = 30.0
+#: Where membership events go: a logging.Logger (or LoggerAdapter); None: the module's default.
+Logger = Union[None, logging.Logger, logging.LoggerAdapter]
 # quant= of a reduction: one for every input, or one per input (None: full precision).
 Quant = Union[None, str, Sequence[Optional[str]]]
+
+
+class EchoingLogger(logging.LoggerAdapter):
+    """A logger that also hands each message to a callable: the deprecated ``log=`` (0.3)."""
+
+    def __init__(self, logger: Logger, echo: Callable[[str], None]) -> None:
+        super().__init__(logger, {})
+        self.echo = echo
+
+    def log(self, level: int, msg: object, *args: object, **kwargs: object) -> None:
+        super().log(level, msg, *args, **kwargs)
+        self.echo(str(msg) % args if args else str(msg))
+
+
+def event_logger(owner: str, logger: Logger, log: Optional[Callable[[str], None]]) -> Logger:
+    """``logger``, or with a deprecated ``log`` callable, one that echoes to it too."""
+    if log is None:
+        return logger
+    warn_deprecated(f"{owner}(log=...): its events go to the {logger.name!r} logger (or logger=)", stacklevel=5)
+    return EchoingLogger(logger, log)
 
 
 @dataclass
@@ -108,15 +131,19 @@ class ElasticGroup:
     """One peer's side of the protocol above, over a ferry.Communicator.
 
     ``shared``: the named tensors every peer must hold identically (updated in place by syncs).
-    ``log``: where membership events are reported (one line each).
+    ``logger``: where membership events go, one record each: joins, world changes and retries
+    at INFO, waits worth a person's attention at WARNING (default: the "ferry.elastic"
+    logger; pass a child such as ``logging.getLogger("ferry.elastic.peer3")`` to tell peers of
+    one process apart). ``log``: deprecated (0.3's form), a callable that also gets each line.
     """
 
-    def __init__(self, comm: Communicator, shared: Dict[str, torch.Tensor],
-                 log: Callable[[str], None] = print) -> None:
+    @legacy_call(positional=("log",))
+    def __init__(self, comm: Communicator, shared: Dict[str, torch.Tensor], *,
+                 logger: Logger = None, log: Optional[Callable[[str], None]] = None) -> None:
         self.comm = comm
         self.progress = torch.zeros(2, dtype=torch.int64)  # [step, phase]
         self.shared = {**shared, "elastic.progress": self.progress}
-        self.log = log
+        self.logger = event_logger("ElasticGroup", logger or logging.getLogger("ferry.elastic"), log)
         self.revision = 0
         self.bytes_sent = 0  # all-reduce payload and shared state served, by this peer
         self.last_total = 0.0  # the sum of the weights of the last reduction settled
@@ -136,11 +163,11 @@ class ElasticGroup:
                 if deadline is not None and time.monotonic() >= deadline:
                     raise
                 self._notice("still waiting to be admitted (the group admits newcomers at its next outer step)")
-        if self.comm.group_world_size == 1:
+        if self.comm.world_size == 1:
             return None
         while True:
             try:
-                info = self.comm.sync_shared_state(self.shared, 0, strategy="receive_only")
+                info = self.comm.sync_shared_state(self.shared, revision=0, strategy="receive_only")
                 break
             except RETRYABLE as e:
                 self.log(f"sync failed ({type(e).__name__}); voting again")
@@ -162,17 +189,17 @@ class ElasticGroup:
 
     def vote_and_sync(self) -> None:
         """Admit the waiting, drop the dead, then share the state (newcomers receive it)."""
-        before = self.comm.group_world_size
+        before = self.comm.world_size
         while True:
             self._vote()
             try:
-                info = self.comm.sync_shared_state(self.shared, self.revision + 1)
+                info = self.comm.sync_shared_state(self.shared, revision=self.revision + 1)
             except RETRYABLE:
                 continue
             self.revision = info.revision
             self.bytes_sent += info.bytes_sent
             break
-        after = self.comm.group_world_size
+        after = self.comm.world_size
         if after != before:
             self.log(f"world {before} -> {after}")
 
@@ -189,12 +216,12 @@ class ElasticGroup:
         """The tail of boundary(): a newcomer admitted at a boundary continues here.
 
         ``deadline`` (a time.monotonic() value; None: none): past it, TimeoutError naming
-        min_peers and the count reached. While short of min_peers, says so (log and the
-        "ferry" logger at warning level) after GROW_FIRST_NOTICE_S, then every GROW_NOTICE_EVERY_S."""
+        min_peers and the count reached. While short of min_peers, says so (a warning on the
+        logger) after GROW_FIRST_NOTICE_S, then every GROW_NOTICE_EVERY_S."""
         began = time.monotonic()
         notice_at = began + GROW_FIRST_NOTICE_S
-        while self.comm.group_world_size < min_peers:
-            now, have = time.monotonic(), self.comm.group_world_size
+        while self.comm.world_size < min_peers:
+            now, have = time.monotonic(), self.comm.world_size
             if deadline is not None and now >= deadline:
                 raise TimeoutError(f"DiLoCo.join(): min_peers={min_peers} not reached after {now - began:.0f} s: "
                                    f"the group has {have} peer(s); start the missing peers against the same master, "
@@ -206,10 +233,13 @@ class ElasticGroup:
             time.sleep(0.05)
             self._admit()
 
+    def log(self, line: str, level: int = logging.INFO) -> None:
+        """A membership event, to the logger."""
+        self.logger.log(level, line)
+
     def _notice(self, line: str) -> None:
-        """A wait worth a person's attention: to ``log`` and to the "ferry" logger (warning)."""
-        self.log(line)
-        logging.getLogger("ferry").warning(line)
+        """A wait worth a person's attention: a warning."""
+        self.log(line, logging.WARNING)
 
     def _admit(self) -> None:
         try:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, List, Optional
 from . import _lib
 from .errors import InvalidArgumentError
 from .handle import Handle, OpInfo
+from .legacy import legacy_call
 from .params import uint
 from .tensors import HostView, ferry_dtype
 
@@ -28,7 +29,8 @@ __all__ = ["GatherCalls", "GatherPlan"]
 class GatherCalls:
     """The all-gather calls of :class:`ferry.Communicator` (mixed in; they use its call machinery)."""
 
-    def all_gather(self: "Communicator", buffer: Any, tag: int = 0) -> List[bytes]:
+    @legacy_call(positional=("tag",))
+    def all_gather(self: "Communicator", buffer: Any, *, tag: int = 0) -> List[bytes]:
         """Collective: every peer's ``buffer`` (its own length; zero allowed) to every peer.
 
         Returns a list of ``bytes``, one per rank in rank order (``comm.rank`` is this
@@ -58,7 +60,8 @@ class GatherCalls:
         finally:
             plan.release()
 
-    def all_gather_async(self: "Communicator", buffer: Any, tag: int = 0) -> Handle[List[bytes]]:
+    @legacy_call(positional=("tag",))
+    def all_gather_async(self: "Communicator", buffer: Any, *, tag: int = 0) -> Handle[List[bytes]]:
         """Issues the all-gather described for :meth:`all_gather` and returns at once.
 
         ``handle.wait()`` returns its OpInfo; ``handle.output`` is the list of parts, filled
@@ -68,31 +71,8 @@ class GatherCalls:
         """
         plan = GatherPlan(buffer, tag)
         desc = plan.desc()
-        with self._call("all_gather_async"):
-            handle: Handle[List[bytes]] = Handle(None, plan, self)  # type: ignore[arg-type]
-            with self._pending_lock:
-                self._pending.add(handle)
-            if plan.on_device or self._issues.busy():  # behind a queued issue too: collectives keep their order
-                self._issues.submit(lambda: _issue_async(self, handle, plan, desc))
-                return handle
-        _issue_async(self, handle, plan, desc)
-        if handle._error is not None:
-            raise handle._error
-        return handle
-
-
-def _issue_async(comm: "Communicator", handle: Handle, plan: "GatherPlan", desc: Any) -> None:
-    """ferry_all_gather_async once the input is in host memory; the outcome goes to ``handle``."""
-    try:
-        plan.wait_copied()
-        op_ptr = _lib.OpPtr()
-        with comm._call("all_gather_async") as ptr:
-            code = _lib.lib().ferry_all_gather_async(ptr, plan.send_ptr, plan.nbytes, ctypes.byref(desc),
-                                                     ctypes.byref(plan.gathered), ctypes.byref(op_ptr))
-            _lib.check(code, "all_gather_async")
-            handle._issue_done(op_ptr)
-    except Exception as e:  # noqa: BLE001 - raised by wait() (or at once on the caller's thread)
-        handle._issue_failed(e)
+        return self._start_async("all_gather_async", plan, lambda ptr, op_ptr: _lib.lib().ferry_all_gather_async(
+            ptr, plan.send_ptr, plan.nbytes, ctypes.byref(desc), ctypes.byref(plan.gathered), ctypes.byref(op_ptr)))
 
 
 class GatherPlan:

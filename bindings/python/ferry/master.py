@@ -7,8 +7,10 @@ import threading
 from typing import Optional
 
 from . import _lib
-from ._exit import track_master
+from ._exit import close_unclosed, track_master
+from .durations import Duration, from_millis
 from .errors import InvalidUsageError
+from .legacy import legacy_call
 from .params import master_params
 
 __all__ = ["Master"]
@@ -29,13 +31,14 @@ class Master:
 
     Threads: any thread may call any method; calls are serialized. The
     master's own work runs on its library thread, not the caller's.
-    Ownership: the object owns the C ``ferry_master``; :meth:`close` (or
-    garbage collection) frees it.
+    Ownership: the object owns the C ``ferry_master``; :meth:`close` frees it. One
+    collected unclosed is closed on a thread of its own, with a ResourceWarning.
 
-    Args:
+    Args (``listen`` first, the others keyword-only; 0.3's positional forms and
+    ``peer_timeout_ms=`` still work with a DeprecationWarning):
         listen: ``"HOST:PORT"`` to listen on; PORT 0 picks a free port.
-        peer_timeout_ms: a peer silent this long is removed (None: library
-            default, 10000).
+        peer_timeout: seconds (or a timedelta) a peer may be silent before it is
+            removed (None: the library's default, 10 s).
         secret_file: path of the run secret (at least 16 bytes). Every peer must
             prove it holds the same secret (HMAC challenge-response; the secret
             never crosses the wire). None: ``$FERRY_SECRET_FILE`` if set, else no
@@ -51,7 +54,10 @@ class Master:
         start: serve from construction (default True); False: bind only, serve from :meth:`start`.
     """
 
-    def __init__(self, listen: str = "[::]:48148", peer_timeout_ms: Optional[int] = None,
+    @legacy_call(positional=("peer_timeout_ms", "secret_file", "tls_cert_file", "tls_key_file", "tls_ca_file",
+                             "http", "start"),
+                 renamed={"peer_timeout_ms": ("peer_timeout", from_millis)})
+    def __init__(self, listen: str = "[::]:48148", *, peer_timeout: Optional[Duration] = None,
                  secret_file: Optional[str] = None, tls_cert_file: Optional[str] = None,
                  tls_key_file: Optional[str] = None, tls_ca_file: Optional[str] = None,
                  http: Optional[str] = None, start: bool = True) -> None:
@@ -60,7 +66,7 @@ class Master:
         self._running = False
         self._stopped = False  # a master serves once: the C master cannot listen again after stop
         lib = _lib.lib()
-        params, strings = master_params(listen, peer_timeout_ms, secret_file, tls_cert_file, tls_key_file,
+        params, strings = master_params(listen, peer_timeout, secret_file, tls_cert_file, tls_key_file,
                                         tls_ca_file, http)
         ptr = _lib.MasterPtr()
         _lib.check(lib.ferry_master_create_with(ctypes.byref(params), ctypes.byref(ptr)),
@@ -120,7 +126,7 @@ class Master:
         and joins the serving thread; the peers fail at once with MasterLostError.
 
         ``restart=True`` closes without a word, as a crash would: peers with a reconnect
-        window (``master_reconnect_timeout_ms``) see PeerLostError, dial this address again
+        window (``master_reconnect_timeout``) see PeerLostError, dial this address again
         and resume with the ``Master`` started next on it. Blocks at most ~2 s (the GIL is
         released meanwhile). Idempotent; a no-op after close()."""
         with self._lock:
@@ -150,9 +156,10 @@ class Master:
         self.close()
 
     def __del__(self) -> None:
+        if getattr(self, "_ptr", None) is None:
+            return
         try:
-            if getattr(self, "_ptr", None) is not None:
-                self.close()
+            close_unclosed(self, f"ferry.Master ({getattr(self, 'listen', None)!r})")
         except Exception:  # interpreter shutdown: the library may already be gone
             pass
 

@@ -12,6 +12,7 @@ import os
 from typing import Any, List, Optional, Tuple
 
 from . import _lib
+from .durations import millis
 from .errors import InvalidArgumentError
 
 __all__ = ["uint", "master_params", "comm_params"]
@@ -52,15 +53,15 @@ def _tls(params: Any, strings: _Strings, cert: Any, key: Any, ca: Any) -> None:
             setattr(params, field, strings.path(field, value))
 
 
-def master_params(listen: Any, peer_timeout_ms: Optional[int], secret_file: Any, tls_cert_file: Any = None,
+def master_params(listen: Any, peer_timeout: Any, secret_file: Any, tls_cert_file: Any = None,
                   tls_key_file: Any = None, tls_ca_file: Any = None,
                   http: Any = None) -> Tuple[_lib.MasterParams, _Strings]:
     """A ferry_master_params; keep the second value alive until ferry_master_create_with returns."""
     strings = _Strings()
     params = _lib.defaults(_lib.MasterParams, "ferry_master_params_init")
     params.listen_address = strings.text("listen", listen)
-    if peer_timeout_ms is not None:
-        params.peer_timeout_ms = uint("peer_timeout_ms", peer_timeout_ms, 32)
+    if peer_timeout is not None:
+        params.peer_timeout_ms = millis("peer_timeout", peer_timeout)
     if secret_file is not None:
         params.secret_file = strings.path("secret_file", secret_file)
     _tls(params, strings, tls_cert_file, tls_key_file, tls_ca_file)
@@ -72,13 +73,13 @@ def master_params(listen: Any, peer_timeout_ms: Optional[int], secret_file: Any,
 def comm_params(master: Any, *, peer_group: Optional[int] = None, connections: Optional[int] = None,
                 listen_host: Any = None, port_range: Optional[Tuple[int, int]] = None,
                 advertised_host: Optional[str] = None, advertised_port: Optional[int] = None,
-                timeout_ms: Optional[int] = None, progress_timeout_ms: Optional[int] = None,
-                heartbeat_timeout_ms: Optional[int] = None, io_threads: Optional[int] = None,
+                timeout: Any = None, progress_timeout: Any = None,
+                heartbeat_timeout: Any = None, io_threads: Optional[int] = None,
                 max_chunk_bytes: Optional[int] = None, congestion_control: Optional[str] = None,
                 secret_file: Any = None, tls_cert_file: Any = None, tls_key_file: Any = None,
                 tls_ca_file: Any = None, shared_memory: Optional[bool] = None,
-                master_reconnect_timeout_ms: Optional[int] = None,
-                master_connect_timeout_ms: Optional[int] = None,
+                master_reconnect_timeout: Any = None,
+                master_connect_timeout: Any = None,
                 dial_out_only: Optional[bool] = None) -> Tuple[_lib.CommParams, _Strings]:
     """A ferry_comm_params from Communicator's arguments, None leaving ferry_comm_params_init's
     default; keep the second value alive until ferry_comm_create returns (it copies the strings)."""
@@ -101,17 +102,17 @@ def comm_params(master: Any, *, peer_group: Optional[int] = None, connections: O
         params.advertised_port = uint("advertised_port", advertised_port, 16)
     for field, name, value in (("peer_group", "peer_group", peer_group),
                                ("p2p_connections", "connections", connections),
-                               ("timeout_ms", "timeout_ms", timeout_ms),
-                               ("progress_timeout_ms", "progress_timeout_ms", progress_timeout_ms),
-                               ("heartbeat_timeout_ms", "heartbeat_timeout_ms", heartbeat_timeout_ms),
                                ("io_threads", "io_threads", io_threads),
-                               ("max_chunk_bytes", "max_chunk_bytes", max_chunk_bytes),
-                               ("master_reconnect_timeout_ms", "master_reconnect_timeout_ms",
-                                master_reconnect_timeout_ms),
-                               ("master_connect_timeout_ms", "master_connect_timeout_ms",
-                                master_connect_timeout_ms)):
+                               ("max_chunk_bytes", "max_chunk_bytes", max_chunk_bytes)):
         if value is not None:
             setattr(params, field, uint(name, value, 32))
+    # Durations in seconds (or timedelta) -> the C fields' milliseconds.
+    for name, value in (("timeout", timeout), ("progress_timeout", progress_timeout),
+                        ("heartbeat_timeout", heartbeat_timeout),
+                        ("master_reconnect_timeout", master_reconnect_timeout),
+                        ("master_connect_timeout", master_connect_timeout)):
+        if value is not None:
+            setattr(params, f"{name}_ms", millis(name, value))
     if congestion_control is not None:
         params.congestion_control = strings.text("congestion_control", congestion_control)
     if secret_file is not None:

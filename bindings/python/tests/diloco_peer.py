@@ -28,8 +28,8 @@ import ferry
 from ferry.diloco import DiLoCo, OuterOptimizer
 
 SYNC_EVERY, OUTER_LR, OUTER_MOMENTUM = 3, 0.5, 0.5
-PEER_ARGS = dict(listen_host="127.0.0.1", timeout_ms=10_000, progress_timeout_ms=5_000,
-                 heartbeat_timeout_ms=3_000, connections=2)
+PEER_ARGS = dict(listen_host="127.0.0.1", timeout=10, progress_timeout=5,
+                 heartbeat_timeout=3, connections=2)
 
 
 LAYER_STRIDE = 5  # layer i's gradients are those of step + 5 i: each layer learns its own
@@ -57,7 +57,8 @@ def toy(comm: ferry.Communicator, layers: int = 1, sync_every: int = SYNC_EVERY,
         **kwargs) -> DiLoCo:
     model = Vector(layers)
     inner = torch.optim.SGD(model.parameters(), lr=1.0, momentum=inner_momentum)
-    return DiLoCo(comm, model, inner, sync_every, outer_lr=OUTER_LR, outer_momentum=OUTER_MOMENTUM, **kwargs)
+    return DiLoCo(comm, model, inner, sync_every=sync_every, outer_lr=OUTER_LR, outer_momentum=OUTER_MOMENTUM,
+                  **kwargs)
 
 
 def inner_step(diloco: DiLoCo, shard: int, diverge_from: int = 0) -> bool:

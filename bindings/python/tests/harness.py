@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
+import logging
 import os
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Tuple
 
 import ferry
 
@@ -17,8 +19,8 @@ PACKAGE_ROOT = HERE.parent  # bindings/python
 REPO_ROOT = PACKAGE_ROOT.parent.parent
 
 # Short deadlines so a broken test fails in seconds, never hangs the suite.
-PEER_DEFAULTS = dict(listen_host="127.0.0.1", timeout_ms=10_000, progress_timeout_ms=5_000,
-                     heartbeat_timeout_ms=3_000, connections=2)
+PEER_DEFAULTS = dict(listen_host="127.0.0.1", timeout=10, progress_timeout=5,
+                     heartbeat_timeout=3, connections=2)
 
 
 def make_peer(address: str, **overrides: Any) -> ferry.Communicator:
@@ -30,7 +32,7 @@ def join(address: str, world: int, **overrides: Any) -> ferry.Communicator:
     """connect() then grow the group to `world` peers (every peer of the group must do the same)."""
     comm = make_peer(address, **overrides)
     comm.connect()
-    comm.wait_for_peers(world, timeout_s=15)
+    comm.wait_for_world(world, timeout=15)
     return comm
 
 
@@ -130,3 +132,25 @@ class PeerProcess:
         for stream in (self.proc.stdout, self.proc.stderr):
             if stream:
                 stream.close()
+
+
+_loggers = itertools.count()
+
+
+class _Lines(logging.Handler):
+    def __init__(self, lines: List[str]) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines = lines
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def collecting_logger(parent: str = "ferry.diloco") -> Tuple[logging.Logger, List[str]]:
+    """A fresh child of ``parent`` at INFO and the list its records' messages go to: one peer's
+    membership events, apart from those of other peers in this process."""
+    logger = logging.getLogger(f"{parent}.test{next(_loggers)}")
+    logger.setLevel(logging.INFO)
+    lines: List[str] = []
+    logger.addHandler(_Lines(lines))
+    return logger, lines

@@ -21,7 +21,7 @@ import numpy as np
 
 import ferry
 
-PEER = dict(listen_host="127.0.0.1", timeout_ms=60_000, progress_timeout_ms=30_000, heartbeat_timeout_ms=10_000,
+PEER = dict(listen_host="127.0.0.1", timeout=60, progress_timeout=30, heartbeat_timeout=10,
             connections=2)
 
 
@@ -43,7 +43,7 @@ def main() -> int:
         interrupted(comm.connect)
     else:
         comm.connect()
-        comm.wait_for_peers(2, timeout_s=30)
+        comm.wait_for_world(2, timeout=30)
         if mode == "uncaught":
             print("blocking", flush=True)
             comm.all_reduce(data)

@@ -36,10 +36,10 @@ def holder_weights() -> np.ndarray:
 
 def main() -> int:
     address, world, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    comm = ferry.Communicator(address, listen_host="127.0.0.1", timeout_ms=10_000, progress_timeout_ms=5_000,
-                              heartbeat_timeout_ms=3_000, connections=2)
+    comm = ferry.Communicator(address, listen_host="127.0.0.1", timeout=10, progress_timeout=5,
+                              heartbeat_timeout=3, connections=2)
     comm.connect()
-    comm.wait_for_peers(world, timeout_s=15)
+    comm.wait_for_world(world, timeout=15)
     print("ready", comm.rank, comm.peer_id, flush=True)
     if mode == "hold":
         state = {"weights": holder_weights()}

@@ -141,7 +141,7 @@ def test_close_with_ops_in_flight_releases_every_c_op_once_and_every_buffer(addr
         assert time.monotonic() - start < 8  # ferry.h: the destroy blocks at most ~2 s
         with pytest.raises(ferry.InvalidUsageError, match="closed while this operation was in flight"):
             kept.wait()
-        assert kept.done() and not comm._pending  # every handle was settled
+        assert kept.done() and not comm._gate.unsettled()  # every op was settled
         del kept
         gc.collect()
         return [r() is None for r in refs]
@@ -203,7 +203,7 @@ import threading, numpy as np, ferry
 m = ferry.Master("127.0.0.1:0").start()
 cs = [ferry.Communicator(f"127.0.0.1:{m.port}", listen_host="127.0.0.1") for _ in range(2)]
 def grow(c):
-    c.connect(); c.wait_for_peers(2, timeout_s=15)
+    c.connect(); c.wait_for_world(2, timeout=15)
 ts = [threading.Thread(target=grow, args=(c,)) for c in cs]
 [t.start() for t in ts]; [t.join(20) for t in ts]
 h = cs[0].all_reduce_async(np.ones(1000))
@@ -222,7 +222,7 @@ def test_exiting_without_closing_is_clean():
 def test_close_waits_for_a_blocking_call_on_another_thread(address):
     """close() never destroys the handle under a running call: it waits for the call to end."""
     def body(i):
-        comm = join(address, 2, timeout_ms=800)
+        comm = join(address, 2, timeout=0.8)
         if i == 1:
             time.sleep(2)  # lets peer 0's all-reduce time out
             comm.close()

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import ferry
-from ferry import communicator as communicator_module
+from ferry import reduce_calls
 from ferry.cuda_stage import side_stream
 from ferry.issue_queue import IssueQueue
 from ferry.pinned_pool import PinnedPool
@@ -128,7 +128,7 @@ class SlowCopyPlan(ReducePlan):
 
 @pytest.fixture
 def slow_copies(monkeypatch):
-    monkeypatch.setattr(communicator_module, "plan_allreduce", lambda t, out=None, name="tensor": SlowCopyPlan(t, out, name))
+    monkeypatch.setattr(reduce_calls, "plan_allreduce", lambda t, out=None, name="tensor": SlowCopyPlan(t, out, name))
 
 
 def test_an_async_issue_waiting_for_its_copy_returns_at_once_and_keeps_the_order(address, slow_copies):
@@ -184,8 +184,8 @@ import sys, threading, numpy as np, ferry
 master = ferry.Master("127.0.0.1:0"); master.start()
 out = [None, None]
 def peer(i):
-    with ferry.Communicator(f"127.0.0.1:{master.port}", listen_host="127.0.0.1", timeout_ms=10000) as c:
-        c.connect(); c.wait_for_peers(2, timeout_s=15)
+    with ferry.Communicator(f"127.0.0.1:{master.port}", listen_host="127.0.0.1", timeout=10) as c:
+        c.connect(); c.wait_for_world(2, timeout=15)
         a = np.ones(8, np.float32); c.all_reduce(a)
         b = np.ones(8, np.float32); c.all_reduce_async(b).wait()
         out[i] = float(a[0] + b[0])
@@ -285,7 +285,7 @@ def test_the_training_stream_is_never_blocked_by_the_reduction(address):
             # The training stream's work finishes while the other peer has not even issued.
             busy_loop(0.2)
             stream.synchronize()
-            assert handle._issued.wait(5), "ferry's copy to host memory never landed"
+            assert handle._op.issued.wait(5), "ferry's copy to host memory never landed"
             assert not handle.done()
             host_peer_go.set()
             handle.wait()
@@ -359,7 +359,7 @@ def test_diloco_with_the_model_on_the_gpu_keeps_theta_identical(address, outer_d
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.Linear(32, 1)).cuda()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-        with make_peer(address, timeout_ms=20_000) as comm:
+        with make_peer(address, timeout=20) as comm:
             d = DiLoCo(comm, model, opt, sync_every=4, min_peers=2, overlap=True, outer_device=outer_device)
             d.join()
             g = torch.Generator(device="cuda").manual_seed(i)

@@ -18,7 +18,7 @@ import torch
 import ferry
 from diloco_peer import PEER_ARGS, SYNC_EVERY, bits, gradient, inner_step, replay, tiny_mlp_peer, toy
 from ferry.diloco import DiLoCo
-from harness import HERE, child_env, reap, run_threads, run_with_own_master
+from harness import HERE, child_env, collecting_logger, reap, run_threads, run_with_own_master
 
 
 def test_import_ferry_does_not_import_diloco():
@@ -71,7 +71,7 @@ def test_fragment_outer_steps_against_a_hand_reference(address, overlap):
                     overlap=overlap) as diloco:
             returned = [inner_step(diloco, shard) for _ in range(outer_steps * sync_every)]
             diloco.finish()
-            return returned, [t.clone() for t in diloco.outer_params + diloco.outer_momentum]
+            return returned, [t.clone() for t in diloco.outer_params + diloco.outer_momentum_buffers]
 
     results = run_threads(2, body)
     lr, m = 0.5, 0.5
@@ -158,7 +158,7 @@ def test_comm_time_says_how_much_of_the_outer_all_reduce_was_hidden(address, ove
         model = torch.nn.Linear(1 << 11, 1 << 11, bias=False)
         inner = torch.optim.SGD(model.parameters(), lr=0.01)
         with ferry.Communicator(address, **PEER_ARGS) as comm, \
-                DiLoCo(comm, model, inner, SYNC_EVERY, min_peers=2, overlap=overlap) as diloco:
+                DiLoCo(comm, model, inner, sync_every=SYNC_EVERY, min_peers=2, overlap=overlap) as diloco:
             for _ in range(3 * SYNC_EVERY):
                 if overlap:
                     time.sleep(0.05)  # the inner step's compute
@@ -202,7 +202,7 @@ def test_state_dict_round_trips_and_resumes_bit_identically(layers, options):
                     return saved.getvalue()
                 inner_step(diloco, shard)
             diloco.finish()
-            return bits(diloco.outer_params + diloco.outer_momentum + list(diloco.model.parameters()))
+            return bits(diloco.outer_params + diloco.outer_momentum_buffers + list(diloco.model.parameters()))
 
     straight = run_with_own_master(2, run)
     saved = run_with_own_master(2, lambda a, s: run(a, s, stop_at=(1, 1)))
@@ -232,17 +232,17 @@ def test_a_newcomer_receives_the_outer_model_and_momentum(address, mode):
         with ferry.Communicator(address, **PEER_ARGS) as comm, \
                 toy(comm, layers, min_peers=2 if shard < 2 else 1, **options) as diloco:
             if shard == 2:
-                joined = (diloco.position // diloco.period, bits(diloco.outer_params + diloco.outer_momentum))
+                joined = (diloco.position // diloco.period, bits(diloco.outer_params + diloco.outer_momentum_buffers))
             while diloco.outer_step < outer_steps:
                 outer_done = inner_step(diloco, shard)
                 if shard < 2 and diloco.position % diloco.period == 0:
-                    seen[diloco.position // diloco.period] = bits(diloco.outer_params + diloco.outer_momentum)
+                    seen[diloco.position // diloco.period] = bits(diloco.outer_params + diloco.outer_momentum_buffers)
                 if shard < 2 and outer_done:
                     first_done.set()
                     time.sleep(0.3)  # leave the newcomer time to arrive mid-run
             diloco.finish()
-            final = bits(diloco.outer_params + diloco.outer_momentum)
-            return final if shard < 2 else (final, joined, diloco.group.comm.group_world_size)
+            final = bits(diloco.outer_params + diloco.outer_momentum_buffers)
+            return final if shard < 2 else (final, joined, diloco.group.comm.world_size)
 
     a, b, (c, (joined_at, joined_state), world) = run_threads(3, body)
     assert a == b == c and world == 3
@@ -294,7 +294,7 @@ def test_a_peer_killed_inside_an_outer_all_reduce_leaves_no_partial_update(addre
     child = subprocess.Popen([sys.executable, str(HERE / "diloco_peer.py"), address, "3", str(outer_steps),
                               str(die_at), "2", str(layers), str(fragments), str(int(overlap)), str(sync_every)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
-    logs, newcomer_logs = [], []
+    (survivors, logs), (newcomer_logger, newcomer_logs) = collecting_logger(), collecting_logger()
     waiting = threading.Event()
     if overlap:
         threading.Thread(target=lambda: (child.wait(), waiting.set()), daemon=True).start()
@@ -303,9 +303,9 @@ def test_a_peer_killed_inside_an_outer_all_reduce_leaves_no_partial_update(addre
             shard = (0, 1, 3)[index]  # shard 2 is the process's
             if shard == 3:
                 waiting.wait(30)
-            log = newcomer_logs.append if shard == 3 else logs.append
+            logger = newcomer_logger if shard == 3 else survivors
             with ferry.Communicator(address, **PEER_ARGS) as comm, \
-                    toy(comm, layers, min_peers=3 if shard < 3 else 1, log=log, **options) as diloco:
+                    toy(comm, layers, min_peers=3 if shard < 3 else 1, logger=logger, **options) as diloco:
 
                 def pause():
                     if diloco.position == pause_at and shard < 3:
@@ -319,7 +319,7 @@ def test_a_peer_killed_inside_an_outer_all_reduce_leaves_no_partial_update(addre
                     inner_step(diloco, shard, diverge_from=diverge)
                 pause()  # overlapped-last: before the drain
                 diloco.finish()
-                return [t.clone() for t in diloco.outer_params + diloco.outer_momentum], comm.group_world_size
+                return [t.clone() for t in diloco.outer_params + diloco.outer_momentum_buffers], comm.world_size
 
         results = run_threads(3 if newcomer else 2, body, timeout_s=60)
         assert child.wait(10) == -9  # SIGKILL, as planned

@@ -29,7 +29,7 @@ def test_a_with_block_that_ends_normally_finishes_the_overlapped_run(address):
         inner = torch.optim.SGD(model.parameters(), lr=0.1)
         data = torch.Generator().manual_seed(shard)
         with ferry.Communicator(address, **PEER_ARGS) as comm:
-            with DiLoCo(comm, model, inner, 3, min_peers=2, overlap=True) as diloco:
+            with DiLoCo(comm, model, inner, sync_every=3, min_peers=2, overlap=True) as diloco:
                 while diloco.outer_step < 2:
                     x = torch.randn(8, 4, generator=data)
                     inner.zero_grad()
@@ -84,7 +84,7 @@ def normed_peer(address, shard, sync_buffers):
     inner = torch.optim.SGD(model.parameters(), lr=0.0)  # buffers only: the weights stay put
     data = torch.Generator().manual_seed(10 + shard)
     with ferry.Communicator(address, **PEER_ARGS) as comm, \
-            DiLoCo(comm, model, inner, 2, min_peers=2, sync_buffers=sync_buffers) as diloco:
+            DiLoCo(comm, model, inner, sync_every=2, min_peers=2, sync_buffers=sync_buffers) as diloco:
         for _ in range(2):
             model.norm(torch.randn(5, 3, generator=data) * (shard + 1) + shard)  # running stats move
             inner.step()
@@ -125,7 +125,7 @@ def test_a_model_mismatch_names_the_parameter_and_its_dtype(address):
         model = torch.nn.Sequential(torch.nn.Linear(4, 3 + 2 * shard))
         inner = torch.optim.SGD(model.parameters(), lr=0.1)
         with ferry.Communicator(address, **PEER_ARGS) as comm:
-            diloco = DiLoCo(comm, model, inner, 2, min_peers=2)
+            diloco = DiLoCo(comm, model, inner, sync_every=2, min_peers=2)
             with pytest.raises(ferry.MismatchError) as info:
                 diloco.join(timeout=20)
             return str(info.value)

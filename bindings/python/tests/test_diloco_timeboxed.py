@@ -20,7 +20,7 @@ import torch
 import ferry
 from diloco_peer import OUTER_LR, OUTER_MOMENTUM, PEER_ARGS, Vector, gradient
 from ferry.diloco import DiLoCo, OuterOptimizer
-from harness import HERE, child_env, reap, run_threads, run_with_own_master
+from harness import HERE, child_env, collecting_logger, reap, run_threads, run_with_own_master
 from timeboxed_peer import STEP_S, timeboxed_toy, toy_step
 from watch_http import status, wait_for
 
@@ -128,7 +128,7 @@ def test_a_capped_phase_at_equal_speeds_is_synchronous_diloco():
                     model = Vector(1)
                     inner = torch.optim.SGD(model.parameters(), lr=1.0)
                     schedule = dict(inner_time=100, clock=clock) if timeboxed else {}
-                    with DiLoCo(comm, model, inner, 3, outer_lr=OUTER_LR, outer_momentum=OUTER_MOMENTUM,
+                    with DiLoCo(comm, model, inner, sync_every=3, outer_lr=OUTER_LR, outer_momentum=OUTER_MOMENTUM,
                                 min_peers=2, **schedule) as diloco:
                         k = 0
                         while diloco.outer_step < 3:
@@ -151,7 +151,7 @@ def mlp_peer(address, shard, options, costs=(1, 2, 3), outer_steps=3, batch=None
     clock = VirtualClock(costs[shard])
     samples = (batch or 16) + 4 * shard
     with ferry.Communicator(address, **PEER_ARGS) as comm:
-        with DiLoCo(comm, model, inner, None, inner_time=6, clock=clock, min_peers=len(costs), **options) as diloco:
+        with DiLoCo(comm, model, inner, inner_time=6, clock=clock, min_peers=len(costs), **options) as diloco:
             while diloco.outer_step < outer_steps:
                 x = torch.randn(samples, 8, generator=data)
                 loss = torch.nn.functional.cross_entropy(model(x), (x[:, 0] > 0).long())
@@ -200,7 +200,7 @@ def test_state_dict_resumes_a_phase_bit_identically(options):
                 toy_step(diloco, shard, k, clock.tick)
                 k += 1
             diloco.finish()
-            return bits(diloco.outer_params + diloco.outer_momentum + list(diloco.model.parameters()))
+            return bits(diloco.outer_params + diloco.outer_momentum_buffers + list(diloco.model.parameters()))
 
     straight = run_with_own_master(2, run)
     saved = run_with_own_master(2, lambda a, s: run(a, s, stop=True))
@@ -208,10 +208,10 @@ def test_state_dict_resumes_a_phase_bit_identically(options):
     assert straight[0] == straight[1] == resumed[0] == resumed[1]
 
 
-def real_peer(address, shard, outer_steps, clock=time.monotonic, min_peers=2, log=None, joined=None,
+def real_peer(address, shard, outer_steps, clock=time.monotonic, min_peers=2, logger=None, joined=None,
               step_s=STEP_S, on_outer_step=lambda: None):
     with ferry.Communicator(address, **PEER_ARGS) as comm, \
-            timeboxed_toy(comm, clock=clock, min_peers=min_peers, log=log or (lambda _: None)) as diloco:
+            timeboxed_toy(comm, clock=clock, min_peers=min_peers, logger=logger) as diloco:
         if joined is not None:
             joined.set()
         k = 0
@@ -220,7 +220,7 @@ def real_peer(address, shard, outer_steps, clock=time.monotonic, min_peers=2, lo
             if toy_step(diloco, shard, k):
                 on_outer_step()
             k += 1
-        return bits(diloco.outer_params + diloco.outer_momentum), diloco.work, comm.group_world_size
+        return bits(diloco.outer_params + diloco.outer_momentum_buffers), diloco.work, comm.world_size
 
 
 @pytest.mark.deadline(90)
@@ -246,13 +246,13 @@ def test_a_newcomer_admitted_mid_phase(address):
     boundary with theta and the momentum, trains (its work counted with weight > 0) and ends
     bit-identical with the others."""
     first_done = threading.Event()
-    logs = []
+    logger, logs = collecting_logger()
 
     def body(shard):
         if shard == 2:
             first_done.wait(20)
             time.sleep(0.05)  # inside the next phase
-            return real_peer(address, shard, 5, min_peers=1, log=logs.append)
+            return real_peer(address, shard, 5, min_peers=1, logger=logger)
         return real_peer(address, shard, 5, on_outer_step=first_done.set)
 
     (a, _, _), (b, _, _), (c, work, world) = run_threads(3, body, timeout_s=60)

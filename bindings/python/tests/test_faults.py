@@ -57,7 +57,7 @@ def survivors(address, on_ready, first_call):
             comm.update_topology()
             data[:] = 1.0
             comm.all_reduce(data, op="sum")
-            return comm.group_world_size, float(data[0])
+            return comm.world_size, float(data[0])
 
     return run_threads(2, body)
 

@@ -83,13 +83,13 @@ class InterruptedPeer:
 def survivor_and_child(address: str, mode: str, grow: bool = True) -> Iterator[Tuple[ferry.Communicator, InterruptedPeer]]:
     """This test's communicator (the group's first member, a 60 s deadline) and the child;
     with `grow`, both in a group of two. Both are closed after."""
-    comm = make_peer(address, timeout_ms=60_000)
+    comm = make_peer(address, timeout=60)
     child: Optional[InterruptedPeer] = None
     try:
         comm.connect()
         child = InterruptedPeer(address, mode)
         if grow:
-            comm.wait_for_peers(2, timeout_s=30)
+            comm.wait_for_world(2, timeout=30)
         yield comm, child
     finally:
         if child is not None:
@@ -120,7 +120,7 @@ def survivor_update_topology(comm: ferry.Communicator) -> float:
             break
         except ferry.PeerLostError:  # the peer left during the vote: vote again
             continue
-    assert comm.group_world_size == 1
+    assert comm.world_size == 1
     return time.monotonic() - start
 
 

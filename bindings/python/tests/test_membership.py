@@ -1,4 +1,4 @@
-"""connect, update_topology, peers_pending, wait_for_peers and the attributes."""
+"""connect, update_topology, peers_pending, wait_for_world and the attributes."""
 
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ def test_attributes_of_two_groups(address):
             comm.all_reduce(data, op="sum")
             # Each group settled at some point; re-vote until both groups are seen complete.
             deadline = time.monotonic() + 15
-            while comm.world_size < 5 and time.monotonic() < deadline:
+            while comm.global_world_size < 5 and time.monotonic() < deadline:
                 comm.update_topology()
                 time.sleep(0.005)
-            attrs = (comm.group_world_size, comm.world_size, comm.num_groups, comm.largest_group_size,
+            attrs = (comm.world_size, comm.global_world_size, comm.num_groups, comm.largest_group_size,
                      comm.peer_group, comm.rank, float(data[0]))
             assert f"rank={comm.rank}/" in repr(comm)
             everyone_read.wait()
@@ -53,13 +53,13 @@ def test_a_newcomer_waits_pending_until_the_group_admits_it(address):
                 comm.update_topology()
                 data = np.ones(4)
                 comm.all_reduce(data, op="sum")
-                return comm.group_world_size, float(data[0])
+                return comm.world_size, float(data[0])
         assert first_round.wait(15)
         with make_peer(address) as comm:
             comm.connect()  # returns once the others admit it
             data = np.ones(4)
             comm.all_reduce(data, op="sum")
-            return comm.group_world_size, float(data[0])
+            return comm.world_size, float(data[0])
 
     assert run_threads(3, body) == [(3, 3.0)] * 3
 
@@ -83,16 +83,16 @@ def test_a_peer_that_closes_is_lost_to_the_others_who_continue_smaller(address):
             comm.update_topology()
             data[:] = 1.0  # in place, a failed all-reduce leaves unspecified values
             comm.all_reduce(data, op="sum")
-            return comm.group_world_size, float(data[0])
+            return comm.world_size, float(data[0])
 
     assert run_threads(3, body)[:2] == [(2, 2.0)] * 2
 
 
-def test_wait_for_peers_gives_up_at_its_deadline(address):
+def test_wait_for_world_gives_up_at_its_deadline(address):
     with join(address, 1) as comm:
         start = time.monotonic()
         with pytest.raises(ferry.TimeoutError, match="1 of 2 peers"):
-            comm.wait_for_peers(2, timeout_s=0.3)
+            comm.wait_for_world(2, timeout=0.3)
         assert time.monotonic() - start < 5
 
 
@@ -101,10 +101,10 @@ def test_connect_times_out_when_nobody_admits_and_can_be_retried(address):
         if i == 0:
             with join(address, 1) as comm:
                 time.sleep(1.5)  # never votes until the newcomer timed out once
-                comm.wait_for_peers(2, timeout_s=15)
-                return comm.group_world_size
+                comm.wait_for_world(2, timeout=15)
+                return comm.world_size
         time.sleep(0.1)
-        with make_peer(address, timeout_ms=500) as comm:
+        with make_peer(address, timeout=0.5) as comm:
             with pytest.raises(ferry.TimeoutError):
                 comm.connect()
             # Still pending: connect() again waits again, and this time peer 0 votes.
@@ -115,7 +115,7 @@ def test_connect_times_out_when_nobody_admits_and_can_be_retried(address):
                     break
                 except ferry.TimeoutError:
                     assert time.monotonic() < deadline
-            return comm.group_world_size
+            return comm.world_size
 
     assert run_threads(2, body) == [2, 2]
 

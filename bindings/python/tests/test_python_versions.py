@@ -31,7 +31,7 @@ def peer(i, address):
     try:
         with ferry.Communicator(address, listen_host="127.0.0.1") as c:
             c.connect()
-            c.wait_for_peers(2, timeout_s=30)
+            c.wait_for_world(2, timeout=30)
             results[i] = c.all_gather(bytes([i + 1]) * (i + 1))
     except BaseException as e:
         errors.append(repr(e))

@@ -37,7 +37,7 @@ def test_a_receive_only_newcomer_gets_the_weights(address):
                 weights = np.full(10_000, 5.0, np.float32)
                 assert comm.sync_shared_state({"w": weights}, revision=1).revision == 1
                 first_sync.set()
-                comm.wait_for_peers(3, timeout_s=15)
+                comm.wait_for_world(3, timeout=15)
                 info = comm.sync_shared_state({"w": weights}, revision=2, compression_level=1)
                 return info.revision, info.changed, float(weights[0])
         assert first_sync.wait(15)

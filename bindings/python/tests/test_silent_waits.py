@@ -46,19 +46,19 @@ class Stderr:
 
 
 def two_members(address):
-    """Two connected peers in one ring (timeout_ms 8 s: the calls below fail at it)."""
-    peers = [make_peer(address, timeout_ms=8000) for _ in range(2)]
+    """Two connected peers in one ring (timeout 8 s: the calls below fail at it)."""
+    peers = [make_peer(address, timeout=8) for _ in range(2)]
 
     def join(p):
-        p.connect()  # the second is pending until the first's wait_for_peers admits it
-        p.wait_for_peers(2, timeout_s=15)
+        p.connect()  # the second is pending until the first's wait_for_world admits it
+        p.wait_for_world(2, timeout=15)
 
     threads = [threading.Thread(target=join, args=(p,)) for p in peers]
     for t in threads:
         t.start()
     for t in threads:
         t.join(30)
-    assert all(p.group_world_size == 2 for p in peers)
+    assert all(p.world_size == 2 for p in peers)
     return peers
 
 
@@ -80,7 +80,7 @@ def connect_in_background(comm):
 def test_a_pending_newcomer_is_told_how_it_is_admitted_and_the_members_that_it_waits(master, address, capfd):
     member = make_peer(address)
     member.connect()
-    newcomer = make_peer(address, timeout_ms=8000)
+    newcomer = make_peer(address, timeout=8)
     stderr = Stderr(capfd)
     joining, outcome = connect_in_background(newcomer)
     # The member only reduces: a world of one, while the newcomer waits.
@@ -89,7 +89,7 @@ def test_a_pending_newcomer_is_told_how_it_is_admitted_and_the_members_that_it_w
         member.all_reduce(np.ones(4, np.float32))
         time.sleep(0.02)
     joining.join(30)
-    told = stderr.wait_for("connect: pending at the master", "update_topology()", "wait_for_peers()")
+    told = stderr.wait_for("connect: pending at the master", "update_topology()", "wait_for_world()")
     assert told < FIRST_LINE_BOUND_S, told
     stderr.wait_for("newcomer(s) wait at the master", "update_topology()", "peers_pending()")
     # Said once per epoch, not once per collective.
@@ -98,7 +98,7 @@ def test_a_pending_newcomer_is_told_how_it_is_admitted_and_the_members_that_it_w
     assert isinstance(error, ferry.TimeoutError), outcome
     message = str(error)
     assert "still pending" in message and "comm.update_topology()" in message, message
-    assert "comm.wait_for_peers()" in message, message
+    assert "comm.wait_for_world()" in message, message
     # What the notice says is what happens: the members' vote admits it.
     joining, outcome = connect_in_background(newcomer)
     assert member.peers_pending() == 1
@@ -110,13 +110,13 @@ def test_a_pending_newcomer_is_told_how_it_is_admitted_and_the_members_that_it_w
     member.close()
 
 
-def test_wait_for_peers_alone_says_how_many_it_has(master, address, capfd):
+def test_wait_for_world_alone_says_how_many_it_has(master, address, capfd):
     comm = make_peer(address)
     comm.connect()
     stderr = Stderr(capfd)
     with pytest.raises(ferry.TimeoutError) as info:
-        comm.wait_for_peers(2, timeout_s=7)
-    told = stderr.wait_for("wait_for_peers: the group has 1 of 2 peers after", "start more peers")
+        comm.wait_for_world(2, timeout=7)
+    told = stderr.wait_for("wait_for_world: the group has 1 of 2 peers after", "start more peers")
     assert told < FIRST_LINE_BOUND_S, told
     assert "1 of 2 peers" in str(info.value) and "start the missing peers" in str(info.value), info.value
     comm.close()
@@ -146,7 +146,7 @@ def test_update_topology_alone_says_whom_the_master_waits_for(master, address, c
 
 
 def test_a_stopped_master_is_told_at_once(master, address):
-    comm = make_peer(address, master_reconnect_timeout_ms=300_000)
+    comm = make_peer(address, master_reconnect_timeout=300)
     comm.connect()
     began = time.monotonic()
     master.stop()
@@ -172,7 +172,7 @@ def black_hole():
 def test_a_master_address_that_never_answers_is_named_while_the_dial_lasts(capfd):
     # Before: nothing at all until the dial's deadline (here 20 s, at defaults a minute).
     with black_hole() as address:
-        comm = make_peer(address, timeout_ms=20_000, master_connect_timeout_ms=20_000)
+        comm = make_peer(address, timeout=20, master_connect_timeout=20)
         stderr = Stderr(capfd)
         # Ctrl-C once the first notice is due (5 s) and read: the dial is still on.
         interrupt = threading.Timer(7, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
@@ -193,7 +193,7 @@ def test_a_master_that_is_bound_but_not_serving_is_not_called_pending(capfd):
     idle = ferry.Master("127.0.0.1:0", start=False)  # not `with`: that would start it
     try:
         address = f"127.0.0.1:{idle.port}"
-        comm = make_peer(address, timeout_ms=20_000, heartbeat_timeout_ms=10_000)
+        comm = make_peer(address, timeout=20, heartbeat_timeout=10)
         stderr = Stderr(capfd)
         thread, outcome = connect_in_background(comm)
         told = stderr.wait_for(f"connect: the master {address} has not welcomed this peer after",

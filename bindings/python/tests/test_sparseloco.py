@@ -26,7 +26,8 @@ def sparse_toy(comm, sparse=TOY_SPARSE, **kwargs) -> DiLoCo:
     model = Vector(kwargs.pop("layers", 1))
     inner = torch.optim.SGD(model.parameters(), lr=1.0, momentum=kwargs.pop("inner_momentum", 0.0))
     # Outer lr 1: the replay's theta - mean is then exact whatever torch's SGD fuses.
-    return DiLoCo(comm, model, inner, kwargs.pop("sync_every", SYNC_EVERY), sparse=sparse, outer_lr=1.0, **kwargs)
+    return DiLoCo(comm, model, inner, sync_every=kwargs.pop("sync_every", SYNC_EVERY), sparse=sparse, outer_lr=1.0,
+                  **kwargs)
 
 
 def top_k_quantized(e: torch.Tensor, chunk: int, k: int, bits: int) -> torch.Tensor:
@@ -149,7 +150,7 @@ def test_a_newcomer_starts_with_a_zero_accumulator_and_ends_bit_identical(addres
                     first_done.set()
                     time.sleep(0.3)  # leave the newcomer time to arrive mid-run
             diloco.finish()
-            return bits(diloco.outer_params), joined, comm.group_world_size, diloco.feedback[0].accumulator.clone()
+            return bits(diloco.outer_params), joined, comm.world_size, diloco.feedback[0].accumulator.clone()
 
     (a, _, _, acc_a), (b, _, _, _), (c, (joined_at, joined_acc), world, acc_c) = run_threads(3, body)
     assert a == b == c and world == 3
@@ -218,17 +219,17 @@ def test_options_are_checked():
     comm = ferry.Communicator("127.0.0.1:1")
     try:
         with pytest.raises(ferry.InvalidArgumentError, match="sparse and quant"):
-            DiLoCo(comm, model, inner, 3, sparse=True, quant="u8")
+            DiLoCo(comm, model, inner, sync_every=3, sparse=True, quant="u8")
         with pytest.raises(ferry.InvalidArgumentError, match="no outer momentum"):
-            DiLoCo(comm, model, inner, 3, sparse=True, outer_momentum=0.9)
+            DiLoCo(comm, model, inner, sync_every=3, sparse=True, outer_momentum=0.9)
         with pytest.raises(ferry.InvalidArgumentError, match="decay"):
             SparseLoCo(decay=1.5)
         with pytest.raises(ferry.InvalidArgumentError, match="chunk"):
             SparseLoCo(chunk=0)
-        d = DiLoCo(comm, model, inner, 3, sparse=True)
+        d = DiLoCo(comm, model, inner, sync_every=3, sparse=True)
         assert d.sparse == SparseLoCo() and d.fragments[0].outer.optimizer.defaults["lr"] == 5.0
         assert d.fragments[0].outer.optimizer.defaults["momentum"] == 0.0
-        plain = DiLoCo(comm, model, inner, 3)
+        plain = DiLoCo(comm, model, inner, sync_every=3)
         assert plain.feedback is None and plain.fragments[0].outer.optimizer.defaults["momentum"] == 0.9
     finally:
         comm.close()

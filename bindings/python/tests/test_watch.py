@@ -61,7 +61,7 @@ def test_a_peer_label_shows_on_status_and_a_bad_one_is_refused(watched):
     the master welcomes the peer, a change replaces it, "" clears it; a label the master would
     refuse fails at the call, naming why, and leaves the shown one as it was."""
     master, base = watched
-    comm = ferry.Communicator(f"127.0.0.1:{master.port}", listen_host="127.0.0.1", timeout_ms=10_000)
+    comm = ferry.Communicator(f"127.0.0.1:{master.port}", listen_host="127.0.0.1", timeout=10)
     try:
         comm.set_label("warming up")
 

@@ -22,7 +22,7 @@ def free_port() -> int:
 @pytest.mark.parametrize("host", ["127.0.0.1", "no-such-master.invalid"])
 def test_a_wrong_master_address_is_named_within_seconds(host, capfd):
     address = f"{host}:{free_port()}"
-    with make_peer(address, timeout_ms=3000) as comm:
+    with make_peer(address, timeout=3) as comm:
         began = time.monotonic()
         with pytest.raises(ferry.ConnectError) as info:
             comm.connect()

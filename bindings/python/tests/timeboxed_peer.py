@@ -29,8 +29,8 @@ def timeboxed_toy(comm: ferry.Communicator, layers: int = 1, inner_time: float =
     """The toy, time-boxed; `cap`: its sync_every (the most inner steps a phase may hold)."""
     model = Vector(layers)
     inner = torch.optim.SGD(model.parameters(), lr=1.0)
-    return DiLoCo(comm, model, inner, cap, outer_lr=OUTER_LR, outer_momentum=OUTER_MOMENTUM, inner_time=inner_time,
-                  **kwargs)
+    return DiLoCo(comm, model, inner, sync_every=cap, outer_lr=OUTER_LR, outer_momentum=OUTER_MOMENTUM,
+                  inner_time=inner_time, **kwargs)
 
 
 def toy_step(diloco: DiLoCo, shard: int, k: int, before_step: Callable[[], None] = lambda: None) -> bool:
