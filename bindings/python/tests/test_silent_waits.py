@@ -145,6 +145,18 @@ def test_update_topology_alone_says_whom_the_master_waits_for(master, address, c
         p.close()
 
 
+def test_peers_pending_alone_says_every_member_must_ask(master, address, capfd):
+    peers = two_members(address)
+    stderr = Stderr(capfd)
+    with pytest.raises(ferry.TimeoutError) as info:
+        peers[0].peers_pending()  # peers[1] never asks
+    told = stderr.wait_for("peers_pending: no answer after", "every member")
+    assert told < FIRST_LINE_BOUND_S, told
+    assert "make every member call it" in str(info.value), info.value
+    for p in peers:
+        p.close()
+
+
 def test_a_stopped_master_is_told_at_once(master, address):
     comm = make_peer(address, master_reconnect_timeout=300)
     comm.connect()
