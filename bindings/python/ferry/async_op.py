@@ -78,7 +78,7 @@ class AsyncOp:
             if self._op is None:
                 return self.finished.is_set()
             flag = ctypes.c_int(0)
-            _lib.check(_lib.lib().ferry_op_test(self._op, ctypes.byref(flag)), "ferry_op_test")
+            _lib.check(_lib.lib().ferry_op_test(self._op, ctypes.byref(flag)), "Handle.done()")
             return bool(flag.value)
 
     def wait(self) -> None:

@@ -168,7 +168,7 @@ class Communicator(MembershipCalls, ReduceCalls, GatherCalls):
             master_reconnect_timeout=master_reconnect_timeout,
             master_connect_timeout=master_connect_timeout, dial_out_only=dial_out_only)
         ptr = _lib.CommPtr()
-        _lib.check(lib.ferry_comm_create(ctypes.byref(params), ctypes.byref(ptr)), "ferry_comm_create")
+        _lib.check(lib.ferry_comm_create(ctypes.byref(params), ctypes.byref(ptr)), "ferry.Communicator()")
         del strings  # copied by ferry_comm_create
         self._gate = CallGate(ptr, before_destroy=self._issues.drain)
         track_communicator(self)

@@ -42,7 +42,7 @@ def test_messages_carry_ferry_last_error():
     with pytest.raises(ferry.InvalidArgumentError) as info:
         ferry.Communicator("no-port-here", listen_host="127.0.0.1")
     message = str(info.value)
-    assert message.startswith("ferry_comm_create: invalid argument: master_address")
+    assert message.startswith("ferry.Communicator(): invalid argument: master_address")  # the Python call, not the C one
     assert info.value.code == 1 and not info.value.is_retryable
 
 
