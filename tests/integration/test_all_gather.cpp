@@ -16,6 +16,7 @@
 #include "core/hash.h"
 #include "harness.h"
 #include "proxied_peers.h"
+#include "sanitized_build.h"
 
 using namespace ferry::test;
 
@@ -130,7 +131,11 @@ void destroy_all(const std::vector<ferry_comm*>& comms) {
 
 TEST_CASE("all_gather: 1..8 peers, contributions of every size (0 and 1 byte included), in rank order everywhere",
           "[all_gather]") {
-  const size_t n = GENERATE(range(size_t{1}, size_t{9}));
+  // A world of one (nothing moves) and the sweep of sanitized_build.h: every size in Release,
+  // 2, 5 and 8 under the sanitizers (there it took 218 s of TSan's 639).
+  std::vector<size_t> worlds = swept_world_sizes({2, 3, 4, 5, 6, 7, 8});
+  worlds.insert(worlds.begin(), 1);
+  const size_t n = GENERATE_COPY(from_range(worlds));
   INFO(n << " peers");
   EmbeddedMaster master;
   auto comms = group_of(master, n);
