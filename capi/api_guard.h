@@ -74,6 +74,32 @@ void write_versioned(void* given, uint32_t size, T full) {
   std::memcpy(given, &full, std::min<size_t>(size, sizeof(T)));
 }
 
+// The *_init_sized calls: `defaults` fills a whole T; the caller's struct is `size`
+// bytes. A bigger (newer) struct gets its unknown tail zeroed; a smaller (older) one
+// only its own bytes.
+template <class T>
+void init_versioned(T* given, uint32_t size, void (*defaults)(T*)) {
+  if (!given || size < sizeof(uint32_t)) return;
+  T full;
+  defaults(&full);
+  if (size > sizeof(T)) std::memset(reinterpret_cast<char*>(given) + sizeof(T), 0, size - sizeof(T));
+  write_versioned(given, size, full);
+}
+
+// Each struct's size in 0.4.0, the last header whose ferry_X_init passed no size: what
+// a program built against it allocated, so all that the plain ferry_X_init symbols may
+// write. Frozen: a struct that grows keeps its number here.
+template <class T>
+inline constexpr uint32_t kSizeIn040 = 0;
+template <> inline constexpr uint32_t kSizeIn040<ferry_master_params> = 72;
+template <> inline constexpr uint32_t kSizeIn040<ferry_comm_params> = 128;
+template <> inline constexpr uint32_t kSizeIn040<ferry_allreduce_desc> = 48;
+template <> inline constexpr uint32_t kSizeIn040<ferry_all_gather_desc> = 16;
+template <> inline constexpr uint32_t kSizeIn040<ferry_sparse_spec> = 16;
+template <> inline constexpr uint32_t kSizeIn040<ferry_allreduce_job> = 80;
+template <> inline constexpr uint32_t kSizeIn040<ferry_tensor> = 56;
+template <> inline constexpr uint32_t kSizeIn040<ferry_shared_state> = 48;
+
 // A C enum as the caller passed it. C may pass any int in an enum; in C++ a
 // load of a value outside the enum's range is undefined (UBSan flags it), so
 // the bytes are copied out instead of the enum being read.

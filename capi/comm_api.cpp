@@ -163,7 +163,7 @@ using ferry::capi::fill_info;
 
 extern "C" {
 
-void ferry_comm_params_init(ferry_comm_params* params) {
+static void comm_params_defaults(ferry_comm_params* params) {
   if (!params) return;
   *params = ferry_comm_params{};
   params->struct_size = sizeof(ferry_comm_params);
@@ -180,11 +180,20 @@ void ferry_comm_params_init(ferry_comm_params* params) {
   params->master_connect_timeout_ms = 60000;
 }
 
+void ferry_comm_params_init_sized(ferry_comm_params* params, uint32_t struct_size) {
+  ferry::capi::init_versioned(params, struct_size, comm_params_defaults);
+}
+
+// Programs built against 0.4.0's header or older call this one, with no size.
+void(ferry_comm_params_init)(ferry_comm_params* params) {
+  ferry_comm_params_init_sized(params, ferry::capi::kSizeIn040<ferry_comm_params>);
+}
+
 ferry_result ferry_comm_create(const ferry_comm_params* params, ferry_comm** out) {
   return guarded([&] {
     require(out, "out");
     *out = nullptr;
-    auto config = to_config(ferry::capi::read_versioned(params, ferry_comm_params_init, "params"));
+    auto config = to_config(ferry::capi::read_versioned(params, comm_params_defaults, "params"));
     auto comm = std::make_unique<ferry_comm>();
     comm->impl = std::make_unique<ferry::peer::Communicator>(std::move(config));
     *out = comm.release();
@@ -278,7 +287,7 @@ void ferry_comm_destroy(ferry_comm* comm) {
   delete comm;
 }
 
-void ferry_allreduce_desc_init(ferry_allreduce_desc* desc) {
+static void allreduce_desc_defaults(ferry_allreduce_desc* desc) {
   if (!desc) return;
   *desc = ferry_allreduce_desc{};
   desc->struct_size = sizeof(ferry_allreduce_desc);
@@ -292,11 +301,20 @@ void ferry_allreduce_desc_init(ferry_allreduce_desc* desc) {
   desc->cuda_stream = nullptr;
 }
 
+void ferry_allreduce_desc_init_sized(ferry_allreduce_desc* desc, uint32_t struct_size) {
+  ferry::capi::init_versioned(desc, struct_size, allreduce_desc_defaults);
+}
+
+// Programs built against 0.4.0's header or older call this one, with no size.
+void(ferry_allreduce_desc_init)(ferry_allreduce_desc* desc) {
+  ferry_allreduce_desc_init_sized(desc, ferry::capi::kSizeIn040<ferry_allreduce_desc>);
+}
+
 namespace {
 
 ferry_op issue(ferry_comm* comm, const void* send, void* recv, size_t count, const ferry_allreduce_desc* desc) {
   require(comm, "comm");
-  auto d = ferry::capi::read_versioned(desc, ferry_allreduce_desc_init, "desc");
+  auto d = ferry::capi::read_versioned(desc, allreduce_desc_defaults, "desc");
   auto spec = to_spec(d);
   check_buffers(send, recv, count, spec.dtype);
   ferry_op op;
@@ -386,11 +404,20 @@ ferry_result ferry_op_wait(ferry_op* op, ferry_op_info* info) {
   return guarded([&] { finish_op(*owned, info); });
 }
 
-void ferry_allreduce_job_init(ferry_allreduce_job* job) {
+static void allreduce_job_defaults(ferry_allreduce_job* job) {
   if (!job) return;
   *job = ferry_allreduce_job{};
   job->struct_size = sizeof(ferry_allreduce_job);
   ferry_allreduce_desc_init(&job->desc);
+}
+
+void ferry_allreduce_job_init_sized(ferry_allreduce_job* job, uint32_t struct_size) {
+  ferry::capi::init_versioned(job, struct_size, allreduce_job_defaults);
+}
+
+// Programs built against 0.4.0's header or older call this one, with no size.
+void(ferry_allreduce_job_init)(ferry_allreduce_job* job) {
+  ferry_allreduce_job_init_sized(job, ferry::capi::kSizeIn040<ferry_allreduce_job>);
 }
 
 ferry_result ferry_allreduce_multiple_with_retry(ferry_comm* comm, const ferry_allreduce_job* jobs, size_t n,
@@ -406,8 +433,8 @@ ferry_result ferry_allreduce_multiple_with_retry(ferry_comm* comm, const ferry_a
     size_t stride = n > 0 ? jobs->struct_size : 0;
     for (size_t i = 0; i < n; ++i) {
       auto job = ferry::capi::read_versioned(reinterpret_cast<const ferry_allreduce_job*>(base + i * stride),
-                                             ferry_allreduce_job_init, "jobs[i]");
-      auto desc = ferry::capi::read_versioned(&job.desc, ferry_allreduce_desc_init, "jobs[i].desc");
+                                             allreduce_job_defaults, "jobs[i]");
+      auto desc = ferry::capi::read_versioned(&job.desc, allreduce_desc_defaults, "jobs[i].desc");
       if (c_enum_value(desc.device) != FERRY_DEVICE_CPU)
         throw Error(Errc::invalid_argument, "jobs[" + std::to_string(i) +
                                                 "].desc.device: ferry_allreduce_multiple_with_retry takes host buffers only");

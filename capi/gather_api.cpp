@@ -25,13 +25,20 @@ void finish_gather(ferry_op& op, ferry_op_info* info) {
 
 namespace {
 
+void all_gather_desc_defaults(ferry_all_gather_desc* desc) {
+  if (!desc) return;
+  *desc = ferry_all_gather_desc{};
+  desc->struct_size = sizeof(ferry_all_gather_desc);
+  desc->tag = 0;
+}
+
 // Issues the all-gather; `op` gets the operation, `*result` a new handle on its result.
 ferry_op issue(ferry_comm* comm, const void* send, size_t bytes, const ferry_all_gather_desc* desc,
                ferry_gathered** result) {
   require(comm, "comm");
   require(result, "result");
   *result = nullptr;
-  auto d = ferry::capi::read_versioned(desc, ferry_all_gather_desc_init, "desc");
+  auto d = ferry::capi::read_versioned(desc, all_gather_desc_defaults, "desc");
   if (bytes > 0) require(send, "send");
   auto gathered = std::make_unique<ferry_gathered>();
   gathered->bytes = std::make_shared<ferry::peer::GatheredBytes>();
@@ -52,11 +59,13 @@ const ferry::peer::GatheredBytes& ready(const ferry_gathered* gathered) {
 
 extern "C" {
 
-void ferry_all_gather_desc_init(ferry_all_gather_desc* desc) {
-  if (!desc) return;
-  *desc = ferry_all_gather_desc{};
-  desc->struct_size = sizeof(ferry_all_gather_desc);
-  desc->tag = 0;
+void ferry_all_gather_desc_init_sized(ferry_all_gather_desc* desc, uint32_t struct_size) {
+  ferry::capi::init_versioned(desc, struct_size, all_gather_desc_defaults);
+}
+
+// Programs built against 0.4.0's header or older call this one, with no size.
+void(ferry_all_gather_desc_init)(ferry_all_gather_desc* desc) {
+  ferry_all_gather_desc_init_sized(desc, ferry::capi::kSizeIn040<ferry_all_gather_desc>);
 }
 
 ferry_result ferry_all_gather(ferry_comm* comm, const void* send, size_t bytes, const ferry_all_gather_desc* desc,

@@ -34,7 +34,7 @@ ferry_result stop_master(ferry_master* master, Farewell farewell, const char* re
 
 extern "C" {
 
-void ferry_master_params_init(ferry_master_params* params) {
+static void master_params_defaults(ferry_master_params* params) {
   if (!params) return;
   *params = ferry_master_params{};
   params->struct_size = sizeof(ferry_master_params);
@@ -43,11 +43,20 @@ void ferry_master_params_init(ferry_master_params* params) {
   params->link_max_age_ms = 600000;
 }
 
+void ferry_master_params_init_sized(ferry_master_params* params, uint32_t struct_size) {
+  ferry::capi::init_versioned(params, struct_size, master_params_defaults);
+}
+
+// Programs built against 0.4.0's header or older call this one, with no size.
+void(ferry_master_params_init)(ferry_master_params* params) {
+  ferry_master_params_init_sized(params, ferry::capi::kSizeIn040<ferry_master_params>);
+}
+
 ferry_result ferry_master_create_with(const ferry_master_params* params, ferry_master** out) {
   return guarded([&] {
     require(out, "out");
     *out = nullptr;
-    auto p = ferry::capi::read_versioned(params, ferry_master_params_init, "params");
+    auto p = ferry::capi::read_versioned(params, master_params_defaults, "params");
     require(p.listen_address, "params->listen_address");
     std::string error;
     auto endpoint = ferry::net::parse_endpoint(p.listen_address, /*allow_port_zero=*/true, &error);

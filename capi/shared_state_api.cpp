@@ -22,7 +22,7 @@ using ferry::capi::require;
 
 extern "C" {
 
-void ferry_tensor_init(ferry_tensor* tensor) {
+static void tensor_defaults(ferry_tensor* tensor) {
   if (!tensor) return;
   *tensor = ferry_tensor{};
   tensor->struct_size = sizeof(ferry_tensor);
@@ -31,17 +31,35 @@ void ferry_tensor_init(ferry_tensor* tensor) {
   tensor->device_index = 0;
 }
 
-void ferry_shared_state_init(ferry_shared_state* state) {
+void ferry_tensor_init_sized(ferry_tensor* tensor, uint32_t struct_size) {
+  ferry::capi::init_versioned(tensor, struct_size, tensor_defaults);
+}
+
+// Programs built against 0.4.0's header or older call this one, with no size.
+void(ferry_tensor_init)(ferry_tensor* tensor) {
+  ferry_tensor_init_sized(tensor, ferry::capi::kSizeIn040<ferry_tensor>);
+}
+
+static void shared_state_defaults(ferry_shared_state* state) {
   if (!state) return;
   *state = ferry_shared_state{};
   state->struct_size = sizeof(ferry_shared_state);
+}
+
+void ferry_shared_state_init_sized(ferry_shared_state* state, uint32_t struct_size) {
+  ferry::capi::init_versioned(state, struct_size, shared_state_defaults);
+}
+
+// Programs built against 0.4.0's header or older call this one, with no size.
+void(ferry_shared_state_init)(ferry_shared_state* state) {
+  ferry_shared_state_init_sized(state, ferry::capi::kSizeIn040<ferry_shared_state>);
 }
 
 ferry_result ferry_sync_shared_state(ferry_comm* comm, ferry_shared_state* state, ferry_sync_strategy strategy,
                                      ferry_sync_info* info) {
   return guarded([&] {
     require(comm, "comm");
-    auto s = ferry::capi::read_versioned(state, ferry_shared_state_init, "state");
+    auto s = ferry::capi::read_versioned(state, shared_state_defaults, "state");
     if (info && info->struct_size < sizeof(uint32_t)) throw Error(Errc::invalid_argument, "info->struct_size is not set");
     if (c_enum_value(strategy) < FERRY_SYNC_ENFORCE_POPULAR || c_enum_value(strategy) > FERRY_SYNC_SEND_ONLY)
       throw Error(Errc::invalid_argument, "strategy is not a ferry_sync_strategy");
@@ -58,7 +76,7 @@ ferry_result ferry_sync_shared_state(ferry_comm* comm, ferry_shared_state* state
     std::set<std::string> names;
     for (size_t i = 0; i < s.count; ++i) {
       auto* raw = reinterpret_cast<ferry_tensor*>(base + i * stride);
-      auto t = ferry::capi::read_versioned(raw, ferry_tensor_init, "state->tensors[i]");
+      auto t = ferry::capi::read_versioned(raw, tensor_defaults, "state->tensors[i]");
       std::string where = "state->tensors[" + std::to_string(i) + "]";
       require(t.name, (where + ".name").c_str());
       std::string name = t.name;

@@ -14,8 +14,18 @@ using ferry::capi::require;
 
 namespace {
 
+void sparse_spec_defaults(ferry_sparse_spec* spec) {
+  if (!spec) return;
+  const SparseSpec defaults;
+  *spec = ferry_sparse_spec{};
+  spec->struct_size = sizeof(ferry_sparse_spec);
+  spec->chunk = defaults.chunk;
+  spec->k = defaults.k;
+  spec->bits = defaults.bits;
+}
+
 SparseSpec checked_spec(const ferry_sparse_spec* given) {
-  const auto c = ferry::capi::read_versioned(given, ferry_sparse_spec_init, "spec");
+  const auto c = ferry::capi::read_versioned(given, sparse_spec_defaults, "spec");
   const SparseSpec spec{c.chunk, c.k, c.bits};
   if (!ferry::sparse_spec_valid(spec))
     throw Error(Errc::invalid_argument, "spec: chunk " + std::to_string(spec.chunk) + ", k " +
@@ -34,14 +44,13 @@ void check_count(size_t count) {
 
 extern "C" {
 
-void ferry_sparse_spec_init(ferry_sparse_spec* spec) {
-  if (!spec) return;
-  const SparseSpec defaults;
-  *spec = ferry_sparse_spec{};
-  spec->struct_size = sizeof(ferry_sparse_spec);
-  spec->chunk = defaults.chunk;
-  spec->k = defaults.k;
-  spec->bits = defaults.bits;
+void ferry_sparse_spec_init_sized(ferry_sparse_spec* spec, uint32_t struct_size) {
+  ferry::capi::init_versioned(spec, struct_size, sparse_spec_defaults);
+}
+
+// Programs built against 0.4.0's header or older call this one, with no size.
+void(ferry_sparse_spec_init)(ferry_sparse_spec* spec) {
+  ferry_sparse_spec_init_sized(spec, ferry::capi::kSizeIn040<ferry_sparse_spec>);
 }
 
 uint32_t ferry_sparse_k_for_density(uint32_t chunk, double density) {

@@ -15,20 +15,30 @@
  *   - Every blocking call has a deadline; nothing waits forever.
  *
  * Conventions
- *   - Every call returns a ferry_result, except these seventeen, which report
- *     no failure: ferry_version, ferry_version_number, ferry_strerror,
+ *   - Every call returns a ferry_result, except these, which report no
+ *     failure: ferry_version, ferry_version_number, ferry_strerror,
  *     ferry_last_error, ferry_result_is_retryable, ferry_dtype_size (0 for
  *     an invalid dtype), ferry_quant_name ("unknown" for an invalid value),
- *     the *_init functions (ferry_master_params_init,
- *     ferry_comm_params_init, ferry_allreduce_desc_init,
- *     ferry_allreduce_job_init, ferry_all_gather_desc_init,
- *     ferry_tensor_init, ferry_shared_state_init) and the destroy functions
- *     (ferry_master_destroy, ferry_comm_destroy, ferry_gathered_destroy).
+ *     ferry_sparse_k_for_density (0 out of range), the eight *_init
+ *     functions (ferry_master_params_init, ferry_comm_params_init,
+ *     ferry_allreduce_desc_init, ferry_allreduce_job_init,
+ *     ferry_all_gather_desc_init, ferry_sparse_spec_init, ferry_tensor_init,
+ *     ferry_shared_state_init) with their *_init_sized forms, and the
+ *     destroy functions (ferry_master_destroy, ferry_comm_destroy,
+ *     ferry_gathered_destroy).
  *     On a failed ferry_result, ferry_last_error() gives the precise message
  *     for the calling thread.
  *   - Handles are opaque and typed. Destroy functions accept NULL.
  *   - Parameter structs start with `struct_size` and are filled by their
- *     *_init function; fields added later keep old callers working.
+ *     *_init function; fields added later keep old callers working. Each
+ *     ferry_X_init(p) is a macro (added in 0.4) for ferry_X_init_sized(p,
+ *     sizeof *p), so the library writes only the bytes the caller's struct
+ *     has: a newer library never writes past an older program's struct, and
+ *     the bytes a newer program's struct has beyond the library's are zeroed
+ *     (and ignored). The plain ferry_X_init symbols stay for programs built
+ *     against 0.4.0's header or older, which pass no size: they write the
+ *     struct as 0.4.0 had it. A NULL pointer, or a size under 4 bytes,
+ *     writes nothing.
  *   - Errors come in two families. "The world changed, try again":
  *     FERRY_ERR_TIMEOUT, FERRY_ERR_PEER_LOST (recover with
  *     ferry_update_topology and retry). "You called it wrong":
@@ -88,7 +98,7 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define FERRY_VERSION_MAJOR 0
-#define FERRY_VERSION_MINOR 3
+#define FERRY_VERSION_MINOR 4
 #define FERRY_VERSION_PATCH 0
 #define FERRY_VERSION_NUMBER \
   (FERRY_VERSION_MAJOR * 10000 + FERRY_VERSION_MINOR * 100 + FERRY_VERSION_PATCH)
@@ -232,7 +242,9 @@ typedef struct ferry_master_params {
   const char* http_address;
 } ferry_master_params;
 
-FERRY_API void ferry_master_params_init(ferry_master_params* params);
+FERRY_API void ferry_master_params_init_sized(ferry_master_params* params, uint32_t struct_size);
+FERRY_API void(ferry_master_params_init)(ferry_master_params* params);
+#define ferry_master_params_init(params) ferry_master_params_init_sized((params), (uint32_t)sizeof *(params))
 
 /* Creates a master and binds its listening socket (so a port conflict fails
    here, with FERRY_ERR_CONNECT). It does not serve until ferry_master_run.
@@ -434,7 +446,9 @@ typedef struct ferry_comm_params {
   uint32_t dial_out_only;
 } ferry_comm_params;
 
-FERRY_API void ferry_comm_params_init(ferry_comm_params* params);
+FERRY_API void ferry_comm_params_init_sized(ferry_comm_params* params, uint32_t struct_size);
+FERRY_API void(ferry_comm_params_init)(ferry_comm_params* params);
+#define ferry_comm_params_init(params) ferry_comm_params_init_sized((params), (uint32_t)sizeof *(params))
 
 /* Creates a communicator and binds its peer-to-peer listener. It does not
    talk to the master until ferry_connect. String fields of params are
@@ -760,7 +774,9 @@ typedef struct ferry_allreduce_desc {
   void* cuda_stream;          /* a cudaStream_t; NULL (default): the legacy default stream */
 } ferry_allreduce_desc;
 
-FERRY_API void ferry_allreduce_desc_init(ferry_allreduce_desc* desc);
+FERRY_API void ferry_allreduce_desc_init_sized(ferry_allreduce_desc* desc, uint32_t struct_size);
+FERRY_API void(ferry_allreduce_desc_init)(ferry_allreduce_desc* desc);
+#define ferry_allreduce_desc_init(desc) ferry_allreduce_desc_init_sized((desc), (uint32_t)sizeof *(desc))
 
 typedef struct ferry_op_info {
   uint32_t struct_size;       /* set by the caller: sizeof(ferry_op_info) */
@@ -900,7 +916,9 @@ typedef struct ferry_all_gather_desc {
   uint64_t tag;
 } ferry_all_gather_desc;
 
-FERRY_API void ferry_all_gather_desc_init(ferry_all_gather_desc* desc);
+FERRY_API void ferry_all_gather_desc_init_sized(ferry_all_gather_desc* desc, uint32_t struct_size);
+FERRY_API void(ferry_all_gather_desc_init)(ferry_all_gather_desc* desc);
+#define ferry_all_gather_desc_init(desc) ferry_all_gather_desc_init_sized((desc), (uint32_t)sizeof *(desc))
 
 /* An all-gather's result: every member's bytes in rank order. Owned by the
    caller from ferry_all_gather(_async) until ferry_gathered_destroy (NULL
@@ -982,7 +1000,9 @@ typedef struct ferry_sparse_spec {
   uint32_t bits;        /* bits a value: 2, 4 or 8; default 2 */
 } ferry_sparse_spec;
 
-FERRY_API void ferry_sparse_spec_init(ferry_sparse_spec* spec);
+FERRY_API void ferry_sparse_spec_init_sized(ferry_sparse_spec* spec, uint32_t struct_size);
+FERRY_API void(ferry_sparse_spec_init)(ferry_sparse_spec* spec);
+#define ferry_sparse_spec_init(spec) ferry_sparse_spec_init_sized((spec), (uint32_t)sizeof *(spec))
 
 /* The k of a density in (0, 1] for chunks of `chunk` elements:
    round(density x chunk), at least 1; 0 when chunk or density is out of
@@ -1031,7 +1051,9 @@ typedef struct ferry_allreduce_job {
   ferry_allreduce_desc desc;  /* initialised by ferry_allreduce_job_init */
 } ferry_allreduce_job;
 
-FERRY_API void ferry_allreduce_job_init(ferry_allreduce_job* job);
+FERRY_API void ferry_allreduce_job_init_sized(ferry_allreduce_job* job, uint32_t struct_size);
+FERRY_API void(ferry_allreduce_job_init)(ferry_allreduce_job* job);
+#define ferry_allreduce_job_init(job) ferry_allreduce_job_init_sized((job), (uint32_t)sizeof *(job))
 
 /* Collective: runs `n` all-reduces with at most `max_in_flight` in flight
    (0 means 4), issued in array order. When a peer is lost (or a transfer
@@ -1099,7 +1121,9 @@ typedef struct ferry_tensor {
   int device_index;
 } ferry_tensor;
 
-FERRY_API void ferry_tensor_init(ferry_tensor* tensor);
+FERRY_API void ferry_tensor_init_sized(ferry_tensor* tensor, uint32_t struct_size);
+FERRY_API void(ferry_tensor_init)(ferry_tensor* tensor);
+#define ferry_tensor_init(tensor) ferry_tensor_init_sized((tensor), (uint32_t)sizeof *(tensor))
 
 typedef struct ferry_shared_state {
   uint32_t struct_size;   /* sizeof(ferry_shared_state); set by _init */
@@ -1121,7 +1145,9 @@ typedef struct ferry_shared_state {
   void* cuda_stream;
 } ferry_shared_state;
 
-FERRY_API void ferry_shared_state_init(ferry_shared_state* state);
+FERRY_API void ferry_shared_state_init_sized(ferry_shared_state* state, uint32_t struct_size);
+FERRY_API void(ferry_shared_state_init)(ferry_shared_state* state);
+#define ferry_shared_state_init(state) ferry_shared_state_init_sized((state), (uint32_t)sizeof *(state))
 
 typedef struct ferry_sync_info {
   uint32_t struct_size;     /* set by the caller: sizeof(ferry_sync_info) */

@@ -47,7 +47,7 @@ TEST_CASE("api: results have names, and the retryable ones are told apart", "[ap
   CHECK_FALSE(ferry_result_is_retryable(FERRY_ERR_INVALID_USAGE));
   CHECK_FALSE(ferry_result_is_retryable(FERRY_ERR_MASTER_LOST));
   CHECK(ferry_version_number() == FERRY_VERSION_NUMBER);
-  CHECK(std::string(ferry_version()) == "0.3.0");
+  CHECK(std::string(ferry_version()) == "0.4.0");
   CHECK(ferry_dtype_size(FERRY_BF16) == 2);
   CHECK(ferry_dtype_size(raw_enum<ferry_dtype>(42)) == 0);
 }

@@ -2,9 +2,8 @@
 
 After 0.3 every parameter after a call's operands became keyword-only, every duration is in
 seconds (a float, or a ``datetime.timedelta``), and a few things were renamed (CHANGELOG.md,
-"Unreleased", lists each). A call in a 0.3 form still does what it did and warns (Python shows
-a DeprecationWarning once per call site in ``__main__`` and under pytest); the minor version
-after the next release drops them.
+0.4.0, lists each). A call in a 0.3 form still does what it did and warns (Python shows
+a DeprecationWarning once per call site in ``__main__`` and under pytest); 0.5 drops them.
 """
 
 from __future__ import annotations
