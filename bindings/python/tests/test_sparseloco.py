@@ -227,7 +227,7 @@ def test_options_are_checked():
         with pytest.raises(ferry.InvalidArgumentError, match="chunk"):
             SparseLoCo(chunk=0)
         d = DiLoCo(comm, model, inner, sync_every=3, sparse=True)
-        assert d.sparse == SparseLoCo() and d.fragments[0].outer.optimizer.defaults["lr"] == 5.0
+        assert d.sparse == SparseLoCo() and d.fragments[0].outer.optimizer.defaults["lr"] == 7.0
         assert d.fragments[0].outer.optimizer.defaults["momentum"] == 0.0
         plain = DiLoCo(comm, model, inner, sync_every=3)
         assert plain.feedback is None and plain.fragments[0].outer.optimizer.defaults["momentum"] == 0.9
