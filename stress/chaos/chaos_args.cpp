@@ -71,6 +71,11 @@ bool parse_chaos_args(int argc, char** argv, ChaosArgs* args, int* exit_code) {
       ->capture_default_str();
   app.add_option("--state-every", args->state_every, "sync the peers' shared state every this many steps (0: never)")
       ->capture_default_str();
+  app.add_option("--dial-out-only-every", args->dial_out_only_every,
+                 "every K-th peer started accepts no connection (dial_out_only: no p2p listener, as behind NAT), "
+                 "while at least as many open peers live (0: none)")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
   app.add_option("--json", args->json_path, "write the summary here");
   app.add_option("--log-dir", args->log_dir,
                  "write each child's stdout and its last 64 KiB of stderr here at the end (peer-N.out, peer-N.err, "

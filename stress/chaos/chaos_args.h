@@ -33,6 +33,10 @@ struct ChaosArgs {
   double join_every_s = 15;  // 0: never
   double fault_every_s = 4;  // 0: never
   std::uint64_t state_every = 5;  // steps between shared-state syncs; 0: never
+  // Every K-th peer started (the K-th, 2K-th, ...; 0: none) accepts no connection
+  // (dial_out_only, as behind NAT), while at least as many open peers live: a ring needs
+  // an open peer beside each, so kills spare the open peers that keep that true.
+  int dial_out_only_every = 0;
   std::vector<FaultKind> faults;
   std::string json_path;
   std::string log_dir;       // when set: each child's stdout and stderr tail, written there at the end

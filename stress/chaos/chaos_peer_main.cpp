@@ -181,6 +181,8 @@ int main(int argc, char** argv) {
   app.add_option("--connections", connections);
   app.add_option("--advertise-port", advertise_port, "the chaos proxy's port in front of this peer");
   app.add_option("--p2p-port", p2p_port, "the port this peer's p2p listener binds");
+  bool dial_out_only = false;
+  app.add_flag("--dial-out-only", dial_out_only, "no p2p listener: this peer dials every link it takes part in");
   app.add_option("--timeout-ms", timeout_ms);
   app.add_option("--progress-ms", progress_ms);
   app.add_option("--heartbeat-ms", heartbeat_ms);
@@ -200,9 +202,12 @@ int main(int argc, char** argv) {
   ferry_comm_params_init(&params);
   params.master_address = master.c_str();
   params.p2p_listen_host = "127.0.0.1";
-  params.p2p_port_min = params.p2p_port_max = p2p_port;
-  params.advertised_host = "127.0.0.1";
-  params.advertised_port = advertise_port;
+  params.dial_out_only = dial_out_only ? 1 : 0;
+  if (!dial_out_only) {
+    params.p2p_port_min = params.p2p_port_max = p2p_port;
+    params.advertised_host = "127.0.0.1";
+    params.advertised_port = advertise_port;
+  }
   params.p2p_connections = connections;
   params.timeout_ms = timeout_ms;
   params.progress_timeout_ms = progress_ms;

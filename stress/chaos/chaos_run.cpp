@@ -107,7 +107,8 @@ std::string find_binary(const ChaosArgs& args, const std::string& name, const st
 
 struct Peer {
   Child* child = nullptr;
-  std::uint16_t route = 0;
+  std::uint16_t route = 0;  // 0: a dial-out-only peer, which no proxy fronts (nobody dials it)
+  bool dial_out_only = false;
   std::uint64_t id = 0;  // the master's id, once joined
   std::size_t consumed = 0;
   double last_line_t = 0;
@@ -167,6 +168,7 @@ class ChaosRun {
   void on_sync(Peer& p, SyncReport report);
   void on_ended(Peer& p);
   std::vector<Peer*> live(bool joined_only);
+  std::pair<std::size_t, std::size_t> live_open_and_closed();  // live peers that accept connections, and not
   void kill_one();
   void inject_fault();
   void resume_stopped(bool heal);
@@ -219,18 +221,26 @@ void ChaosRun::start_master() {
 
 Peer& ChaosRun::spawn_peer() {
   auto p = std::make_unique<Peer>();
-  const std::uint16_t real_port = free_loopback_port();
-  p->route = proxy_.add_route(real_port);
-  const std::string name = "peer " + std::to_string(peers_.size());
-  p->child = &children_.spawn(
-      name, {peer_bin_, "--master", master_address_, "--seed", std::to_string(args_.seed), "--count",
-             std::to_string(count()), "--quant", ferry_quant_name(args_.quant), "--concurrent",
-             std::to_string(args_.concurrent), "--connections", std::to_string(args_.connections), "--advertise-port",
-             std::to_string(p->route), "--p2p-port", std::to_string(real_port), "--timeout-ms",
-             std::to_string(args_.timeout_ms), "--progress-ms", std::to_string(args_.progress_ms), "--heartbeat-ms",
-             std::to_string(args_.heartbeat_ms), "--state-every", std::to_string(args_.state_every), "--gather-bytes",
-             std::to_string(args_.gather_bytes), "--max-seconds",
-             std::to_string(args_.duration_s + 600)});
+  const std::size_t index = peers_.size();
+  const auto [open, closed] = live_open_and_closed();
+  const int every = args_.dial_out_only_every;
+  p->dial_out_only = every > 0 && (index + 1) % static_cast<std::size_t>(every) == 0 && closed + 1 <= open;
+  std::vector<std::string> argv = {
+      peer_bin_, "--master", master_address_, "--seed", std::to_string(args_.seed), "--count",
+      std::to_string(count()), "--quant", ferry_quant_name(args_.quant), "--concurrent",
+      std::to_string(args_.concurrent), "--connections", std::to_string(args_.connections), "--timeout-ms",
+      std::to_string(args_.timeout_ms), "--progress-ms", std::to_string(args_.progress_ms), "--heartbeat-ms",
+      std::to_string(args_.heartbeat_ms), "--state-every", std::to_string(args_.state_every), "--gather-bytes",
+      std::to_string(args_.gather_bytes), "--max-seconds", std::to_string(args_.duration_s + 600)};
+  if (p->dial_out_only) {
+    argv.push_back("--dial-out-only");
+    ++s_.dial_out_only_started;
+  } else {
+    const std::uint16_t real_port = free_loopback_port();
+    p->route = proxy_.add_route(real_port);
+    argv.insert(argv.end(), {"--advertise-port", std::to_string(p->route), "--p2p-port", std::to_string(real_port)});
+  }
+  p->child = &children_.spawn("peer " + std::to_string(index), argv);
   p->last_line_t = now_s();
   peers_.push_back(std::move(p));
   return *peers_.back();
@@ -241,6 +251,12 @@ std::vector<Peer*> ChaosRun::live(bool joined_only) {
   for (auto& p : peers_)
     if (!p->ended && !p->killed && p->child->running() && (!joined_only || p->id != 0)) out.push_back(p.get());
   return out;
+}
+
+std::pair<std::size_t, std::size_t> ChaosRun::live_open_and_closed() {
+  std::size_t open = 0, closed = 0;
+  for (Peer* p : live(false)) ++(p->dial_out_only ? closed : open);
+  return {open, closed};
 }
 
 void ChaosRun::pump(double seconds) {
@@ -330,7 +346,7 @@ void ChaosRun::on_op(Peer& p, OpReport r) {
 
 void ChaosRun::on_ended(Peer& p) {
   p.ended = true;
-  proxy_.remove_route(p.route);
+  if (p.route) proxy_.remove_route(p.route);
   if (p.killed) return;
   if (p.child->exit_code() == std::optional<int>(kExitRemoved)) {
     ++s_.removed;
@@ -347,6 +363,9 @@ void ChaosRun::on_ended(Peer& p) {
 void ChaosRun::kill_one() {
   auto candidates = live(true);
   std::erase_if(candidates, [](Peer* p) { return p->stopped; });
+  // An open peer is spared when its death would leave a dial-out-only peer no open one to sit beside.
+  const auto [open, closed] = live_open_and_closed();
+  if (open <= closed) std::erase_if(candidates, [](Peer* p) { return !p->dial_out_only; });
   if (live(false).size() <= 2 || candidates.empty()) return;
   Peer& victim = *candidates[rng_() % candidates.size()];
   victim.killed = true;
@@ -360,6 +379,10 @@ void ChaosRun::inject_fault() {
   std::erase_if(candidates, [](Peer* p) { return p->stopped; });
   if (candidates.empty() || args_.faults.empty()) return;
   const FaultKind kind = args_.faults[rng_() % args_.faults.size()];
+  // The network faults live in the proxy in front of a peer's listener; a dial-out-only peer has none.
+  if (kind != FaultKind::stop && kind != FaultKind::master)
+    std::erase_if(candidates, [](Peer* p) { return p->route == 0; });
+  if (candidates.empty()) return;
   Peer& target = *candidates[rng_() % candidates.size()];
   const double t = now_s();
   const auto until = Clock::now() + std::chrono::seconds(static_cast<int>(kFaultSpan));

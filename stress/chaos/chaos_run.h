@@ -31,6 +31,7 @@ struct ChaosSummary {
   std::uint64_t sync_bytes_received = 0;           // what the successful syncs fetched, over all peers
   std::uint64_t state_lost = 0;                    // newcomers that left: every holder of the state had left
   std::uint64_t kills = 0, joins = 0, removed = 0; // removed: peers that ended kicked or master-lost
+  std::uint64_t dial_out_only_started = 0;         // peers started with dial_out_only (no listener)
   std::map<std::string, std::uint64_t> faults;     // by type
   Percentiles detect_latency_s;                    // kills: SIGKILL to the first survivor's failure
   std::map<std::string, Percentiles> detect_latency_by_fault;
