@@ -38,11 +38,37 @@ void MasterState::on_hello(ConnId conn, const wire::Hello& hello) {
   ++stats_.joins;
   Group& group = groups_[hello.peer_group];
   group.id = hello.peer_group;
-  group.waiting.push_back(peer.id);
   ++pending_by_source_[peer.source];
   master_log().info("join: {} (group {}, p2p {}:{}, {} connections) is pending", peer_name(peer.id),
                     group.id, peer.endpoint.host, peer.endpoint.port, peer.connections);
   journal_.event(now_ms_, "join", group.id, peer.id, who(peer.id) + " joined group " + std::to_string(group.id));
+  if (!peer.dial_out_only && limits_.reachability_check_ms > 0) {
+    peer.checking_reachability = true;  // offered to the group once the answer comes (on_reachability)
+    effects_.reachability_checks.push_back(
+        {peer.id, peer.endpoint.host, peer.endpoint.port, limits_.reachability_check_ms});
+    return;
+  }
+  group.waiting.push_back(peer.id);
+  offer_to_group(group);
+}
+
+void MasterState::on_reachability(PeerId id, bool reachable) {
+  auto it = peers_.find(id);
+  if (it == peers_.end() || !it->second.checking_reachability) return;
+  Peer& peer = it->second;
+  peer.checking_reachability = false;
+  if (!reachable) {
+    peer.dial_out_only = true;
+    master_log().info("join: {} cannot be dialed at {}:{} (the master's dial got no connection within {} ms): "
+                      "treated as dial-out-only (behind NAT or an inbound firewall), its links dialed from its side",
+                      peer_name(id), peer.endpoint.host, peer.endpoint.port, limits_.reachability_check_ms);
+  }
+  Group& group = groups_[peer.group];
+  group.waiting.push_back(id);
+  offer_to_group(group);
+}
+
+void MasterState::offer_to_group(Group& group) {
   // Nobody to ask: an empty group admits its first peers at once.
   if (group.ring.empty() && !group.proposal) return start_proposal(group);
   maybe_complete_votes(group);  // a vote held until enough newcomers wait may be decided now

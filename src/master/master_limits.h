@@ -8,6 +8,13 @@
 namespace ferry::master {
 
 struct MasterLimits {
+  // Before a newcomer with a listener is offered to its group, the server dials
+  // its advertised address once, with this deadline: a peer behind NAT or an
+  // inbound firewall that does not answer is then treated as dial-out-only from
+  // its first ring on, instead of costing its group a failed link set-up per
+  // pair that cannot reach it (10-15 s each). 0: no check (the state admits at
+  // once). MasterServerOptions turns it on; a bare MasterState has it off.
+  uint32_t reachability_check_ms = 0;
   uint32_t min_heartbeat_timeout_ms = 100;
   uint32_t max_heartbeat_timeout_ms = 3'600'000;
   uint32_t default_heartbeat_timeout_ms = 10'000;

@@ -36,6 +36,8 @@ struct Peer {
   uint32_t open_syncs = 0;         // ... of which shared-state syncs
   uint32_t silent_link_ms = 0;     // its hello's: when it answers a proposal at the latest
   bool dial_out_only = false;      // its hello's: it accepts no connection, so its links are dialed from its side
+                                   // (or the master's dial to it went unanswered: reachability_check_ms)
+  bool checking_reachability = false;  // the master's dial to it is out: not yet offered to its group
   const char* voted_in = "";       // the call of its last vote or pending query, for messages
   uint64_t joined_ms = 0;          // on the state's clock: its hello, and its last message
   uint64_t heard_ms = 0;

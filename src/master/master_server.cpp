@@ -2,7 +2,9 @@
 
 #include <future>
 
+#include <asio/ip/tcp.hpp>
 #include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
 #include "core/log.h"
 #include "master/master_log.h"
 #include "net/endpoint.h"
@@ -208,6 +210,7 @@ void MasterServer::apply_effects() {
       served.conn->set_heartbeat(std::chrono::milliseconds(std::max<uint32_t>(d.timeout_ms / 4, 25)));
     }
   }
+  for (auto& check : effects.reachability_checks) check_reachability(check);
   for (auto& c : effects.closes) {
     auto it = connections_.find(c.conn);
     if (it == connections_.end()) continue;
@@ -215,6 +218,37 @@ void MasterServer::apply_effects() {
     connections_.erase(it);
     conn->close(Status::failure(Errc::kicked, c.reason), c.last);
   }
+}
+
+// One TCP dial to a newcomer's advertised address, closed as soon as it connects: no bytes
+// go, so the peer's listener drops it like any connection that never says hello.
+void MasterServer::check_reachability(const Effects::CheckReachability& check) {
+  auto answer = [this, peer = check.peer](bool reachable) {
+    if (stopped_) return;
+    state_.advance_clock(now_ms());
+    state_.on_reachability(peer, reachable);
+    apply_effects();
+  };
+  std::error_code ec;
+  const asio::ip::address address = asio::ip::make_address(check.host, ec);
+  // A host name: the peers resolve it themselves, and their links tell.
+  if (ec) return asio::post(io_, [answer] { answer(true); });
+  struct Dial {
+    asio::ip::tcp::socket socket;
+    asio::steady_timer timer;
+  };
+  auto dial = std::make_shared<Dial>(Dial{asio::ip::tcp::socket(io_), asio::steady_timer(io_)});
+  dial->timer.expires_after(std::chrono::milliseconds(check.timeout_ms));
+  dial->timer.async_wait([dial](const std::error_code& e) {
+    std::error_code ignored;
+    if (!e) dial->socket.close(ignored);  // the connect then ends with operation_aborted
+  });
+  dial->socket.async_connect({address, check.port}, [dial, answer](const std::error_code& e) {
+    dial->timer.cancel();
+    std::error_code ignored;
+    dial->socket.close(ignored);
+    answer(!e);
+  });
 }
 
 }  // namespace ferry::master

@@ -26,7 +26,9 @@ namespace ferry::master {
 struct MasterServerOptions {
   std::string listen_host = "::";  // both families (net/listener.h)
   uint16_t listen_port = 48148;
-  MasterLimits limits;
+  // The server dials each newcomer's advertised address before admitting it
+  // (MasterLimits::reachability_check_ms): at most 2 s more for a peer nobody can dial.
+  MasterLimits limits = MasterLimits{.reachability_check_ms = 2000};
   // A connection must say hello within this time, or it is closed.
   std::chrono::milliseconds hello_timeout{10'000};
   std::shared_ptr<net::Transport> transport;  // null: plain TCP
@@ -85,6 +87,7 @@ class MasterServer {
   void on_stream(const Status& status, std::shared_ptr<net::Stream> stream,
                  std::shared_ptr<net::StrangerGate::Pass> stranger);
   void apply_effects();
+  void check_reachability(const Effects::CheckReachability& check);
   // Twice a second: the state's deadlines that no message brings up.
   void arm_tick();
   // Hands the HTTP endpoint a fresh snapshot of the run (serving thread only).

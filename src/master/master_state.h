@@ -101,9 +101,17 @@ struct Effects {
     ConnId conn;
     uint32_t timeout_ms;
   };
+  // Dial host:port once (no bytes sent) within timeout_ms and report with on_reachability.
+  struct CheckReachability {
+    PeerId peer;
+    std::string host;
+    uint16_t port;
+    uint32_t timeout_ms;
+  };
   std::vector<Send> sends;
   std::vector<Close> closes;
   std::vector<SetSilenceDeadline> deadlines;
+  std::vector<CheckReachability> reachability_checks;
 };
 
 class MasterState {
@@ -128,6 +136,10 @@ class MasterState {
   void on_tick(uint64_t now_ms);
   // The connection is gone (closed, silent, malformed traffic): drop its peer.
   void on_disconnected(ConnId conn, const std::string& reason);
+  // The answer to an Effects::CheckReachability: whether the dial connected. A
+  // peer that did not is treated as dial-out-only; either way it is then offered
+  // to its group. An answer for a peer gone or not being checked is ignored.
+  void on_reachability(PeerId peer, bool reachable);
   Effects take_effects();
 
   // Inspection (tests, logs).
@@ -202,6 +214,7 @@ class MasterState {
   void handle(Peer& peer, const wire::TopologyVote& m);
   void handle(Peer& peer, const wire::PendingQuery& m);
   void maybe_complete_votes(Group& group);
+  void offer_to_group(Group& group);  // a newcomer now waits in it: start or complete what admits it
   // Every peer must make the same calls in the same order: a vote or pending
   // query where another member began a collective would leave both waiting
   // until their deadlines. These fail both calls at once as a mismatch.

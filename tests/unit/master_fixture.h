@@ -52,6 +52,8 @@ struct Fixture {
       last.sends.insert(last.sends.end(), more.sends.begin(), more.sends.end());
       last.closes.insert(last.closes.end(), more.closes.begin(), more.closes.end());
       last.deadlines.insert(last.deadlines.end(), more.deadlines.begin(), more.deadlines.end());
+      last.reachability_checks.insert(last.reachability_checks.end(), more.reachability_checks.begin(),
+                                      more.reachability_checks.end());
     }
     return last;
   }

@@ -2,6 +2,7 @@
 // peer groups, caps and back-off per source, protocol violations, groups forgotten (master_admission.cpp).
 #include <catch2/catch.hpp>
 
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -248,4 +249,81 @@ TEST_CASE("master: a group with nobody left is forgotten", "[master][insiders]")
   f.state.on_disconnected(2, "gone");
   f.step();
   CHECK(f.state.group_count() == 0);
+}
+
+TEST_CASE("master: a newcomer is offered to its group once the master's dial to its listener answers, "
+          "and one that never answers is dial-out-only from its first ring",
+          "[master]") {
+  MasterLimits limits;
+  limits.reachability_check_ms = 2000;
+  Fixture f(limits);
+  auto check_of = [&](PeerId id) {
+    for (auto& c : f.last.reachability_checks)
+      if (c.peer == id) return std::optional<Effects::CheckReachability>(c);
+    return std::optional<Effects::CheckReachability>();
+  };
+
+  SECTION("the first peer waits for the answer, then forms its ring") {
+    PeerId first = f.join(1);
+    auto check = check_of(first);
+    REQUIRE(check);
+    CHECK(check->host == "10.0.0.1");
+    CHECK(check->port == 5001);
+    CHECK(check->timeout_ms == 2000);
+    CHECK(f.sent<Topology>().empty());
+    CHECK(f.state.pending(0).empty());
+    f.state.on_reachability(first, true);
+    f.step();
+    CHECK(proposed_ring(f) == std::vector<uint64_t>{first});
+    f.state.on_reachability(first, false);  // a second answer is ignored
+    f.step();
+    CHECK(f.last.sends.empty());
+  }
+  SECTION("two that do not answer sit between the two that do, and dial every link with them") {
+    PeerId open_a = f.join(1);
+    f.state.on_reachability(open_a, true);
+    f.step();
+    f.all_ready();
+    PeerId open_b = f.join(2), closed_a = f.join(3), closed_b = f.join(4);
+    f.state.on_reachability(closed_a, false);
+    f.state.on_reachability(closed_b, false);
+    f.state.on_reachability(open_b, true);
+    f.step();
+    CHECK(f.state.pending(0).size() == 3);
+    f.state.on_message(1, TopologyVote{});
+    f.step();
+    const auto ring = proposed_ring(f);
+    REQUIRE(ring.size() == 4);
+    for (size_t i = 0; i < 4; ++i) {
+      const PeerId from = ring[i], to = ring[(i + 1) % 4];
+      CHECK_FALSE((from >= closed_a && to >= closed_a));  // the two closed ones are never neighbours
+      if (to == closed_a || to == closed_b) CHECK(dialer_of(f, from, to) == to);
+    }
+  }
+  SECTION("one that leaves while it is checked is not offered when the answer comes") {
+    PeerId first = f.join(1);
+    f.state.on_disconnected(1, "gone");
+    f.step();
+    f.state.on_reachability(first, true);
+    f.step();
+    CHECK(f.sent<Topology>().empty());
+    CHECK(f.state.pending(0).empty());
+  }
+  SECTION("a dial-out-only hello is not checked") {
+    Hello h = f.hello_of(1);
+    h.advertised_port = 0;
+    h.dial_out_only = 1;
+    PeerId id = f.say(1, h);
+    REQUIRE(id != 0);
+    CHECK_FALSE(check_of(id));
+    CHECK(proposed_ring(f) == std::vector<uint64_t>{id});
+  }
+}
+
+TEST_CASE("master: without reachability_check_ms (a bare MasterState) a newcomer is offered at once, unchecked",
+          "[master]") {
+  Fixture f;
+  PeerId first = f.join(1);
+  CHECK(f.last.reachability_checks.empty());
+  CHECK(proposed_ring(f) == std::vector<uint64_t>{first});
 }

@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   std::string secret_file;
   std::string ring_order = "best";
   uint32_t max_pending_per_source = ferry::master::MasterLimits{}.max_pending_per_source;
+  uint32_t reachability_check_ms = ferry::master::MasterServerOptions{}.limits.reachability_check_ms;
   app.add_option("--listen", listen, "HOST:PORT to listen on")->capture_default_str();
   app.add_option("--ring-order", ring_order,
                  "best: order each ring by its measured links (the slowest link along it as fast as it can be); "
@@ -50,6 +51,12 @@ int main(int argc, char** argv) {
                  "joiners one source address may have waiting for admission at once (many peers behind one NAT, "
                  "or ferry-master-load's fake peers on loopback, need more)")
       ->check(CLI::Range(1u, 65'536u))
+      ->capture_default_str();
+  app.add_option("--reachability-check-ms", reachability_check_ms,
+                 "dial each newcomer's advertised address once, with this deadline, before admitting it: one "
+                 "that does not answer (behind NAT or an inbound firewall) has its links dialed from its side "
+                 "from its first ring on; 0: no check (the failed link set-ups find such peers, 10-15 s a pair)")
+      ->check(CLI::Range(0u, 60'000u))
       ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical, off")->capture_default_str();
   app.add_option("--peer-timeout-ms", peer_timeout_ms,
@@ -116,6 +123,7 @@ int main(int argc, char** argv) {
     options.limits.default_heartbeat_timeout_ms = peer_timeout_ms;
     options.limits.order_rings_by_links = ring_order == "best";
     options.limits.max_pending_per_source = max_pending_per_source;
+    options.limits.reachability_check_ms = reachability_check_ms;
     options.strangers = strangers;
     options.http_address = http;
     // The serving thread cannot end the process itself; it wakes the sigwait below.
