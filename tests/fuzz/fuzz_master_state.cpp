@@ -11,6 +11,7 @@
 //  - a topology lists only live peers, each once;
 // and once every connection is gone, nothing is left (no peers, no rings).
 #include <cstdlib>
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -61,9 +62,10 @@ std::string nonce_for(ConnId conn) {
 
 class Harness {
  public:
-  explicit Harness(bool with_secret)
+  Harness(bool with_secret, bool check_reachability)
       : with_secret_(with_secret),
-        state_(master::MasterLimits{}, with_secret ? std::optional<RunSecret>(secret()) : std::nullopt) {}
+        state_(master::MasterLimits{.reachability_check_ms = check_reachability ? 2000u : 0u},
+               with_secret ? std::optional<RunSecret>(secret()) : std::nullopt) {}
 
   void run(FuzzInput& in) {
     while (!in.empty()) step(in);
@@ -176,6 +178,16 @@ class Harness {
       }
       case kLeave:
         return send(conn, wire::Leave{});
+      case kReachable: {
+        const bool reachable = in.u8() & 1;
+        PeerId peer = c.peer.value_or(0);
+        if (!checks_.empty()) {
+          peer = checks_.front();
+          checks_.pop_front();
+        }
+        state_.on_reachability(peer, reachable);
+        return apply();
+      }
       case kRaw: {
         uint16_t type = in.u16();
         auto payload = in.bytes(in.u8());
@@ -243,6 +255,10 @@ class Harness {
       }
     }
     for (const auto& d : effects.deadlines) FERRY_FUZZ_CHECK(live_.count(d.conn), "a deadline for a dead connection");
+    for (const auto& check : effects.reachability_checks) {
+      FERRY_FUZZ_CHECK(peers_.count(check.peer), "a reachability check of a peer that is not live");
+      checks_.push_back(check.peer);
+    }
     for (const auto& c : effects.closes) {
       FERRY_FUZZ_CHECK(live_.count(c.conn), "a close of a connection that is not live");
       if (c.last) check_encodable(*c.last);
@@ -287,6 +303,7 @@ class Harness {
   std::set<ConnId> live_;
   std::map<ConnId, Conn> conns_;
   std::map<PeerId, ConnId> peers_;
+  std::deque<PeerId> checks_;  // reachability checks the master asked for, not yet answered
   std::set<uint32_t> groups_{0, 1, 2};
 };
 
@@ -300,7 +317,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzInput in(data, size);
-  Harness harness(in.u8() & 1);
+  const uint8_t flags = in.u8();
+  Harness harness(flags & 1, flags & 2);
   try {
     harness.run(in);
   } catch (const std::exception& e) {

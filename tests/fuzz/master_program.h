@@ -3,7 +3,8 @@
 // operations until the input ends; every byte string is a program (missing
 // arguments read as zero).
 //
-//   flags      bit 0: the master holds a run secret
+//   flags      bit 0: the master holds a run secret; bit 1: it checks newcomers'
+//              listeners (MasterLimits::reachability_check_ms)
 //   operation  opcode byte (mod kOpCount), then its arguments, one byte each
 //              unless noted; `slot` picks one of kSlots connection slots
 //
@@ -20,6 +21,9 @@
 //   sync       slot epoch seq revision strategy n, then n x (name dtype count hash allow)
 //   leave      slot
 //   raw        slot type(u16) len payload[len]   any bytes, through wire::decode_message
+//   reachable  slot answer               answers the oldest check the master asked for
+//                                        (bit 0: reachable; none asked: for the slot's
+//                                        peer, which the master must ignore)
 //
 // epoch 0 means "the right one": for ready, the last topology the master
 // sent this connection; for begin/end/sync, its group's committed epoch.
@@ -46,6 +50,7 @@ enum Op : uint8_t {
   kSync,
   kLeave,
   kRaw,
+  kReachable,
   kOpCount
 };
 
