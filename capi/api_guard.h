@@ -75,15 +75,16 @@ void write_versioned(void* given, uint32_t size, T full) {
 }
 
 // The *_init_sized calls: `defaults` fills a whole T; the caller's struct is `size`
-// bytes. A bigger (newer) struct gets its unknown tail zeroed; a smaller (older) one
-// only its own bytes.
+// bytes. A smaller (older) struct gets only its own bytes and keeps its size; a bigger
+// (newer) one gets its unknown tail zeroed and struct_size = this library's sizeof,
+// which is all it reads of it (and how a binding learns the library's layout).
 template <class T>
 void init_versioned(T* given, uint32_t size, void (*defaults)(T*)) {
   if (!given || size < sizeof(uint32_t)) return;
   T full;
   defaults(&full);
   if (size > sizeof(T)) std::memset(reinterpret_cast<char*>(given) + sizeof(T), 0, size - sizeof(T));
-  write_versioned(given, size, full);
+  write_versioned(given, std::min<uint32_t>(size, sizeof(T)), full);
 }
 
 // Each struct's size in 0.4.0, the last header whose ferry_X_init passed no size: what

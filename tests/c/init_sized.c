@@ -1,7 +1,8 @@
 /* An _init writes only the caller's struct: a program built against an older
  * (smaller) struct gets no byte written past it, a newer (bigger) one gets the
- * library's defaults and a zeroed tail, and the plain symbols write the struct
- * as 0.4.0 had it (what programs built before the _sized calls allocated). */
+ * library's defaults, a zeroed tail and struct_size = the library's sizeof, and
+ * the plain symbols write the struct as 0.4.0 had it (what programs built before
+ * the _sized calls allocated). */
 #include <stdio.h>
 #include <string.h>
 
@@ -54,7 +55,7 @@ static uint32_t size_field(const unsigned char* p) {
                                                                                                     \
     memset(buf, FILL, sizeof buf);                                                                  \
     ferry_##T##_init_sized((ferry_##T*)(void*)buf, newer);                                          \
-    expect(size_field(buf) == newer, "a newer struct keeps its size", #T, newer);                  \
+    expect(size_field(buf) == sizeof(ferry_##T), "a newer struct gets the library's size", #T, newer); \
     expect(memcmp(buf + 4, full + 4, sizeof(ferry_##T) - 4) == 0, "a newer struct gets the defaults", #T, newer); \
     expect(all_bytes(buf + sizeof(ferry_##T), 24, 0), "a newer struct's tail is zeroed", #T, newer); \
     expect(all_bytes(buf + newer, sizeof buf - newer, FILL), "no byte past a newer struct", #T, newer); \

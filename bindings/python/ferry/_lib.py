@@ -246,6 +246,7 @@ _SIGNATURES = {
     "ferry_result_is_retryable": (ctypes.c_int, [ctypes.c_int]),
     "ferry_dtype_size": (ctypes.c_size_t, [ctypes.c_int]),
     "ferry_master_params_init": (None, [ctypes.c_void_p]),
+    "ferry_master_params_init_sized": (None, [ctypes.c_void_p, ctypes.c_uint32]),
     "ferry_master_create": (_R, [ctypes.c_char_p, ctypes.POINTER(MasterPtr)]),
     "ferry_master_create_with": (_R, [ctypes.POINTER(MasterParams), ctypes.POINTER(MasterPtr)]),
     "ferry_master_run": (_R, [MasterPtr]),
@@ -255,6 +256,7 @@ _SIGNATURES = {
     "ferry_master_stop_for_restart": (_R, [MasterPtr]),
     "ferry_master_destroy": (None, [MasterPtr]),
     "ferry_comm_params_init": (None, [ctypes.c_void_p]),
+    "ferry_comm_params_init_sized": (None, [ctypes.c_void_p, ctypes.c_uint32]),
     "ferry_comm_create": (_R, [ctypes.POINTER(CommParams), ctypes.POINTER(CommPtr)]),
     "ferry_connect": (_R, [CommPtr]),
     "ferry_update_topology": (_R, [CommPtr]),
@@ -270,6 +272,7 @@ _SIGNATURES = {
     "ferry_comm_set_label": (_R, [CommPtr, ctypes.c_char_p]),
     "ferry_comm_destroy": (None, [CommPtr]),
     "ferry_allreduce_desc_init": (None, [ctypes.c_void_p]),
+    "ferry_allreduce_desc_init_sized": (None, [ctypes.c_void_p, ctypes.c_uint32]),
     "ferry_allreduce": (_R, [CommPtr, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
                              ctypes.POINTER(AllreduceDesc), ctypes.POINTER(OpInfoC)]),
     "ferry_barrier": (_R, [CommPtr]),
@@ -277,6 +280,7 @@ _SIGNATURES = {
     "ferry_allreduce_async": (_R, [CommPtr, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
                                    ctypes.POINTER(AllreduceDesc), ctypes.POINTER(OpPtr)]),
     "ferry_all_gather_desc_init": (None, [ctypes.c_void_p]),
+    "ferry_all_gather_desc_init_sized": (None, [ctypes.c_void_p, ctypes.c_uint32]),
     "ferry_all_gather": (_R, [CommPtr, ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(AllGatherDesc),
                               ctypes.POINTER(GatheredPtr), ctypes.POINTER(OpInfoC)]),
     "ferry_all_gather_async": (_R, [CommPtr, ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(AllGatherDesc),
@@ -287,6 +291,7 @@ _SIGNATURES = {
                                  ctypes.POINTER(ctypes.c_size_t)]),
     "ferry_gathered_destroy": (None, [GatheredPtr]),
     "ferry_sparse_spec_init": (None, [ctypes.c_void_p]),
+    "ferry_sparse_spec_init_sized": (None, [ctypes.c_void_p, ctypes.c_uint32]),
     "ferry_sparse_k_for_density": (ctypes.c_uint32, [ctypes.c_uint32, ctypes.c_double]),
     "ferry_sparse_max_bytes": (_R, [ctypes.POINTER(SparseSpecC), ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
     "ferry_sparse_encode": (_R, [ctypes.POINTER(SparseSpecC), ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t,
@@ -296,10 +301,13 @@ _SIGNATURES = {
     "ferry_op_test": (_R, [OpPtr, ctypes.POINTER(ctypes.c_int)]),
     "ferry_op_wait": (_R, [OpPtr, ctypes.POINTER(OpInfoC)]),
     "ferry_allreduce_job_init": (None, [ctypes.c_void_p]),
+    "ferry_allreduce_job_init_sized": (None, [ctypes.c_void_p, ctypes.c_uint32]),
     "ferry_allreduce_multiple_with_retry": (_R, [CommPtr, ctypes.POINTER(AllreduceJob), ctypes.c_size_t,
                                                  ctypes.c_uint32, ctypes.POINTER(OpInfoC)]),
     "ferry_tensor_init": (None, [ctypes.c_void_p]),
+    "ferry_tensor_init_sized": (None, [ctypes.c_void_p, ctypes.c_uint32]),
     "ferry_shared_state_init": (None, [ctypes.c_void_p]),
+    "ferry_shared_state_init_sized": (None, [ctypes.c_void_p, ctypes.c_uint32]),
     "ferry_sync_shared_state": (_R, [CommPtr, ctypes.POINTER(SharedState), ctypes.c_int,
                                      ctypes.POINTER(SyncInfoC)]),
 }
@@ -473,22 +481,18 @@ _SCRATCH_BYTES = 4096
 
 
 def defaults(cls: Type[S], init_name: str) -> S:
-    """A ``cls`` filled by the library's ``*_init`` function, with struct_size set to ours.
-
-    The init function writes the *library's* sizeof, which may exceed ours, so it
-    writes into a scratch block and only our fields are copied out.
-    """
-    scratch = (ctypes.c_uint64 * (_SCRATCH_BYTES // 8))()
-    getattr(lib(), init_name)(ctypes.cast(scratch, ctypes.c_void_p))
+    """A ``cls`` filled by the library's ``*_init`` function (its ``_sized`` form, given
+    our sizeof, so it writes only our bytes), with struct_size set to ours."""
     out = cls()
-    ctypes.memmove(ctypes.addressof(out), scratch, ctypes.sizeof(cls))
+    getattr(lib(), init_name + "_sized")(ctypes.byref(out), ctypes.sizeof(cls))
     out.struct_size = ctypes.sizeof(cls)
     return out
 
 
 def library_struct_size(init_name: str) -> int:
-    """The struct_size the library's ``*_init`` writes: its sizeof of that struct."""
+    """The library's sizeof of that struct: what its ``*_init_sized`` sets struct_size to
+    in a block larger than the struct."""
     scratch = (ctypes.c_uint64 * (_SCRATCH_BYTES // 8))()
-    getattr(lib(), init_name)(ctypes.cast(scratch, ctypes.c_void_p))
+    getattr(lib(), init_name + "_sized")(ctypes.cast(scratch, ctypes.c_void_p), _SCRATCH_BYTES)
     return int(ctypes.c_uint32.from_buffer(scratch).value)
 

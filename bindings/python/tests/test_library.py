@@ -78,8 +78,8 @@ def test_loading_a_library_older_than_the_package_fails_naming_both_versions_and
     (_lib.SharedState, "ferry_shared_state_init"),
 ])
 def test_ctypes_structs_have_the_size_of_the_c_structs(cls, init):
-    # The *_init functions write the library's sizeof: a field added to ferry.h and not
-    # here (or the reverse) fails this test.
+    # An *_init_sized call sets a larger block's struct_size to the library's sizeof: a
+    # field added to ferry.h and not here (or the reverse) fails this test.
     assert _lib.library_struct_size(init) == ctypes.sizeof(cls)
 
 
