@@ -23,16 +23,31 @@ void LinkMatrix::record(uint64_t from, const std::vector<wire::LinkEntry>& entri
     }
     unreachable_.erase({from, e.to_peer});
     failures_.erase({from, e.to_peer});
+    unpunchable_.erase(unordered(from, e.to_peer));
+    punch_failures_.erase(unordered(from, e.to_peer));
   }
 }
 
-uint64_t LinkMatrix::mark_unreachable(uint64_t from, uint64_t to, uint64_t now_ms, Backoff backoff) {
-  uint32_t failures = failures_[{from, to}]++;
+namespace {
+// `backoff.initial_ms`, doubled for each earlier failure, at most `backoff.max_ms`.
+uint64_t backoff_after(uint32_t earlier_failures, LinkMatrix::Backoff backoff) {
   uint64_t wait = backoff.initial_ms;
-  for (uint32_t i = 0; i < failures && wait < backoff.max_ms; ++i) wait *= 2;
-  wait = std::min(wait, backoff.max_ms);
+  for (uint32_t i = 0; i < earlier_failures && wait < backoff.max_ms; ++i) wait *= 2;
+  return std::min(wait, backoff.max_ms);
+}
+}  // namespace
+
+uint64_t LinkMatrix::mark_unreachable(uint64_t from, uint64_t to, uint64_t now_ms, Backoff backoff) {
+  const uint64_t wait = backoff_after(failures_[{from, to}]++, backoff);
   unreachable_[{from, to}] = now_ms + wait;
   cells_.erase({from, to});
+  return wait;
+}
+
+uint64_t LinkMatrix::mark_punch_failed(uint64_t a, uint64_t b, uint64_t now_ms, Backoff backoff) {
+  const auto pair = unordered(a, b);
+  const uint64_t wait = backoff_after(punch_failures_[pair]++, backoff);
+  unpunchable_[pair] = now_ms + wait;
   return wait;
 }
 
@@ -75,11 +90,14 @@ void LinkMatrix::forget(uint64_t peer) {
   std::erase_if(cells_, touches);
   std::erase_if(unreachable_, touches);
   std::erase_if(failures_, touches);
+  std::erase_if(unpunchable_, touches);
+  std::erase_if(punch_failures_, touches);
 }
 
 void LinkMatrix::expire(uint64_t now_ms, uint64_t max_age_ms) {
   std::erase_if(cells_, [&](const auto& kv) { return now_ms - kv.second.measured_at_ms > max_age_ms; });
   std::erase_if(unreachable_, [&](const auto& kv) { return now_ms >= kv.second; });
+  std::erase_if(unpunchable_, [&](const auto& kv) { return now_ms >= kv.second; });
 }
 
 std::vector<wire::LinkEntry> LinkMatrix::entries(uint64_t now_ms, size_t limit) const {

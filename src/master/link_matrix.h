@@ -16,6 +16,7 @@
 // Threading: none; the master's state machine owns it (master_state.h).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <utility>
@@ -55,6 +56,11 @@ class LinkMatrix {
   double measured_capacity(uint64_t from, uint64_t to) const;
   // Whether `from` failed to open a connection to `to` and is still backing off.
   bool dial_failed(uint64_t from, uint64_t to) const { return unreachable_.count({from, to}) > 0; }
+  // A simultaneous open between a and b (either order) failed: neither end may be
+  // asked to punch through to the other until its back-off ends (the same doubling
+  // as mark_unreachable). Returns how long. A ring link reported between them forgets it.
+  uint64_t mark_punch_failed(uint64_t a, uint64_t b, uint64_t now_ms, Backoff backoff);
+  bool punch_failed(uint64_t a, uint64_t b) const { return unpunchable_.count(unordered(a, b)) > 0; }
   static constexpr double kSharedMemoryCapacity = 1e12;  // what capacity() says of a shared-memory pair
   double rtt_ms(uint64_t from, uint64_t to) const;
   // A member left: its row and its column go.
@@ -64,6 +70,7 @@ class LinkMatrix {
   void clear() {
     cells_.clear();
     unreachable_.clear();
+    unpunchable_.clear();
   }
   // Drops the entries older than max_age_ms, and the unreachable marks whose back-off ended.
   void expire(uint64_t now_ms, uint64_t max_age_ms);
@@ -90,6 +97,10 @@ class LinkMatrix {
   std::map<std::pair<uint64_t, uint64_t>, Cell> cells_;
   std::map<std::pair<uint64_t, uint64_t>, uint64_t> unreachable_;  // until (ms): its back-off
   std::map<std::pair<uint64_t, uint64_t>, uint32_t> failures_;     // since its last success
+  // Simultaneous opens that failed, by unordered pair (smaller id first): until (ms), and how often.
+  static std::pair<uint64_t, uint64_t> unordered(uint64_t a, uint64_t b) { return {std::min(a, b), std::max(a, b)}; }
+  std::map<std::pair<uint64_t, uint64_t>, uint64_t> unpunchable_;
+  std::map<std::pair<uint64_t, uint64_t>, uint32_t> punch_failures_;
 };
 
 }  // namespace ferry::master

@@ -12,6 +12,21 @@
 #include "master/ring_verdict.h"
 
 namespace ferry::master {
+namespace {
+
+// Whether the proposal's link from -> to (either direction's) was to be punched (LinkDial::both).
+bool punched(const Proposal& p, PeerId from, PeerId to) {
+  const size_t n = p.members.size();
+  for (size_t i = 0; i < n && i < p.receiver_dials.size(); ++i) {
+    PeerId a = p.members[i], b = p.members[(i + 1) % n];
+    if (((a == from && b == to) || (a == to && b == from)) &&
+        p.receiver_dials[i] == static_cast<uint8_t>(wire::LinkDial::both))
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 void MasterState::start_proposal(Group& group, std::vector<PeerId> order) {
   Proposal proposal;
@@ -47,6 +62,10 @@ bool MasterState::can_dial(const Group& group, PeerId from, PeerId to) const {
   return !peers_.at(to).dial_out_only && !group.links.dial_failed(from, to);
 }
 
+bool MasterState::can_punch(const Group& group, PeerId a, PeerId b) const {
+  return group.punching && !group.links.punch_failed(a, b);
+}
+
 RingProblem MasterState::ring_problem(Group& group, const std::vector<PeerId>& members) {
   group.links.expire(now_ms_, limits_.link_max_age_ms);
   RingProblem problem = RingProblem::sized(members.size());
@@ -55,8 +74,8 @@ RingProblem MasterState::ring_problem(Group& group, const std::vector<PeerId>& m
   for (size_t a = 0; a < members.size(); ++a)
     for (size_t b = 0; b < members.size(); ++b)
       if (a != b) {
-        // A pair either end can dial carries data both ways (link_dialers.h).
-        problem.bw(a, b) = linkable(members[a], members[b], dial)
+        // A pair either end can dial, or that may punch, carries data both ways (link_dialers.h).
+        problem.bw(a, b) = linkable(members[a], members[b], dial) || can_punch(group, members[a], members[b])
                                ? group.links.measured_capacity(members[a], members[b])
                                : -1;
         problem.rtt_ms[a * members.size() + b] = group.links.rtt_ms(members[a], members[b]);
@@ -110,7 +129,9 @@ void MasterState::send_topology(Group& group, bool reorder) {
     // A ring moves at its slowest link; one lane count for all keeps both ends of every link agreed.
     topology.p2p_connections = std::min(topology.p2p_connections, p.connections);
   }
-  proposal.receiver_dials = assign_dialers(proposal.members, [&](PeerId from, PeerId to) { return can_dial(group, from, to); });
+  proposal.receiver_dials =
+      assign_dialers(proposal.members, [&](PeerId from, PeerId to) { return can_dial(group, from, to); },
+                     [&](PeerId a, PeerId b) { return can_punch(group, a, b); });
   topology.receiver_dials = proposal.receiver_dials;
   log().info("phase: group {} proposes epoch {} with {} peers", group.id, proposal.epoch,
                proposal.members.size());
@@ -142,7 +163,8 @@ void MasterState::settle_proposal(Group& group) {
   for (size_t i = 0; i < p.members.size(); ++i) {
     PeerId id = p.members[i];
     VerdictMember m{id, peers_.at(id).phase == Phase::accepted, std::nullopt};
-    m.next_dials = i < p.receiver_dials.size() && p.receiver_dials[i] != 0;
+    // A punched link (LinkDial::both) is judged as one its sender dials.
+    m.next_dials = i < p.receiver_dials.size() && p.receiver_dials[i] == static_cast<uint8_t>(wire::LinkDial::receiver);
     if (auto it = p.answers.find(id); it != p.answers.end()) m.answer = it->second;
     members.push_back(std::move(m));
   }
@@ -171,9 +193,15 @@ void MasterState::settle_proposal(Group& group) {
 
 void MasterState::reroute(Group& group, const Verdict& verdict) {
   ++group.reroutes;
+  const LinkMatrix::Backoff backoff{limits_.unreachable_retry_ms, limits_.unreachable_retry_max_ms};
   for (const FailedLink& link : verdict.failed_links) {
-    uint64_t wait = group.links.mark_unreachable(link.from, link.to, now_ms_,
-                                                 {limits_.unreachable_retry_ms, limits_.unreachable_retry_max_ms});
+    if (punched(*group.proposal, link.from, link.to)) {
+      uint64_t wait = group.links.mark_punch_failed(link.from, link.to, now_ms_, backoff);
+      log().warn("ring: group {}: {} and {} could not punch through to each other ({}); rings avoid that pair "
+                 "for {} s", group.id, peer_name(link.from), peer_name(link.to), link.why, wait / 1000);
+      continue;
+    }
+    uint64_t wait = group.links.mark_unreachable(link.from, link.to, now_ms_, backoff);
     log().warn("ring: group {}: {} cannot reach {} ({}); rings avoid that pair for {} s", group.id,
                peer_name(link.from), peer_name(link.to), link.why, wait / 1000);
   }
@@ -183,6 +211,8 @@ std::vector<PeerId> MasterState::placeable(Group& group, std::vector<PeerId>* ev
   std::vector<PeerId> members = group.ring;
   for (PeerId id : group.waiting)
     if (!contains(members, id)) members.push_back(id);
+  // Direct links first; pairs that may punch only when no ring of direct links holds everyone.
+  group.punching = false;
   RingProblem problem = ring_problem(group, members);
   if (std::none_of(problem.bandwidth.begin(), problem.bandwidth.end(), [](double bw) { return bw < 0; })) return members;
   // Keeping an accepted member is worth more than keeping a joiner; among equals, the older stays.
@@ -190,6 +220,10 @@ std::vector<PeerId> MasterState::placeable(Group& group, std::vector<PeerId>* ev
   for (PeerId id : members)
     keep_weight.push_back((peers_.at(id).phase == Phase::accepted ? 1e6 : 0) + 1.0 / static_cast<double>(id));
   std::vector<size_t> drop = fewest_to_drop(problem, keep_weight, std::chrono::milliseconds(500));
+  if (drop.empty()) return members;
+  group.punching = true;
+  problem = ring_problem(group, members);
+  drop = fewest_to_drop(problem, keep_weight, std::chrono::milliseconds(500));
   if (drop.empty()) return members;
   std::vector<PeerId> kept;
   for (size_t i = 0; i < members.size(); ++i) {

@@ -114,6 +114,10 @@ struct Group {
   std::set<PeerId> revision_holders;
   uint32_t reroutes = 0;  // proposals re-ordered around failed links since the last commit
   LinkMatrix links;       // what its members measured of the links between them
+  // Its rings may join pairs neither end can dial, by a simultaneous open (link_dialers.h):
+  // set by placeable() only when no ring of direct links holds every member, since a
+  // punch that fails (a `closed` host drops every SYN) costs a round.
+  bool punching = false;
   // Set while the group is rebuilt from resume hellos; gone at its next commit.
   struct Resume {
     uint64_t started_ms = 0;

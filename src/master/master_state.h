@@ -238,6 +238,8 @@ class MasterState {
   RingProblem ring_problem(Group& group, const std::vector<PeerId>& members);
   // Whether `from` can open connections to `to` as far as the master knows (link_dialers.h).
   bool can_dial(const Group& group, PeerId from, PeerId to) const;
+  // Whether the group may ask a and b to punch through to each other (Group::punching).
+  bool can_punch(const Group& group, PeerId a, PeerId b) const;
   // `members` reordered when the matrix knows a ring better by the hysteresis rule; else nullopt.
   std::optional<std::vector<PeerId>> better_ring(Group& group, const std::vector<PeerId>& members,
                                                  std::chrono::milliseconds budget, double gain);

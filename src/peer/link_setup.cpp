@@ -9,7 +9,9 @@
 #include "net/host_identity.h"
 #include "net/shm_stream.h"
 #include "core/log.h"
+#include "net/punch.h"
 #include "peer/lane_dialer.h"
+#include "peer/p2p_handshake.h"
 
 namespace ferry::peer {
 
@@ -22,8 +24,11 @@ LinkSetup::LinkSetup(asio::any_io_executor executor, LinkOptions options, uint64
     if (topology_.ring[i].peer_id == self_id_) rank_ = static_cast<uint32_t>(i);
   next_ = topology_.ring[(rank_ + 1) % n];
   prev_ = topology_.ring[(rank_ + n - 1) % n];
-  dials_out_ = !topology_.receiver_dials_link(rank_);
-  dials_in_ = topology_.receiver_dials_link((rank_ + n - 1) % n);
+  const wire::LinkDial out = topology_.link_dial(rank_), in = topology_.link_dial((rank_ + n - 1) % n);
+  dials_out_ = out == wire::LinkDial::sender;
+  punch_out_ = out == wire::LinkDial::both;
+  dials_in_ = in == wire::LinkDial::receiver;
+  punch_in_ = in == wire::LinkDial::both;
   out_.resize(n > 1 ? topology_.p2p_connections : 0);
   in_.resize(out_.size());
 }
@@ -33,12 +38,14 @@ void LinkSetup::start() {
   asio::dispatch(strand_, [self = shared_from_this()] { self->arm_timer(); });
   for (uint32_t lane = 0; lane < out_.size(); ++lane) {
     if (dials_out_) dial_lane(true, lane);
+    if (punch_out_) punch_lane(true, lane);
     if (dials_in_) dial_lane(false, lane);
+    if (punch_in_) punch_lane(false, lane);
   }
 }
 
 bool LinkSetup::accepted_lanes_up() const {
-  return (dials_out_ || out_ready_ == out_.size()) && (dials_in_ || in_ready_ == in_.size());
+  return (opens_out() || out_ready_ == out_.size()) && (opens_in() || in_ready_ == in_.size());
 }
 
 void LinkSetup::arm_timer() {
@@ -55,7 +62,7 @@ void LinkSetup::arm_timer() {
       auto any = [](const auto& lanes) {
         return std::any_of(lanes.begin(), lanes.end(), [](const auto& lane) { return lane != nullptr; });
       };
-      heard = (self->dials_in_ || any(self->in_)) && (self->dials_out_ || any(self->out_));
+      heard = (self->opens_in() || any(self->in_)) && (self->opens_out() || any(self->out_));
     }
     if (!heard) return self->deadline_passed(false, first);
     self->timer_.expires_after(self->options_.timeout - first);
@@ -75,7 +82,7 @@ void LinkSetup::deadline_passed(bool whole, std::chrono::milliseconds waited) {
     auto silent = [](const auto& lanes) {
       return std::none_of(lanes.begin(), lanes.end(), [](const auto& lane) { return lane != nullptr; });
     };
-    outgoing_missing = whole ? out_ready_ < out_.size() : dials_in_ || !silent(in_);
+    outgoing_missing = whole ? out_ready_ < out_.size() : opens_in() || !silent(in_);
     failed = std::move(dial_failure_);
   }
   if (failed) return finish(std::move(*failed));  // the dial's failure, not a timeout's guess
@@ -108,6 +115,71 @@ void LinkSetup::dial_lane(bool outgoing, uint32_t lane) {
                   });
 }
 
+void LinkSetup::punch_lane(bool outgoing, uint32_t lane) {
+  auto self = shared_from_this();
+  const wire::RingMember& target = outgoing ? next_ : prev_;
+  const uint64_t sender = outgoing ? self_id_ : prev_.peer_id, receiver = outgoing ? next_.peer_id : self_id_;
+  const int own_end = outgoing ? 0 : 1;
+  const uint16_t local_port = net::punch_port(topology_.epoch, sender, receiver, lane, own_end);
+  const net::Endpoint remote{target.host, net::punch_port(topology_.epoch, sender, receiver, lane, 1 - own_end)};
+  auto failed = [self, target_id = target.peer_id](const Status& st) {
+    if (st.code == Errc::system) return self->dial_failed({st, nullptr, self->self_id_});
+    Errc code = st.code == Errc::timeout || st.code == Errc::auth ? st.code : Errc::connect;
+    self->dial_failed(
+        {Status::failure(code, "peer " + std::to_string(target_id) + ": " + st.message), nullptr, target_id});
+  };
+  // The sender is the TLS client and says the hello, as it would over a lane it dialed.
+  net::punch(
+      executor_, local_port, remote, std::min(options_.timeout, options_.connect_timeout), options_.transport,
+      /*client=*/outgoing,
+      [self, outgoing, lane, failed](Status st, std::shared_ptr<net::Stream> stream) {
+        if (!st.ok()) return failed(st);
+        if (!outgoing) return self->welcome_punched(lane, std::move(stream));
+        wire::LinkHello hello{.from_peer = self->self_id_,
+                              .to_peer = self->next_.peer_id,
+                              .epoch = self->topology_.epoch,
+                              .lane = lane,
+                              .lanes = static_cast<uint32_t>(self->out_.size()),
+                              .receiver_dials = static_cast<uint8_t>(wire::LinkDial::both)};
+        asio::dispatch(stream->executor(), [self, stream, hello, lane, failed] {
+          dialer_handshake(stream, hello, self->options_.secret, self->options_.timeout,
+                           [self, stream, lane, failed](Status hst, bool) {
+                             if (!hst.ok()) return failed(hst);
+                             self->lane_ready(true, lane, stream, false);
+                           });
+        });
+      },
+      options_.tuning);
+}
+
+void LinkSetup::welcome_punched(uint32_t lane, std::shared_ptr<net::Stream> stream) {
+  auto self = shared_from_this();
+  asio::dispatch(stream->executor(), [self, stream, lane] {
+    acceptor_handshake(stream, self->options_.secret, self->options_.timeout,
+                       [self, stream, lane](Status st, std::optional<AcceptedHello> accepted) {
+                         const uint64_t prev = self->prev_.peer_id;
+                         auto blame = [self, prev](const std::string& why) {
+                           self->dial_failed({Status::failure(Errc::connect, "punched link from peer " +
+                                                                                 std::to_string(prev) + ": " + why),
+                                              nullptr, prev});
+                         };
+                         if (!st.ok()) return blame(st.message);
+                         const auto* hello = std::get_if<wire::LinkHello>(&accepted->hello);
+                         if (!hello || !hello->punched() || hello->from_peer != prev ||
+                             hello->to_peer != self->self_id_ || hello->epoch != self->topology_.epoch ||
+                             hello->lane != lane || hello->lanes != self->in_.size()) {
+                           stream->close();
+                           return blame("its hello is not for this lane");
+                         }
+                         wire::LinkWelcome welcome{.proof = accepted->welcome_proof};
+                         net::write_one_message(stream, welcome, [self, stream, lane, blame](Status wst) {
+                           if (!wst.ok()) return blame(wst.message);
+                           self->lane_ready(false, lane, stream, false);
+                         });
+                       });
+  });
+}
+
 std::shared_ptr<net::Stream> LinkSetup::accept_ring(const wire::LinkHello& hello,
                                                     const std::shared_ptr<net::Stream>& stream) {
   if (!options_.same_host.enabled || hello.shm_ring.empty() || hello.host_key.empty() ||
@@ -125,12 +197,14 @@ bool LinkSetup::offer_inbound(const wire::LinkHello& hello, const std::string& w
                               const std::shared_ptr<net::Stream>& stream) {
   // A hello for the link from the previous peer, which it dials; or for the
   // link to the next peer, which that peer dials as its receiver.
-  const bool outgoing = hello.receiver_dials != 0;
+  // A punched lane never comes through the listener (welcome_punched takes it).
+  if (hello.punched()) return false;
+  const bool outgoing = hello.receiver_dialed();
   {
     std::lock_guard lock(mu_);
     auto& lanes = outgoing ? out_ : in_;
-    bool ours = outgoing ? !dials_out_ && hello.from_peer == self_id_ && hello.to_peer == next_.peer_id
-                         : !dials_in_ && hello.from_peer == prev_.peer_id && hello.to_peer == self_id_;
+    bool ours = outgoing ? !opens_out() && hello.from_peer == self_id_ && hello.to_peer == next_.peer_id
+                         : !opens_in() && hello.from_peer == prev_.peer_id && hello.to_peer == self_id_;
     if (!done_ || !ours || hello.epoch != topology_.epoch || hello.lanes != lanes.size() ||
         hello.lane >= lanes.size() || lanes[hello.lane])
       return false;

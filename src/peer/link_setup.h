@@ -7,7 +7,10 @@
 // result is a started RingLinks, or the peer to blame. A neighbour that was
 // to dial this peer and is not heard from at all by its dial's connect
 // timeout (plus a grace) is blamed then, not at the whole deadline: its
-// dial has failed by then.
+// dial has failed by then. A link neither end can dial is punched
+// (wire::LinkDial::both, net/punch.h): both ends connect at once from the
+// lane's agreed ports; the sender then says the link hello and its receiver
+// answers, as over a dialed lane.
 //
 // A lane whose two ends share a host (net/host_identity.h) carries its bytes
 // through a shared-memory ring the dialer offers in its hello; any failure to
@@ -71,6 +74,13 @@ class LinkSetup : public std::enable_shared_from_this<LinkSetup> {
   // `outgoing`: a lane of the link to the next peer (this peer dials it forward), else of
   // the link from the previous one (dialed here for its receiver).
   void dial_lane(bool outgoing, uint32_t lane);
+  // One lane of a punched link: of the link to the next peer when `outgoing`, else from the previous one.
+  void punch_lane(bool outgoing, uint32_t lane);
+  // The receiving end of a punched lane: the sender's hello, checked, then the welcome.
+  void welcome_punched(uint32_t lane, std::shared_ptr<net::Stream> stream);
+  // Whether this peer opens the link's lanes itself (dials or punches them), else waits for them.
+  bool opens_out() const { return dials_out_ || punch_out_; }
+  bool opens_in() const { return dials_in_ || punch_in_; }
   // Whether every lane the neighbours dial to this peer is up.
   bool accepted_lanes_up() const;
   // The inbound stream as this lane will use it: over the hello's ring when it maps.
@@ -91,6 +101,8 @@ class LinkSetup : public std::enable_shared_from_this<LinkSetup> {
   wire::RingMember next_, prev_;
   bool dials_out_ = true;   // this peer dials its link to next_ (else next_ dials it)
   bool dials_in_ = false;   // this peer dials its link from prev_ (else prev_ dials it)
+  bool punch_out_ = false;  // its link to next_ is punched from both ends (then dials_out_ is false)
+  bool punch_in_ = false;   // its link from prev_ is punched from both ends
   asio::strand<asio::any_io_executor> strand_;
   asio::steady_timer timer_;  // only on strand_
   std::mutex mu_;

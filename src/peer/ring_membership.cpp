@@ -1,5 +1,7 @@
 #include "peer/ring_membership.h"
 
+#include <algorithm>
+
 #include <asio/dispatch.hpp>
 #include <asio/post.hpp>
 
@@ -49,7 +51,10 @@ Status RingMembership::propose(const wire::Topology& topology) {
     self = self_;
     bool member = false;
     for (const auto& m : topology.ring) member |= m.peer_id == self_;
-    if (!member || topology.p2p_connections == 0 || topology.p2p_connections > wire::kMaxConnectionsPerLink)
+    const bool known_dials = std::all_of(topology.receiver_dials.begin(), topology.receiver_dials.end(),
+                                         [](uint8_t d) { return d <= static_cast<uint8_t>(wire::LinkDial::both); });
+    if (!member || topology.p2p_connections == 0 || topology.p2p_connections > wire::kMaxConnectionsPerLink ||
+        !known_dials)
       return Status::failure(Errc::protocol, "the master proposed a ring this peer cannot use");
     if (closed_) return Status::success();
     old_setup = std::exchange(setup_, nullptr);

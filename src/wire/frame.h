@@ -20,7 +20,8 @@ inline constexpr uint32_t kFrameMagic = 0x31595246;  // "FRY1" on the wire
 // collective_begin.root and kinds barrier/broadcast. 8: going_away (a master stopped on purpose),
 // collective_result.pending. 9: hello.dial_out_only, topology.receiver_dials, link_hello.receiver_dials
 // (a link dialed from whichever end can); peer_label (a peer's status label, ferry_comm_set_label).
-inline constexpr uint16_t kProtocolVersion = 9;
+// 10: LinkDial::both in topology.receiver_dials and link_hello.receiver_dials (a punched link).
+inline constexpr uint16_t kProtocolVersion = 10;
 inline constexpr size_t kFrameHeaderBytes = 12;
 // Control payloads are small; the largest is a ring listing. 4 MiB holds a
 // ring of tens of thousands of peers and still bounds what a stranger can make us allocate.

@@ -196,6 +196,13 @@ struct PeerAddress {
 };
 using RingMember = PeerAddress;
 
+// Who opens a ring link's connections (Topology::receiver_dials, LinkHello::receiver_dials).
+enum class LinkDial : uint8_t {
+  sender = 0,    // the data's sender dials its receiver
+  receiver = 1,  // the receiver dials (the sender accepts no connection from it)
+  both = 2,      // neither can: both connect at once from agreed ports (net/punch.h)
+};
+
 // A proposed ring; members connect to their neighbours and answer with topology_ready.
 struct Topology {
   static constexpr MessageType kType = MessageType::topology;
@@ -203,11 +210,16 @@ struct Topology {
   uint32_t peer_group = 0;
   uint32_t p2p_connections = 0;  // lanes per link, agreed for the whole ring
   std::vector<RingMember> ring{};
-  // Who dials each link (master/link_dialers.h): receiver_dials[i] set, the link from
-  // ring[i] to ring[i + 1] is dialed by its receiver, ring[i + 1]; else, or when the
-  // list is shorter, by its sender. The data always flows from ring[i] to ring[i + 1].
+  // Who dials each link (master/link_dialers.h), a LinkDial per link: receiver_dials[i]
+  // is LinkDial::receiver, the link from ring[i] to ring[i + 1] is dialed by its receiver,
+  // ring[i + 1]; LinkDial::both, both ends connect at once from agreed ports (a TCP
+  // simultaneous open, net/punch.h); else, or when the list is shorter, by its sender.
+  // The data always flows from ring[i] to ring[i + 1].
   std::vector<uint8_t> receiver_dials{};
-  bool receiver_dials_link(size_t i) const { return i < receiver_dials.size() && receiver_dials[i] != 0; }
+  LinkDial link_dial(size_t i) const {
+    return i < receiver_dials.size() ? static_cast<LinkDial>(receiver_dials[i]) : LinkDial::sender;
+  }
+  bool receiver_dials_link(size_t i) const { return link_dial(i) == LinkDial::receiver; }
   template <class V> void fields(V& v) {
     v(epoch); v(peer_group); v(p2p_connections); v(ring, Limit{kMaxRingMembers});
     v(receiver_dials, Limit{kMaxRingMembers});
@@ -385,20 +397,23 @@ struct LinkHello {
   // this lane (empty: TCP only). An acceptor with the same key maps the ring.
   std::string host_key{};
   std::string shm_ring{};
-  // The data flows from from_peer to to_peer either way; set, the dialer is
-  // to_peer, the receiver (Topology::receiver_dials), else from_peer.
+  // The data flows from from_peer to to_peer either way; a LinkDial
+  // (Topology::receiver_dials): receiver, the dialer is to_peer; sender or both
+  // (a punched lane, where from_peer speaks first), from_peer.
   uint8_t receiver_dials = 0;
   template <class V> void fields(V& v) {
     v(from_peer); v(to_peer); v(epoch); v(lane); v(lanes); v(nonce, Limit{kMaxAuthField}); v(proof, Limit{kMaxAuthField});
     v(host_key, Limit{kMaxHostKey}); v(shm_ring, Limit{kMaxHostKey}); v(receiver_dials);
   }
-  uint64_t dialer() const { return receiver_dials ? to_peer : from_peer; }
-  uint64_t acceptor() const { return receiver_dials ? from_peer : to_peer; }
+  bool receiver_dialed() const { return receiver_dials == static_cast<uint8_t>(LinkDial::receiver); }
+  bool punched() const { return receiver_dials == static_cast<uint8_t>(LinkDial::both); }
+  uint64_t dialer() const { return receiver_dialed() ? to_peer : from_peer; }
+  uint64_t acceptor() const { return receiver_dialed() ? from_peer : to_peer; }
   // What the proof covers besides the nonces.
   std::string context() const {
     return "link:" + std::to_string(from_peer) + ">" + std::to_string(to_peer) + "@" + std::to_string(epoch) + "#" +
            std::to_string(lane) + "/" + std::to_string(lanes) + ";" + host_key + ";" + shm_ring +
-           (receiver_dials ? ";<" : "");
+           (receiver_dialed() ? ";<" : punched() ? ";<>" : "");
   }
 };
 

@@ -3,6 +3,7 @@
 // dial failed, on the master's state machine.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <set>
 #include <utility>
 #include <vector>
@@ -36,6 +37,20 @@ bool every_dialer_can_reach(const Topology& t, const std::set<PeerId>& closed) {
     if (closed.count(acceptor)) return false;
   }
   return true;
+}
+
+// 1 accepts connections and is the ring; 2 and 3 dial out only and join: the proposal of three.
+Topology propose_one_open_two_closed(Fixture& f) {
+  f.join(1);
+  f.all_ready();
+  join_dial_out_only(f, 2);
+  join_dial_out_only(f, 3);
+  f.state.on_message(1, TopologyVote{});
+  f.step();
+  auto proposals = f.sent<Topology>();
+  REQUIRE_FALSE(proposals.empty());
+  REQUIRE(proposals[0].second.ring.size() == 3);
+  return proposals[0].second;
 }
 
 }  // namespace
@@ -89,17 +104,73 @@ TEST_CASE("master: a dial-out-only peer advertises no port, and one that listens
   CHECK(f.kick_of(2).reason == "advertised p2p port is 0");
 }
 
-TEST_CASE("master: two dial-out-only peers and one that listens: one of them waits, nobody is evicted",
-          "[master][dialers]") {
+TEST_CASE("link dialers: a pair neither end can dial punches where it may", "[master][dialers][punch]") {
+  const std::set<std::pair<uint64_t, uint64_t>> blocked{{1, 2}, {2, 1}, {2, 3}};
+  CanDial can_dial = [&](uint64_t from, uint64_t to) { return blocked.count({from, to}) == 0; };
+  CanDial can_punch = [](uint64_t a, uint64_t b) { return a + b != 5; };  // not 2 with 3
+  // 1 -> 2 and 2 -> 1 blocked: punched both ways; 2 -> 3 blocked one way: 3 dials; 3 -> 1 open.
+  CHECK(assign_dialers({1, 2, 3}, can_dial, can_punch) == std::vector<uint8_t>{2, 1, 0});
+  CHECK(assign_dialers({1, 2}, can_dial, can_punch) == std::vector<uint8_t>{2, 2});
+  CHECK(assign_dialers({1, 2}, can_dial) == std::vector<uint8_t>{});  // no punching: the sender, which fails
+  const std::set<std::pair<uint64_t, uint64_t>> both{{2, 3}, {3, 2}};
+  CanDial closed_pair = [&](uint64_t from, uint64_t to) { return both.count({from, to}) == 0; };
+  CHECK(assign_dialers({2, 3}, closed_pair, can_punch) == std::vector<uint8_t>{});  // may not punch: the sender
+}
+
+TEST_CASE("master: two dial-out-only peers and one that listens: all three, the two punch through to each other",
+          "[master][dialers][punch]") {
   Fixture f;
-  f.join(1);
+  const Topology t = propose_one_open_two_closed(f);
+  // No ring of dialed links holds the three: the link between 2 and 3 is punched, the others dialed by 2 and 3.
+  for (size_t i = 0; i < 3; ++i) {
+    PeerId from = t.ring[i].peer_id, to = t.ring[(i + 1) % 3].peer_id;
+    if (from != 1 && to != 1)
+      CHECK(t.link_dial(i) == LinkDial::both);
+    else
+      CHECK(t.link_dial(i) == (to == 1 ? LinkDial::sender : LinkDial::receiver));
+  }
   f.all_ready();
-  join_dial_out_only(f, 2);
-  join_dial_out_only(f, 3);
-  f.state.on_message(1, TopologyVote{});
+  CHECK(f.state.ring(0).size() == 3);
+  CHECK(f.last.closes.empty());
+}
+
+TEST_CASE("master: a punch that fails (closed hosts) is not asked again: one of the two waits, nobody is evicted",
+          "[master][dialers][punch]") {
+  Fixture f;
+  const Topology t = propose_one_open_two_closed(f);
+  // Both ends of the punched link time out and blame each other; the dialed links formed.
+  for (size_t i = 0; i < 3; ++i) {
+    PeerId self = t.ring[i].peer_id, next = t.ring[(i + 1) % 3].peer_id, prev = t.ring[(i + 2) % 3].peer_id;
+    PeerId blamed = t.link_dial(i) == LinkDial::both ? next : t.link_dial((i + 2) % 3) == LinkDial::both ? prev : 0;
+    f.answer(static_cast<ConnId>(self), t.epoch, blamed);
+  }
   f.step();
   auto ring = proposed_ring(f);
-  CHECK(ring.size() == 2);  // 1 and one of them: a ring of three would join 2 and 3
+  CHECK(ring.size() == 2);  // 1 and one of them: no ring of three avoids the pair that cannot punch
+  auto next = f.sent<Topology>();
+  REQUIRE_FALSE(next.empty());
+  CHECK(std::none_of(next[0].second.receiver_dials.begin(), next[0].second.receiver_dials.end(),
+                     [](uint8_t d) { return d == static_cast<uint8_t>(LinkDial::both); }));
+  CHECK(f.last.closes.empty());
+  f.all_ready();
+  CHECK(f.state.ring(0).size() == 2);
+}
+
+TEST_CASE("master: a group of dial-out-only peers alone (each behind a stateful NAT) punches every link",
+          "[master][dialers][punch]") {
+  Fixture f;
+  join_dial_out_only(f, 1);
+  f.all_ready();
+  for (ConnId c = 2; c <= 4; ++c) join_dial_out_only(f, c);
+  f.state.on_message(1, TopologyVote{});
+  f.step();
+  auto proposals = f.sent<Topology>();
+  REQUIRE_FALSE(proposals.empty());
+  const Topology& t = proposals[0].second;
+  REQUIRE(t.ring.size() == 4);
+  for (size_t i = 0; i < 4; ++i) CHECK(t.link_dial(i) == LinkDial::both);
+  f.all_ready();
+  CHECK(f.state.ring(0).size() == 4);
   CHECK(f.last.closes.empty());
 }
 

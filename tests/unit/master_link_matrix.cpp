@@ -110,3 +110,27 @@ TEST_CASE("link matrix: a pair's capacity is its probed rate less the share the 
     CHECK(m.capacity(2, 3) == Approx(4'000'000));
   }
 }
+
+TEST_CASE("link matrix: a failed simultaneous open holds for the pair either way, backs off, and a link forgets it",
+          "[master][links][punch]") {
+  LinkMatrix m;
+  const std::vector<uint64_t> members{1, 2, 3};
+  const LinkMatrix::Backoff backoff{1000, 3000};
+  CHECK_FALSE(m.punch_failed(1, 2));
+  CHECK(m.mark_punch_failed(2, 1, 0, backoff) == 1000);
+  CHECK(m.punch_failed(1, 2));
+  CHECK(m.punch_failed(2, 1));
+  CHECK_FALSE(m.punch_failed(1, 3));
+  CHECK_FALSE(m.dial_failed(1, 2));  // a punch is not a dial
+  m.expire(999, 60'000);
+  CHECK(m.punch_failed(1, 2));
+  m.expire(1000, 60'000);
+  CHECK_FALSE(m.punch_failed(1, 2));
+  CHECK(m.mark_punch_failed(1, 2, 1000, backoff) == 2000);  // doubled
+  CHECK(m.mark_punch_failed(1, 2, 1000, backoff) == 3000);  // at most max
+  m.record(1, {link(1, 2, 100)}, members, 1500);            // the pair linked after all
+  CHECK_FALSE(m.punch_failed(1, 2));
+  CHECK(m.mark_punch_failed(1, 2, 2000, backoff) == 1000);  // its count starts again
+  m.forget(2);
+  CHECK_FALSE(m.punch_failed(1, 2));
+}

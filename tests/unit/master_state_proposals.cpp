@@ -131,12 +131,19 @@ TEST_CASE("master: a peer both neighbours cannot reach is evicted, a link down a
     CHECK(f.state.ring(0).size() == 3);
     CHECK(f.state.link_matrix(0).empty());  // unreachable is not a measurement
   }
-  SECTION("two accepted peers blame each other: no ring of two without that link, the newer goes") {
+  SECTION("two accepted peers blame each other: they punch through, and when that fails too, the newer goes") {
     Fixture f;
     f.ring_of(2);
     uint64_t epoch = vote_in(f, 2, 1);
     f.answer(1, epoch, 2);
     f.answer(2, epoch, 1);
+    f.step();
+    CHECK(f.last.closes.empty());
+    auto punched = f.sent<Topology>();
+    REQUIRE_FALSE(punched.empty());
+    CHECK(punched[0].second.receiver_dials == std::vector<uint8_t>{2, 2});  // LinkDial::both, each way
+    f.answer(1, punched[0].second.epoch, 2);
+    f.answer(2, punched[0].second.epoch, 1);
     f.step();
     REQUIRE(f.last.closes.size() == 1);
     CHECK(f.closed(2));
@@ -167,7 +174,11 @@ TEST_CASE("master: a peer both neighbours cannot reach is evicted, a link down a
     const std::set<std::pair<PeerId, PeerId>> blocked{{1, 2}};
     answer_as_network(f, blocked);
     CHECK(f.last.closes.empty());
-    CHECK(proposed_ring(f) == std::vector<uint64_t>{1});  // which way failed is unknown in a ring of two
+    // Which way failed is unknown in a ring of two: both ways are avoided, and the pair tries a punch.
+    REQUIRE(proposed_ring(f) == std::vector<uint64_t>{1, 2});
+    answer_as_network(f, blocked);  // which fails (blocked is `closed` there)
+    CHECK(f.last.closes.empty());
+    CHECK(proposed_ring(f) == std::vector<uint64_t>{1});
     f.all_ready();
     f.join(3);
     f.join(4);
@@ -201,6 +212,10 @@ TEST_CASE("master: a peer both neighbours cannot reach is evicted, a link down a
     f.step();
     for (ConnId c : {1, 2, 4}) f.state.on_message(c, TopologyVote{});
     f.step();
+    // First 2 and 4 try to punch through to each other; their firewalls drop every SYN.
+    CHECK(f.last.closes.empty());
+    REQUIRE(proposed_ring(f).size() == 3);
+    answer_as_network(f, {{1, 2}, {1, 4}, {2, 4}, {4, 2}});
     REQUIRE(f.last.closes.size() == 1);
     CHECK(f.closed(4));
     CHECK_THAT(f.kick_of(4).reason, Catch::Contains("no ring of the group avoids every pair that cannot connect") &&

@@ -86,7 +86,7 @@ TEST_CASE("wire: golden bytes pin the format", "[wire][golden]") {
   // Changing these bytes breaks compatibility with every deployed peer: bump kProtocolVersion instead.
   std::vector<uint8_t> hello = {
       0x46, 0x52, 0x59, 0x31,  // magic "FRY1"
-      0x09, 0x00,              // version 9
+      0x0A, 0x00,              // version 10
       0x01, 0x00,              // type hello
       0x4A, 0x00, 0x00, 0x00,  // payload length 74
       0x07, 0x00, 0x00, 0x00,  // peer_group 7

@@ -157,9 +157,10 @@ TEST_CASE("a stateful host accepts no dial from outside, and the ones it opens w
 TEST_CASE("a TCP simultaneous open links two stateful hosts that cannot dial each other", "[wan][root][inbound]") {
   if (skip_unless_root()) return;
   WanNetwork net = WanNetwork::start(Topology::load(shipped("all-stateful.json")));
-  const Host& a = net.hosts()[0];
-  const Host& b = net.hosts()[1];
-  REQUIRE(net.topology().hosts[0].inbound == InboundPolicy::stateful);
+  const Host& a = named(net, "nat-a");
+  const Host& b = named(net, "nat-b");
+  REQUIRE(net.topology().hosts[static_cast<size_t>(net.topology().host_index("nat-a"))].inbound ==
+          InboundPolicy::stateful);
 
   // A plain dial between them fails.
   check_refused(a, b, 5621);
@@ -176,8 +177,8 @@ TEST_CASE("a TCP simultaneous open links two stateful hosts that cannot dial eac
   // d starts 150 ms after c (the RTT is 40 ms): c's first SYN reaches d before d asked for
   // it and is dropped, then d's SYN passes c on the flow c opened, and c's SYN-ACK passes d.
   const uint64_t before = net.stats().drop_stateful;
-  const Host& c = net.hosts()[2];
-  const Host& d = net.hosts()[3];
+  const Host& c = named(net, "nat-c");
+  const Host& d = named(net, "nat-d");
   auto [cd, dc] = simultaneous_open(c, 5624, d, 5625, std::chrono::milliseconds(4000), std::chrono::milliseconds(150));
   REQUIRE(cd.fd >= 0);
   REQUIRE(dc.fd >= 0);
