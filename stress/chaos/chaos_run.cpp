@@ -161,7 +161,14 @@ class ChaosRun {
  private:
   std::size_t count() const { return args_.size_bytes / sizeof(float); }
   void start_master();
-  Peer& spawn_peer();
+  // `open`: accepting connections whatever --dial-out-only-every says.
+  Peer& spawn_peer(bool open = false);
+  // Whether the harness may kill `p`: an open peer only while as many open peers as
+  // dial-out-only ones would stay (a dial-out-only holder serves no shared-state fetch yet).
+  bool may_kill(const Peer& p);
+  // At quiescence: the master's removals may have left more dial-out-only peers than
+  // open ones, which no fault of ours did: open newcomers restore the balance.
+  void rebalance_open_peers();
   void pump(double seconds);
   void read_lines(Peer& p);
   void on_op(Peer& p, OpReport report);
@@ -219,12 +226,13 @@ void ChaosRun::start_master() {
   master_address_ = "127.0.0.1:" + std::to_string(master_port_);
 }
 
-Peer& ChaosRun::spawn_peer() {
+Peer& ChaosRun::spawn_peer(bool force_open) {
   auto p = std::make_unique<Peer>();
   const std::size_t index = peers_.size();
   const auto [open, closed] = live_open_and_closed();
   const int every = args_.dial_out_only_every;
-  p->dial_out_only = every > 0 && (index + 1) % static_cast<std::size_t>(every) == 0 && closed + 1 <= open;
+  p->dial_out_only =
+      !force_open && every > 0 && (index + 1) % static_cast<std::size_t>(every) == 0 && closed + 1 <= open;
   std::vector<std::string> argv = {
       peer_bin_, "--master", master_address_, "--seed", std::to_string(args_.seed), "--count",
       std::to_string(count()), "--quant", ferry_quant_name(args_.quant), "--concurrent",
@@ -257,6 +265,18 @@ std::pair<std::size_t, std::size_t> ChaosRun::live_open_and_closed() {
   std::size_t open = 0, closed = 0;
   for (Peer* p : live(false)) ++(p->dial_out_only ? closed : open);
   return {open, closed};
+}
+
+bool ChaosRun::may_kill(const Peer& p) {
+  const auto [open, closed] = live_open_and_closed();
+  return p.dial_out_only || open > closed;
+}
+
+void ChaosRun::rebalance_open_peers() {
+  for (auto counts = live_open_and_closed(); counts.second > counts.first; counts = live_open_and_closed()) {
+    spawn_peer(/*open=*/true);
+    ++s_.joins;
+  }
 }
 
 void ChaosRun::pump(double seconds) {
@@ -364,8 +384,7 @@ void ChaosRun::kill_one() {
   auto candidates = live(true);
   std::erase_if(candidates, [](Peer* p) { return p->stopped; });
   // An open peer is spared when its death would leave a dial-out-only peer no open one to sit beside.
-  const auto [open, closed] = live_open_and_closed();
-  if (open <= closed) std::erase_if(candidates, [](Peer* p) { return !p->dial_out_only; });
+  std::erase_if(candidates, [this](Peer* p) { return !may_kill(*p); });
   if (live(false).size() <= 2 || candidates.empty()) return;
   Peer& victim = *candidates[rng_() % candidates.size()];
   victim.killed = true;
@@ -422,7 +441,7 @@ void ChaosRun::resume_stopped(bool all) {
   for (auto& p : peers_) {
     if (!p->stopped || (!all && t < p->stop_until)) continue;
     p->stopped = false;
-    if (p->kill_after_stop) {
+    if (p->kill_after_stop && may_kill(*p)) {
       p->killed = true;
       ::kill(p->child->pid(), SIGKILL);
     }
@@ -572,6 +591,7 @@ ChaosSummary ChaosRun::run() {
     if (master_back_at_ > 0) start_master();
     proxy_.heal_all();
     resume_stopped(true);
+    rebalance_open_peers();
     quiesce_start_ = now_s();
     while (now_s() - quiesce_start_ < kConvergeLimit && !(s_.converged = converged())) {
       pump(kTick);
