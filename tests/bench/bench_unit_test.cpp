@@ -3,11 +3,13 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "aggregate.h"
@@ -19,6 +21,7 @@
 #include "rank_report.h"
 #include "topology.h"  // stress/wan
 #include "wan_link.h"
+#include "child_process.h"
 
 using namespace ferry::bench;
 using ferry::tooling::fill_input;
@@ -413,4 +416,25 @@ TEST_CASE("avg's expected result divides the exact sum once, and prod's inputs m
   CHECK(matches_expected(ElemType::f32, ReduceKind::prod, f_product.data(), count, seed, many, &first_bad));
   CHECK(matches_expected(ElemType::i32, ReduceKind::prod, i_product.data(), count, seed, many, &first_bad));
   CHECK_FALSE(matches_expected(ElemType::f32, ReduceKind::prod, f_product.data(), count, seed, many - 1, &first_bad));
+}
+
+// A loaded machine may not run the harness between two children's ends: both are found in
+// one look, and only the set's own order tells them apart, which says nothing of which
+// ended first (ferry-bench then names every child of that look as first to end).
+TEST_CASE("child processes found ended in one look share it; a later end is a later look", "[bench][children]") {
+  using namespace ferry::tooling;
+  ChildSet children(false);
+  Child& a = children.spawn("a", {"/bin/sh", "-c", "exit 3"});
+  Child& b = children.spawn("b", {"/bin/sh", "-c", "exit 4"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // both end before the set looks
+  REQUIRE(children.pump_until([&] { return !a.running() && !b.running(); },
+                              std::chrono::steady_clock::now() + std::chrono::seconds(10)));
+  CHECK(a.end_look() == 1);
+  CHECK(b.end_look() == 1);
+  CHECK(a.end_order() != b.end_order());
+  Child& c = children.spawn("c", {"/bin/sh", "-c", "sleep 0.2; exit 5"});
+  CHECK(c.end_look() == 0);
+  REQUIRE(children.pump_until([&] { return !c.running(); }, std::chrono::steady_clock::now() + std::chrono::seconds(10)));
+  CHECK(c.end_look() == 2);
+  CHECK(c.exit_code() == std::optional<int>(5));
 }

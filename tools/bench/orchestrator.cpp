@@ -93,19 +93,29 @@ void watch(ChildSet& children, const std::vector<Child*>& workers, Child* master
   std::vector<const Child*> ended;
   for (const Child* child : workers) ended.push_back(child);
   if (master != nullptr) ended.push_back(master);
-  // The first to end badly is the likeliest cause; the master ending at all is bad.
-  const Child* culprit = nullptr;
+  // The first to end badly is the likeliest cause; the master ending at all is bad. Those
+  // found ended in the same look (a loaded machine did not run us between their ends) are
+  // named together: which of them ended first is not known.
+  int first_look = 0;
   for (const Child* child : ended) {
     const bool bad = child == master ? child->end_order() != 0 : failed(child);
-    if (bad && (culprit == nullptr || child->end_order() < culprit->end_order())) culprit = child;
+    if (bad && (first_look == 0 || child->end_look() < first_look)) first_look = child->end_look();
   }
-  if (culprit == nullptr) throw RunFailed(label + " run failed, and no process says why");
-  std::string message = label + " run failed: " + culprit->name() + " (pid " + std::to_string(culprit->pid()) +
-                         ") ended first, with " + culprit->describe_exit() + "; its stderr:\n" +
-                         indented(culprit->err_tail(kTailLines));
+  std::vector<const Child*> culprits;
+  for (const Child* child : ended)
+    if ((child == master ? child->end_order() != 0 : failed(child)) && child->end_look() == first_look)
+      culprits.push_back(child);
+  if (culprits.empty()) throw RunFailed(label + " run failed, and no process says why");
+  std::string message = label + " run failed: ";
+  if (culprits.size() > 1) message += "these ended first, found together (which of them ended before is not known):\n";
+  for (const Child* culprit : culprits)
+    message += (culprit == culprits.front() ? "" : "\n") + culprit->name() + " (pid " +
+               std::to_string(culprit->pid()) + ")" + (culprits.size() > 1 ? "" : " ended first") + ", with " +
+               culprit->describe_exit() + "; its stderr:\n" + indented(culprit->err_tail(kTailLines));
   std::string others;
   for (const Child* child : workers) {
-    if (child != culprit) others += "\n  " + child->name() + ": " + child->describe_exit() + last_line(*child);
+    if (std::find(culprits.begin(), culprits.end(), child) == culprits.end())
+      others += "\n  " + child->name() + ": " + child->describe_exit() + last_line(*child);
   }
   if (!others.empty()) message += "\nthe others:" + others;
   throw RunFailed(message);

@@ -241,6 +241,7 @@ void ChildSet::close_pipes(Child& child) {
 }
 
 void ChildSet::reap_ended() {
+  bool found = false;
   for (auto& child : children_) {
     if (!child->running()) continue;
     int status = 0;
@@ -256,6 +257,9 @@ void ChildSet::reap_ended() {
     child->cpu_s_ = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
                     static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6;
     child->end_order_ = ++ended_;
+    if (!found) ++looks_;
+    found = true;
+    child->end_look_ = looks_;
   }
 }
 

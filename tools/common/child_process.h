@@ -39,6 +39,10 @@ class Child {
   double cpu_s() const { return cpu_s_; }
   // 1 for the first child of its set to end, 2 for the next, ...; 0 while running.
   int end_order() const { return end_order_; }
+  // The set's look for ended children that found this one ended (1, 2, ...); 0 while
+  // running. Children found in one look ended in an order nobody saw (the set was
+  // not running between their ends): their end_order() is only the set's order.
+  int end_look() const { return end_look_; }
 
  private:
   friend class ChildSet;
@@ -53,6 +57,7 @@ class Child {
   std::optional<int> wait_status_;
   double cpu_s_ = 0;
   int end_order_ = 0;
+  int end_look_ = 0;
 };
 
 class ChildSet {
@@ -87,6 +92,7 @@ class ChildSet {
   bool echo_stderr_;
   std::vector<std::unique_ptr<Child>> children_;
   int ended_ = 0;
+  int looks_ = 0;  // reap_ended() calls that found a child ended
 };
 
 // SIGINT, SIGTERM and SIGHUP: SIGKILL every live child's process group, then
