@@ -421,7 +421,7 @@ TEST_CASE("avg's expected result divides the exact sum once, and prod's inputs m
 // A loaded machine may not run the harness between two children's ends: both are found in
 // one look, and only the set's own order tells them apart, which says nothing of which
 // ended first (ferry-bench then names every child of that look as first to end).
-TEST_CASE("child processes found ended in one look share it; a later end is a later look", "[bench][children]") {
+TEST_CASE("child processes found ended in one look share it, and a later end is a later look", "[bench][children]") {
   using namespace ferry::tooling;
   ChildSet children(false);
   Child& a = children.spawn("a", {"/bin/sh", "-c", "exit 3"});
