@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 
 namespace ferry::test {
@@ -140,8 +141,13 @@ void grow_group(ferry_comm* comm, int64_t target) {
   wait_for_group(comm, target);
 }
 
-void wait_for_group(ferry_comm* comm, int64_t target) {
+void wait_for_group(ferry_comm* comm, int64_t target, std::chrono::milliseconds deadline) {
+  const auto give_up = std::chrono::steady_clock::now() + deadline;
   while (attribute(comm, FERRY_ATTR_GROUP_WORLD_SIZE) < target) {
+    if (std::chrono::steady_clock::now() >= give_up)
+      throw std::runtime_error("wait_for_group: the group has " +
+                               std::to_string(attribute(comm, FERRY_ATTR_GROUP_WORLD_SIZE)) + " of " +
+                               std::to_string(target) + " peers after " + std::to_string(deadline.count()) + " ms");
     must(ferry_update_topology(comm), "ferry_update_topology");
     // Everyone saw the same topology_done, so everyone leaves this loop together.
     if (attribute(comm, FERRY_ATTR_GROUP_WORLD_SIZE) < target) std::this_thread::sleep_for(std::chrono::milliseconds(5));

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <stdexcept>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -103,8 +104,10 @@ int64_t attribute(ferry_comm* comm, ferry_attribute attribute);
 // ferry_connect, then ferry_update_topology until the group has `target` peers.
 // Every peer of a group must call it with the same target.
 void grow_group(ferry_comm* comm, int64_t target);
-// The same for a peer already connected.
-void wait_for_group(ferry_comm* comm, int64_t target);
+// The same for a peer already connected. Throws std::runtime_error, naming the sizes, when the
+// group is still smaller after `deadline` (peers evicted or refused: else the loop never ends).
+void wait_for_group(ferry_comm* comm, int64_t target,
+                    std::chrono::milliseconds deadline = std::chrono::milliseconds(120'000));
 
 // A descriptor with the given fields and the library's defaults for the rest.
 ferry_allreduce_desc allreduce_desc(ferry_dtype dtype, ferry_reduce_op op, ferry_quant quant = FERRY_QUANT_NONE,

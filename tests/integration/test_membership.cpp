@@ -129,6 +129,20 @@ class ImpostorMaster {
 
 }  // namespace
 
+// The tests' own wait for a group's size has a deadline: a group that never grows (its
+// other peers evicted) once kept a test process alive for over an hour.
+TEST_CASE("membership: the tests' wait for a group that never grows gives up at its deadline, naming the sizes",
+          "[membership][harness]") {
+  EmbeddedMaster master;
+  ferry_comm* comm = create_peer(master.address());
+  grow_group(comm, 1);
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(wait_for_group(comm, 2, std::chrono::milliseconds(1500)),
+                    Catch::Contains("the group has 1 of 2 peers after 1500 ms"));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
+  ferry_comm_destroy(comm);
+}
+
 TEST_CASE("membership: a newcomer waits, is admitted by update_topology, and joins the next all-reduce",
           "[membership]") {
   EmbeddedMaster master;
