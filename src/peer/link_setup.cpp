@@ -106,13 +106,15 @@ void LinkSetup::dial_lane(bool outgoing, uint32_t lane) {
                   [self, outgoing, lane, target_id = target.peer_id](Status st, std::shared_ptr<net::Stream> stream,
                                                                      bool shared_memory) {
                     if (st.ok()) return self->lane_ready(outgoing, lane, std::move(stream), shared_memory);
-                    // Out of local resources: this peer's own trouble, so it names itself, not the neighbour.
-                    if (st.code == Errc::system) return self->dial_failed({st, nullptr, self->self_id_});
-                    Errc code = st.code == Errc::timeout || st.code == Errc::auth ? st.code : Errc::connect;
-                    self->dial_failed(
-                        {Status::failure(code, "peer " + std::to_string(target_id) + ": " + st.message), nullptr,
-                         target_id});
+                    self->lane_failed(target_id, st);
                   });
+}
+
+void LinkSetup::lane_failed(uint64_t target_id, const Status& st) {
+  // Out of local resources: this peer's own trouble, so it names itself, not the neighbour.
+  if (st.code == Errc::system) return dial_failed({st, nullptr, self_id_});
+  Errc code = st.code == Errc::timeout || st.code == Errc::auth ? st.code : Errc::connect;
+  dial_failed({Status::failure(code, "peer " + std::to_string(target_id) + ": " + st.message), nullptr, target_id});
 }
 
 void LinkSetup::punch_lane(bool outgoing, uint32_t lane) {
@@ -122,12 +124,7 @@ void LinkSetup::punch_lane(bool outgoing, uint32_t lane) {
   const int own_end = outgoing ? 0 : 1;
   const uint16_t local_port = net::punch_port(topology_.epoch, sender, receiver, lane, own_end);
   const net::Endpoint remote{target.host, net::punch_port(topology_.epoch, sender, receiver, lane, 1 - own_end)};
-  auto failed = [self, target_id = target.peer_id](const Status& st) {
-    if (st.code == Errc::system) return self->dial_failed({st, nullptr, self->self_id_});
-    Errc code = st.code == Errc::timeout || st.code == Errc::auth ? st.code : Errc::connect;
-    self->dial_failed(
-        {Status::failure(code, "peer " + std::to_string(target_id) + ": " + st.message), nullptr, target_id});
-  };
+  auto failed = [self, target_id = target.peer_id](const Status& st) { self->lane_failed(target_id, st); };
   // The sender is the TLS client and says the hello, as it would over a lane it dialed.
   net::punch(
       executor_, local_port, remote, std::min(options_.timeout, options_.connect_timeout), options_.transport,

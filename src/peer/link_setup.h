@@ -74,6 +74,9 @@ class LinkSetup : public std::enable_shared_from_this<LinkSetup> {
   // `outgoing`: a lane of the link to the next peer (this peer dials it forward), else of
   // the link from the previous one (dialed here for its receiver).
   void dial_lane(bool outgoing, uint32_t lane);
+  // A lane this peer dialed or punched towards `target_id` failed: blame it, or this peer when
+  // out of local resources.
+  void lane_failed(uint64_t target_id, const Status& st);
   // One lane of a punched link: of the link to the next peer when `outgoing`, else from the previous one.
   void punch_lane(bool outgoing, uint32_t lane);
   // The receiving end of a punched lane: the sender's hello, checked, then the welcome.
