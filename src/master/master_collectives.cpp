@@ -97,10 +97,14 @@ void MasterState::start_collective(Group& group, uint32_t seq) {
   std::vector<SyncCandidate> candidates;
   for (auto& [id, begin] : c.sync_begins) {
     const Peer& p = peers_.at(id);
-    candidates.push_back({id, p.endpoint, begin, !p.dial_out_only});
+    candidates.push_back({id, p.endpoint, begin});
   }
+  // A fetch punches whenever no end can dial the other (unlike a ring, it has no
+  // direct alternative to prefer), unless a punch between the two failed lately.
+  const SyncReach reach{.can_dial = [&](PeerId from, PeerId to) { return can_dial(group, from, to); },
+                        .can_punch = [&](PeerId a, PeerId b) { return !group.links.punch_failed(a, b); }};
   ElectionOutcome outcome = elect_shared_state(candidates, group.shared_revision.has_value(),
-                                               group.shared_revision.value_or(0));
+                                               group.shared_revision.value_or(0), reach);
   if (!outcome.status.ok()) {
     // Kick first, so a kicked peer hears why before its sync fails; losing it aborts the sync for the rest.
     for (uint64_t id : outcome.kick)

@@ -243,8 +243,11 @@ void MasterState::probe_or_commit(Group& group) {
   group.links.expire(now_ms_, limits_.link_max_age_ms);
   p.probe_rounds = plan_probes(
       p.members,
-      // A pair whose target takes no connection is not probed: a probe dials its target.
-      [&](PeerId from, PeerId to) { return group.links.has(from, to) || !can_dial(group, from, to); },
+      // A probe's connections are dialed by whichever end can (the target, when it accepts none);
+      // a pair neither end can dial is not probed.
+      [&](PeerId from, PeerId to) {
+        return group.links.has(from, to) || !linkable(from, to, [&](PeerId a, PeerId b) { return can_dial(group, a, b); });
+      },
       limits_.max_probe_rounds);
   if (p.probe_rounds.empty()) return maybe_commit_proposal(group);
   p.probe_started_ms = now_ms_;
@@ -292,8 +295,14 @@ void MasterState::send_probe_round(Group& group) {
     return it->second;
   };
   for (const ProbePair& pair : p.probe_rounds[p.probe_round]) {
-    round_of(pair.from).targets.push_back(peers_.at(pair.to).endpoint);
+    wire::ProbeRound& prober = round_of(pair.from);
+    prober.targets.push_back(peers_.at(pair.to).endpoint);
     round_of(pair.to).sources.push_back(pair.from);
+    if (can_dial(group, pair.from, pair.to)) continue;
+    // The target accepts no connection from its prober: it dials the prober instead.
+    prober.target_dials.resize(prober.targets.size(), 0);
+    prober.target_dials.back() = 1;
+    round_of(pair.to).dial_sources.push_back(peers_.at(pair.from).endpoint);
   }
   p.probe_waiting.clear();
   p.probe_round_started_ms = now_ms_;
@@ -319,7 +328,10 @@ void MasterState::handle(Peer& peer, const wire::ProbeDone& m) {
   for (PeerId to : m.unreachable) {
     if (!asked(to)) return kick(peer.conn, Errc::protocol, "probe_done names an unreachable peer it was not asked to probe");
     log().info("probe: group {}: {} cannot reach {}", group.id, peer_name(peer.id), peer_name(to));
-    group.links.mark_unreachable(peer.id, to, now_ms_, {limits_.unreachable_retry_ms, limits_.unreachable_retry_max_ms});
+    // The dial that failed: the prober's, or its target's where the target dialed (send_probe_round).
+    const bool target_dialed = !can_dial(group, peer.id, to);
+    group.links.mark_unreachable(target_dialed ? to : peer.id, target_dialed ? peer.id : to, now_ms_,
+                                 {limits_.unreachable_retry_ms, limits_.unreachable_retry_max_ms});
   }
   group.links.record(peer.id, m.links, p.members, now_ms_, /*probed=*/true);
   p.probe_waiting.erase(peer.id);

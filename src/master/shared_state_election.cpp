@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "master/peer_ids.h"
+#include "wire/fetch_frames.h"
+#include <optional>
 #include <set>
 
 namespace ferry::master {
@@ -28,7 +30,7 @@ Status sorted_tensors(const SyncCandidate& c, std::vector<wire::TensorDigest>& o
 }  // namespace
 
 ElectionOutcome elect_shared_state(const std::vector<SyncCandidate>& candidates, bool group_has_revision,
-                                   uint64_t group_revision) {
+                                   uint64_t group_revision, const SyncReach& reach) {
   ElectionOutcome out;
   if (candidates.empty()) {
     out.status = Status::failure(Errc::internal, "shared-state election without members");
@@ -95,8 +97,16 @@ ElectionOutcome elect_shared_state(const std::vector<SyncCandidate>& candidates,
     plan.seq = candidates[i].begin.seq;
     plan.revision = target;
   }
-  std::map<uint64_t, std::set<uint64_t>> serve_to;  // holder -> fetchers
-  std::set<std::pair<uint64_t, uint64_t>> addressed;  // (fetcher, holder)
+  // Who opens the connections of a fetch from `holder` by `fetcher`, if anyone can.
+  auto dial_of = [&](uint64_t fetcher, uint64_t holder) -> std::optional<wire::FetchDial> {
+    if (reach.can_dial(fetcher, holder)) return wire::FetchDial::fetcher;
+    if (reach.can_dial(holder, fetcher)) return wire::FetchDial::holder;
+    if (reach.can_punch(fetcher, holder)) return wire::FetchDial::both;
+    return std::nullopt;
+  };
+  std::map<uint64_t, size_t> index_of;
+  for (size_t i = 0; i < candidates.size(); ++i) index_of[candidates[i].peer_id] = i;
+  std::map<std::pair<uint64_t, uint64_t>, wire::FetchDial> links;  // (fetcher, holder) -> who dials
   for (size_t t = 0; t < tensors[0].size(); ++t) {
     if (tensors[0][t].allow_inequality) continue;
     std::optional<size_t> sender;  // index of the lowest-id send-only eligible member
@@ -127,35 +137,54 @@ ElectionOutcome elect_shared_state(const std::vector<SyncCandidate>& candidates,
       });
       winner = best->first;
     }
-    std::vector<uint64_t> holders;
-    for (size_t i = 0; i < candidates.size(); ++i)
-      if (eligible[i] && candidates[i].serves && tensors[i][t].hash == winner) holders.push_back(candidates[i].peer_id);
     for (size_t i = 0; i < candidates.size(); ++i) {
       if (tensors[i][t].hash == winner) continue;
       if (eligible[i] && candidates[i].begin.strategy == static_cast<uint8_t>(SyncStrategy::send_only)) continue;
+      const uint64_t id = candidates[i].peer_id;
+      // Holders a connection reaches directly; punched ones only when there is none
+      // (a punch into a host that drops every SYN costs a whole connect timeout).
+      std::vector<std::pair<uint64_t, wire::FetchDial>> direct, punched;
+      for (size_t h = 0; h < candidates.size(); ++h)
+        if (eligible[h] && tensors[h][t].hash == winner)
+          if (auto dial = dial_of(id, candidates[h].peer_id))
+            (*dial == wire::FetchDial::both ? punched : direct).emplace_back(candidates[h].peer_id, *dial);
+      const auto& holders = direct.empty() ? punched : direct;
       if (holders.empty()) {
-        out.status = Status::failure(Errc::connect, "tensor '" + tensors[0][t].name +
-                                                        "' is held only by peers that accept no connection "
-                                                        "(dial_out_only): nobody can fetch it");
+        out.status = Status::failure(Errc::connect, "tensor '" + tensors[0][t].name + "' is held only by peers that " +
+                                                        peer_name(id) + " cannot connect to, nor they to it");
         return out;
       }
-      uint64_t id = candidates[i].peer_id;
       wire::SyncPlan& plan = out.plans[id];
-      plan.fetches.push_back({.tensor = static_cast<uint32_t>(t), .hash = winner, .holders = holders});
-      for (uint64_t h : holders) {
-        serve_to[h].insert(id);
-        if (!addressed.insert({id, h}).second) continue;
-        for (const auto& c : candidates)
-          if (c.peer_id == h) plan.addresses.push_back(c.address);
+      wire::SyncFetch fetch{.tensor = static_cast<uint32_t>(t), .hash = winner, .holders = {}};
+      for (auto [holder, dial] : holders) {
+        fetch.holders.push_back(holder);
+        if (!links.emplace(std::pair{id, holder}, dial).second) continue;
+        plan.addresses.push_back(candidates[index_of.at(holder)].address);
+        plan.holder_dials.push_back(static_cast<uint8_t>(dial));
       }
+      plan.fetches.push_back(std::move(fetch));
     }
+  }
+  // Each holder learns whom it serves: fetchers that dial it, by name; those it connects to, with the
+  // number of connections each fetcher waits for (its share of kMaxFetchConnections, as it computes it).
+  for (const auto& [pair, dial] : links) {
+    const auto [fetcher, holder] = pair;
+    wire::SyncPlan& plan = out.plans[holder];
+    if (dial == wire::FetchDial::fetcher) {
+      plan.serve_to.push_back(fetcher);
+      continue;
+    }
+    const SyncCandidate& f = candidates[index_of.at(fetcher)];
+    plan.serve_dials.push_back({.fetcher = f.address,
+                                .dial = static_cast<uint8_t>(dial),
+                                .connections = wire::fetch_connections_per_holder(
+                                    f.begin.connections, out.plans[fetcher].addresses.size())});
   }
   if (!kicked.empty()) {
     out.kick.assign(kicked.begin(), kicked.end());
     out.status = Status::failure(Errc::peer_lost, out.kick_reason);
     return out;
   }
-  for (auto& [holder, fetchers] : serve_to) out.plans[holder].serve_to.assign(fetchers.begin(), fetchers.end());
   out.revision = target;
   out.status = Status::success();
   return out;

@@ -14,8 +14,10 @@
 //    win (ties: the bytes of the lowest peer id). Tensors that allow
 //    inequality are never compared or moved.
 //  - Members whose bytes differ from the winner fetch them from every
-//    eligible member holding them that accepts connections; everyone ends at
-//    revision T. When only dial-out-only members hold them, the sync aborts.
+//    eligible member holding them that one end can dial (the fetcher the
+//    holder, or else the holder the fetcher); only when there is none, from
+//    those it may punch through to (net/punch.h). Everyone ends at revision T.
+//    When no holder can be reached at all, the sync aborts.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "master/link_dialers.h"
 #include "wire/messages.h"
 
 namespace ferry::master {
@@ -32,7 +35,13 @@ struct SyncCandidate {
   uint64_t peer_id = 0;
   wire::PeerAddress address;
   wire::SyncBegin begin;
-  bool serves = true;  // false: it accepts no connection (dial_out_only), so no fetcher is sent to it
+};
+
+// Who may connect to whom: `can_dial(from, to)`, `to` accepts `from`'s connections;
+// `can_punch(a, b)`, a simultaneous open between them may get through.
+struct SyncReach {
+  CanDial can_dial;
+  CanDial can_punch;
 };
 
 struct ElectionOutcome {
@@ -44,6 +53,6 @@ struct ElectionOutcome {
 };
 
 ElectionOutcome elect_shared_state(const std::vector<SyncCandidate>& candidates, bool group_has_revision,
-                                   uint64_t group_revision);
+                                   uint64_t group_revision, const SyncReach& reach);
 
 }  // namespace ferry::master

@@ -10,10 +10,11 @@
 
 namespace ferry::net {
 
-uint16_t punch_port(uint64_t epoch, uint64_t sender, uint64_t receiver, uint32_t lane, int end) {
+uint16_t punch_port(uint64_t epoch, uint64_t sender, uint64_t receiver, uint32_t lane, int end, uint64_t round) {
   constexpr uint32_t kBase = 61000, kSpan = 65535 - kBase, kPerLink = 128;  // 64 lanes x 2 ends
   // splitmix64 over the link's names: both ends compute it alike, links spread over the span.
-  uint64_t h = epoch * 0x9E3779B97F4A7C15ull ^ sender * 0xBF58476D1CE4E5B9ull ^ receiver * 0x94D049BB133111EBull;
+  uint64_t h = epoch * 0x9E3779B97F4A7C15ull ^ sender * 0xBF58476D1CE4E5B9ull ^ receiver * 0x94D049BB133111EBull ^
+               round * 0xD6E8FEB86659FD93ull;
   h ^= h >> 31;
   h *= 0xBF58476D1CE4E5B9ull;
   h ^= h >> 29;

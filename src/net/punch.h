@@ -34,8 +34,10 @@ namespace ferry::net {
 // The port `end` (0: the data's sender, 1: its receiver) of lane `lane` binds for the
 // simultaneous open of the link from `sender` to `receiver` in `epoch`: the same on both
 // ends, different for each lane and end of a link (lanes < 64), in [61000, 65535), above
-// Linux's default ephemeral range (32768-60999).
-uint16_t punch_port(uint64_t epoch, uint64_t sender, uint64_t receiver, uint32_t lane, int end);
+// Linux's default ephemeral range (32768-60999). `round` keeps other connections of the
+// same pair and epoch off the ring link's ports (0: the ring; a shared-state fetch: its
+// seq + 1), or the two would ask for one 4-tuple.
+uint16_t punch_port(uint64_t epoch, uint64_t sender, uint64_t receiver, uint32_t lane, int end, uint64_t round = 0);
 
 // Connects from `local_port` (any local address of the remote's family) to `remote`
 // (a numeric address and its punch port) until one attempt connects or `timeout`

@@ -18,7 +18,8 @@
 //   master_calls.h     votes, queries and their answers
 //   ring_membership.h  the ring proposed and committed, its links' set-up and reports
 //   op_registry.h      the collectives in flight: numbering, life cycle, chunk routing
-//   p2p_inbound.h      connections other peers open to us, and our dials to holders
+//   p2p_inbound.h      connections other peers open to us
+//   fetch_connect.h    shared-state fetch connections, opened from whichever end can
 //   status_label.h     the line the master shows beside this peer (fire and forget)
 //
 // Threads:
@@ -146,6 +147,7 @@ class Communicator final : private MasterSession::Events {
   }
   void on_master_gone(const Status& why) override { die(why); }
 
+  FetchConnector fetch_connector();
   void on_fetch_hello(const wire::FetchHello& hello, const std::string& welcome_proof,
                       const std::shared_ptr<net::Stream>& stream);
   void die(const Status& why);

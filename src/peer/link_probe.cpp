@@ -71,8 +71,19 @@ void drain(std::shared_ptr<Drain> d) {
   });
 }
 
-// The streams of one probe as they are dialled and handshaken.
-struct Dialing {
+// Drains until the prober closes, or for as long as a probe may take.
+void drain_probe(std::shared_ptr<Drain> d) {
+  d->deadline.expires_after(kMaxProbeTime + kProbeDialTimeout);
+  d->deadline.async_wait([stream = d->stream](std::error_code ec) {
+    if (!ec) stream->close();
+  });
+  drain(d);
+}
+
+}  // namespace
+
+// The streams of one probe as they are dialled (or dialed in) and handshaken.
+struct ProbeStreams {
   std::mutex mu;
   std::condition_variable cv;
   size_t answered = 0;  // guarded by mu, as the rest
@@ -95,6 +106,8 @@ struct Dialing {
     cv.notify_all();
   }
 };
+
+namespace {
 
 uint64_t delivered(const std::vector<int>& fds) {
   uint64_t sum = 0;
@@ -133,6 +146,7 @@ void LinkProber::run_round(wire::ProbeRound round, uint64_t self) {
   wire::ProbeDone done;
   done.epoch = round.epoch;
   done.round = round.round;
+  for (const wire::RingMember& source : round.dial_sources) dial_source(round, self, source);
   for (const wire::RingMember& target : round.targets) {
     if (stopping_) return;
     Status failure = Status::success();
@@ -157,8 +171,11 @@ std::optional<wire::LinkEntry> LinkProber::probe(const wire::ProbeRound& round, 
   if (options_.same_host.enabled) hello.host_key = net::same_host_key();
   milliseconds timeout = std::min(options_.timeout, kProbeDialTimeout);
 
-  auto dialing = std::make_shared<Dialing>();
-  for (uint32_t i = 0; i < kProbeLanes; ++i)
+  auto dialing = std::make_shared<ProbeStreams>();
+  const size_t index = static_cast<size_t>(&target - round.targets.data());
+  const bool target_dials = round.target_dials_prober(index);
+  if (target_dials) await_target(round, target.peer_id, dialing);
+  for (uint32_t i = 0; i < kProbeLanes && !target_dials; ++i)
     net::dial(
         executor_, dial_candidates(target), timeout, options_.transport,
         [dialing, hello, secret = options_.secret, timeout](Status st, std::shared_ptr<net::Stream> stream) {
@@ -175,8 +192,9 @@ std::optional<wire::LinkEntry> LinkProber::probe(const wire::ProbeRound& round, 
   bool same_host;
   {
     std::unique_lock lock(dialing->mu);
-    // The dial and the handshake each end by `timeout`; the slack covers the hand-over.
-    auto deadline = Clock::now() + 2 * timeout + milliseconds(500);
+    // The dial and the handshake each end by `timeout`; the slack covers the hand-over (and,
+    // for a target that dials, the master's round reaching it later than us).
+    auto deadline = Clock::now() + 2 * timeout + milliseconds(target_dials ? 1500 : 500);
     // In slices: stop() does not notify this condition.
     while (dialing->answered < kProbeLanes && !stopping_ && Clock::now() < deadline)
       dialing->cv.wait_for(lock, milliseconds(20));
@@ -187,6 +205,7 @@ std::optional<wire::LinkEntry> LinkProber::probe(const wire::ProbeRound& round, 
     if (dialing->answered < kProbeLanes && failure.ok())
       failure = Status::failure(Errc::timeout, "probe connections not up in time");
   }
+  if (target_dials) stop_awaiting();
   auto close_all = [&] {
     for (auto& s : streams) close_on_strand(s);
   };
@@ -256,6 +275,24 @@ std::optional<wire::LinkEntry> LinkProber::probe(const wire::ProbeRound& round, 
 
 void LinkProber::accept(const wire::ProbeHello& hello, const std::string& welcome_proof,
                         const std::shared_ptr<net::Stream>& stream) {
+  if (hello.target_dialed) {
+    Dialed dialed{hello, welcome_proof, stream};
+    std::shared_ptr<ProbeStreams> streams;
+    {
+      std::lock_guard lock(awaited_mu_);
+      const bool ours = awaited_ && awaited_->epoch == hello.epoch && awaited_->round == hello.round &&
+                        awaited_->target == hello.to_peer;
+      if (ours) {
+        streams = awaited_->streams;
+      } else if (!stopping_ && early_.size() < kMaxInboundProbeStreams) {
+        // Its round reached the target before ours reached us: kept until our probe of it begins.
+        early_.push_back(std::move(dialed));
+        return;
+      }
+    }
+    if (!streams) return stream->close();
+    return welcome_target(std::move(dialed), streams);
+  }
   bool same_host = options_.same_host.enabled && !hello.host_key.empty() && hello.host_key == net::same_host_key();
   bool room = !stopping_ && inbound_->load() < kMaxInboundProbeStreams;
   if (room && !same_host) ++*inbound_;
@@ -266,12 +303,64 @@ void LinkProber::accept(const wire::ProbeHello& hello, const std::string& welcom
   auto drained = room && !same_host ? std::make_shared<Drain>(stream, inbound_) : nullptr;
   net::write_one_message(stream, welcome, [stream, drained](Status st) {
     if (!st.ok() || !drained) return stream->close();
-    drained->deadline.expires_after(kMaxProbeTime + kProbeDialTimeout);
-    drained->deadline.async_wait([stream](std::error_code ec) {
-      if (!ec) stream->close();
-    });
-    drain(drained);
+    drain_probe(drained);
   });
+}
+
+void LinkProber::await_target(const wire::ProbeRound& round, uint64_t target,
+                              const std::shared_ptr<ProbeStreams>& streams) {
+  std::vector<Dialed> early, stale;
+  {
+    std::lock_guard lock(awaited_mu_);
+    awaited_ = Awaited{round.epoch, round.round, target, streams};
+    for (auto& d : early_)
+      (d.hello.epoch == round.epoch && d.hello.round == round.round && d.hello.to_peer == target ? early : stale)
+          .push_back(std::move(d));
+    early_.clear();
+  }
+  for (auto& d : stale) close_on_strand(d.stream);  // from a probe that is over
+  for (auto& d : early) welcome_target(std::move(d), streams);
+}
+
+void LinkProber::stop_awaiting() {
+  std::lock_guard lock(awaited_mu_);
+  awaited_.reset();
+}
+
+void LinkProber::welcome_target(Dialed dialed, const std::shared_ptr<ProbeStreams>& streams) {
+  const bool same_host =
+      options_.same_host.enabled && !dialed.hello.host_key.empty() && dialed.hello.host_key == net::same_host_key();
+  wire::LinkWelcome welcome{.proof = dialed.welcome_proof, .shm = static_cast<uint8_t>(same_host ? 1 : 0)};
+  auto stream = dialed.stream;
+  asio::dispatch(stream->executor(), [stream, welcome, streams, same_host] {
+    net::write_one_message(stream, welcome, [stream, streams, same_host](Status st) {
+      if (!st.ok()) stream->close();
+      streams->finish(st, st.ok() ? stream : nullptr, same_host);
+    });
+  });
+}
+
+void LinkProber::dial_source(const wire::ProbeRound& round, uint64_t self, const wire::RingMember& source) {
+  wire::ProbeHello hello{.from_peer = source.peer_id, .to_peer = self, .epoch = round.epoch, .round = round.round,
+                         .target_dialed = 1};
+  if (options_.same_host.enabled) hello.host_key = net::same_host_key();
+  const milliseconds timeout = std::min(options_.timeout, kProbeDialTimeout);
+  for (uint32_t i = 0; i < kProbeLanes; ++i)
+    net::dial(
+        executor_, dial_candidates(source), timeout, options_.transport,
+        // No `this`: a dial may end after the prober (secret and counter are shared).
+        [hello, timeout, secret = options_.secret, inbound = inbound_](Status st, std::shared_ptr<net::Stream> stream) {
+          if (!st.ok()) return log().debug("probe: cannot dial prober {}: {}", hello.from_peer, st.message);
+          asio::dispatch(stream->executor(), [hello, timeout, secret, inbound, stream] {
+            dialer_handshake(stream, hello, secret, timeout, [inbound, stream](Status hst, bool same_host) {
+              // On one host the prober measures nothing (the ring link goes through shared memory).
+              if (!hst.ok() || same_host) return stream->close();
+              ++*inbound;
+              drain_probe(std::make_shared<Drain>(stream, inbound));
+            });
+          });
+        },
+        options_.tuning);
 }
 
 double probe_rate(const std::vector<ProbeSample>& samples, Clock::time_point started, Clock::duration span) {

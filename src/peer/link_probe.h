@@ -14,7 +14,10 @@
 // mistake for the path's rate (accuracy wins; docs/design.md, "Knowing the links", gives the totals).
 // The entry's RTT is the smallest the connections saw (the path's, without
 // the queue the probe itself builds).
-// A target that cannot be dialled or refuses the handshake is reported
+// A target that accepts no connection (a dial-out-only peer) dials the prober
+// instead (ProbeRound::target_dials, dial_sources): the prober measures over
+// the connections it is given as over its own. A target that cannot be
+// dialled, refuses the handshake or does not dial in time is reported
 // unreachable. A target on this host (its welcome says so) is not probed:
 // that pair's ring link goes through shared memory.
 //
@@ -34,6 +37,8 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -61,6 +66,8 @@ struct ProbeSample {
 double probe_rate(const std::vector<ProbeSample>& samples, std::chrono::steady_clock::time_point started,
                   std::chrono::steady_clock::duration span);
 
+struct ProbeStreams;  // one probe's connections as they come up (link_probe.cpp)
+
 class LinkProber {
  public:
   using Report = std::function<void(wire::ProbeDone)>;
@@ -71,11 +78,31 @@ class LinkProber {
 
   // Probes `round`'s targets as peer `self`, then reports.
   void start_round(const wire::ProbeRound& round, uint64_t self);
-  // A probe_hello another peer sent us (its proof already checked).
+  // A probe_hello another peer sent us (its proof already checked): a prober's, or a
+  // target's that dialed us for our probe of it.
   void accept(const wire::ProbeHello& hello, const std::string& welcome_proof, const std::shared_ptr<net::Stream>& stream);
   void stop();
 
  private:
+  // A connection a target opened for our probe of it, handshake read.
+  struct Dialed {
+    wire::ProbeHello hello;
+    std::string welcome_proof;
+    std::shared_ptr<net::Stream> stream;
+  };
+  // The probe a target dials in for: its connections go to `streams`.
+  struct Awaited {
+    uint64_t epoch = 0;
+    uint32_t round = 0;
+    uint64_t target = 0;
+    std::shared_ptr<ProbeStreams> streams;
+  };
+  void welcome_target(Dialed dialed, const std::shared_ptr<ProbeStreams>& streams);
+  // From now until stop_awaiting(), `target`'s connections for this probe go to `streams`.
+  void await_target(const wire::ProbeRound& round, uint64_t target, const std::shared_ptr<ProbeStreams>& streams);
+  void stop_awaiting();
+  // Opens kProbeLanes connections to a source that probes us, and drops what it sends.
+  void dial_source(const wire::ProbeRound& round, uint64_t self, const wire::RingMember& source);
   void run_round(wire::ProbeRound round, uint64_t self);
   // One target: its entry, or nullopt when it could not be reached (why in `failure`).
   std::optional<wire::LinkEntry> probe(const wire::ProbeRound& round, uint64_t self, const wire::RingMember& target,
@@ -88,6 +115,9 @@ class LinkProber {
   std::shared_ptr<std::atomic<size_t>> inbound_ = std::make_shared<std::atomic<size_t>>(0);
   std::mutex mu_;      // guards round_ (start_round against stop)
   std::thread round_;
+  std::mutex awaited_mu_;
+  std::optional<Awaited> awaited_;  // guarded by awaited_mu_
+  std::vector<Dialed> early_;       // target connections before their probe began; guarded by awaited_mu_
 };
 
 }  // namespace ferry::peer

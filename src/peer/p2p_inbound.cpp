@@ -1,13 +1,9 @@
 #include "peer/p2p_inbound.h"
 
-#include <future>
-
 #include <asio/dispatch.hpp>
 
 #include "core/log.h"
 #include "core/log_throttle.h"
-#include "net/dialer.h"
-#include "peer/dial_candidates.h"
 #include "peer/p2p_handshake.h"
 
 namespace ferry::peer {
@@ -39,27 +35,6 @@ void accept_p2p(asio::ip::tcp::socket socket, std::shared_ptr<net::StrangerGate:
                              });
         });
       });
-}
-
-Status dial_holder(asio::any_io_executor executor, const LinkOptions& options, const wire::PeerAddress& holder,
-                   const wire::FetchHello& hello, std::shared_ptr<net::Stream>& out) {
-  std::promise<std::pair<Status, std::shared_ptr<net::Stream>>> dialed;
-  net::dial(executor, dial_candidates(holder), options.timeout, options.transport,
-            [&dialed](Status st, std::shared_ptr<net::Stream> s) { dialed.set_value({st, s}); }, options.tuning);
-  auto [st, stream] = dialed.get_future().get();  // bounded by the dialer's deadline
-  if (!st.ok()) return st;
-  std::promise<Status> answered;
-  asio::dispatch(stream->executor(), [&, stream] {
-    dialer_handshake(stream, hello, options.secret, options.timeout, [&](Status hst, bool) { answered.set_value(hst); });
-  });
-  Status handshake = answered.get_future().get();  // bounded by read_one_message's deadline
-  if (!handshake.ok()) {
-    stream->abort();
-    return handshake;
-  }
-  stream->enter_blocking_mode();
-  out = stream;
-  return Status::success();
 }
 
 }  // namespace ferry::peer

@@ -29,10 +29,4 @@ struct InboundRoutes {
 void accept_p2p(asio::ip::tcp::socket socket, std::shared_ptr<net::StrangerGate::Pass> stranger,
                 const LinkOptions& options, InboundRoutes routes);
 
-// The fetch side's dial: connects to a shared-state holder, says `hello`,
-// waits for its welcome, and returns the stream in blocking mode. Blocks the
-// calling (fetch) thread, at most twice options.timeout (the dial, then the handshake).
-Status dial_holder(asio::any_io_executor executor, const LinkOptions& options, const wire::PeerAddress& holder,
-                   const wire::FetchHello& hello, std::shared_ptr<net::Stream>& out);
-
 }  // namespace ferry::peer

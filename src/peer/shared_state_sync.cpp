@@ -25,7 +25,6 @@ namespace {
 constexpr uint32_t kFetchChunkBytes = 4u << 20;
 static_assert(kFetchChunkBytes == kContentHashBlock);
 constexpr size_t kRequestsInFlight = 4;  // per connection
-constexpr size_t kMaxFetchThreads = 16;
 
 struct ZstdContexts {
   ZSTD_CCtx* compress = ZSTD_createCCtx();
@@ -89,9 +88,9 @@ HashedState HashedState::of(SyncSpec spec) {
 }
 
 SharedStateSync::SharedStateSync(OpHost& host, uint64_t epoch, uint32_t seq, uint64_t self_id, HashedState state,
-                                 OpDeadlines deadlines, FetchDialer dialer)
+                                 OpDeadlines deadlines, FetchConnector connector)
     : CollectiveOp(host, epoch, seq, deadlines), self_id_(self_id), spec_(std::move(state.spec)),
-      dialer_(std::move(dialer)), order_(std::move(state.order)), hashes_(std::move(state.hashes)),
+      connector_(std::move(connector)), order_(std::move(state.order)), hashes_(std::move(state.hashes)),
       own_blocks_(std::move(state.own_blocks)), changed_(spec_.tensors.size(), false) {}
 
 SharedStateSync::~SharedStateSync() {
@@ -132,6 +131,7 @@ wire::SyncBegin SharedStateSync::begin_message() const {
   b.seq = seq();
   b.revision = spec_.revision;
   b.strategy = static_cast<uint8_t>(spec_.strategy);
+  b.connections = spec_.connections;
   for (size_t c = 0; c < order_.size(); ++c) {
     const auto& t = spec_.tensors[order_[c]];
     b.tensors.push_back({.name = t.name,
@@ -159,45 +159,71 @@ void SharedStateSync::plan(const wire::SyncPlan& plan) {
       if (size == 0) break;
     }
   }
+  if (plan.holder_dials.size() > plan.addresses.size())
+    return fail_local(Status::failure(Errc::protocol, "the master's shared-state plan names more dials than holders"));
   fetched_blocks_.resize(order_.size());
   for (const auto& f : plan.fetches)
     fetched_blocks_[f.tensor].resize(std::max<size_t>(1, (tensor_size(f.tensor) + kContentHashBlock - 1) / kContentHashBlock));
-  std::vector<Fetcher> early;
+  std::vector<Arrival> early;
   {
     std::lock_guard lock(mu_);
     plan_ = plan;
     queue_ = std::make_unique<FetchQueue>(std::move(chunks));
-    early.swap(early_serves_);
+    early.swap(early_arrivals_);
   }
-  for (auto& f : early) start_serving(std::move(f));
+  for (auto& a : early) arrived(std::move(a));
+  // Fetchers this holder connects to itself (it accepts no connection from them).
+  for (const auto& fetcher : plan.serve_dials)
+    for (uint32_t k = 0; k < std::min<uint32_t>(fetcher.connections, wire::kMaxFetchConnections); ++k)
+      spawn([this, fetcher, k] { serve_opened(fetcher, k); });
   if (plan.fetches.empty()) return mark_local_done();  // nothing to fetch; maybe still serving others
 
-  // Connections: `connections` per holder, at most kMaxFetchThreads in all.
-  std::vector<const wire::PeerAddress*> holders;
-  for (const auto& a : plan.addresses) holders.push_back(&a);
-  if (holders.empty()) return fail_local(Status::failure(Errc::protocol, "shared-state plan without holder addresses"));
-  size_t per_holder = std::max<size_t>(1, std::min<size_t>(spec_.connections, kMaxFetchThreads / holders.size()));
-  fetchers_running_ = per_holder * holders.size();
+  // Connections: `connections` per holder, at most kMaxFetchConnections in all.
+  const size_t holders = plan.addresses.size();
+  if (holders == 0) return fail_local(Status::failure(Errc::protocol, "shared-state plan without holder addresses"));
+  const uint32_t per_holder = wire::fetch_connections_per_holder(spec_.connections, holders);
+  fetchers_running_ = per_holder * holders;
   // Few chunks: smaller batches, so that every connection gets some (8 chunks
   // over 4 connections in batches of 4 would leave two idle).
-  batch_chunks_ = std::clamp<size_t>(queue_->size() / (per_holder * holders.size()), 1, kRequestsInFlight);
-  for (size_t k = 0; k < per_holder; ++k)
-    for (const auto* address : holders) {
-      wire::PeerAddress a = *address;
-      spawn([this, a] { fetch_loop(a.peer_id, a); });
+  batch_chunks_ = std::clamp<size_t>(queue_->size() / (per_holder * holders), 1, kRequestsInFlight);
+  for (uint32_t k = 0; k < per_holder; ++k)
+    for (size_t h = 0; h < holders; ++h) {
+      wire::PeerAddress a = plan.addresses[h];
+      spawn([this, a, dial = plan.holder_dial(h), k] { fetch_loop(a, dial, k); });
     }
 }
 
 // --- fetching --------------------------------------------------------------------------
 
-void SharedStateSync::fetch_loop(uint64_t holder, const wire::PeerAddress& address) {
+Status SharedStateSync::connect_holder(const wire::PeerAddress& holder, wire::FetchDial dial, uint32_t k,
+                                       std::shared_ptr<net::Stream>& out) {
+  const wire::FetchHello hello{
+      .from_peer = self_id_, .to_peer = holder.peer_id, .epoch = epoch(), .seq = seq(), .dial = static_cast<uint8_t>(dial)};
+  if (dial == wire::FetchDial::fetcher) return connector_.dial(holder, hello, out);
+  if (dial == wire::FetchDial::both) return connector_.punch(holder, hello, k, /*holder=*/false, out);
+  // The holder dials us: take one of the connections it opened (take_holders_connection).
+  std::unique_lock lock(mu_);
+  auto& waiting = opened_by_holder_[holder.peer_id];
+  holder_opened_.wait_for(lock, connector_.holder_wait, [&] { return stopped_ || !waiting.empty(); });
+  if (stopped_) return Status::failure(Errc::peer_lost, "the sync ended");
+  if (waiting.empty()) {
+    // Some connections of this holder came: it is alive, with fewer of them than asked for.
+    if (holder_opened_count_[holder.peer_id] > 0) return Status::success();
+    return Status::failure(Errc::timeout, "it opened no connection to this peer");
+  }
+  out = std::move(waiting.back());
+  waiting.pop_back();
+  return Status::success();
+}
+
+void SharedStateSync::fetch_loop(const wire::PeerAddress& address, wire::FetchDial dial, uint32_t k) {
   pthread_setname_np(pthread_self(), "ferry-fetch");
+  const uint64_t holder = address.peer_id;
   std::shared_ptr<net::Stream> stream;
-  Status st =
-      dialer_(address, wire::FetchHello{.from_peer = self_id_, .to_peer = holder, .epoch = epoch(), .seq = seq()}, stream);
+  Status st = connect_holder(address, dial, k, stream);
   std::vector<uint8_t> scratch;
   std::vector<size_t> batch;
-  if (st.ok()) {
+  if (st.ok() && stream) {
     track(stream);
     progressed();
     while (st.ok()) {
@@ -279,38 +305,83 @@ void SharedStateSync::fetched_all() {
 
 void SharedStateSync::serve(const wire::FetchHello& hello, const std::string& welcome_proof,
                             std::shared_ptr<net::Stream> stream) {
-  Fetcher fetcher{hello.from_peer, welcome_proof, std::move(stream)};
+  Arrival arrival{hello, welcome_proof, std::move(stream)};
   {
     std::lock_guard lock(mu_);
-    if (stopped_ || hello.to_peer != self_id_) {
-      fetcher.stream->close();
+    if (stopped_ || hello.acceptor() != self_id_) {
+      arrival.stream->close();
       return;
     }
     if (!plan_) {
-      // The fetcher heard its plan before we heard ours: wait for it (bounded by the sync's deadlines).
-      early_serves_.push_back(std::move(fetcher));
+      // The other end heard its plan before we heard ours: wait for it (bounded by the sync's deadlines).
+      early_arrivals_.push_back(std::move(arrival));
       return;
     }
   }
-  start_serving(std::move(fetcher));
+  arrived(std::move(arrival));
 }
 
-void SharedStateSync::start_serving(Fetcher fetcher) {
+void SharedStateSync::arrived(Arrival arrival) {
+  if (arrival.hello.holder_opened()) return take_holders_connection(std::move(arrival));
+  start_serving(std::move(arrival));
+}
+
+namespace {
+
+// Answers a hello this end accepted; false when the stream failed (and was aborted).
+bool welcome(net::Stream& stream, bool ok, const std::string& refusal, const std::string& proof) {
+  stream.enter_blocking_mode();
+  auto bytes = wire::encode_message(wire::LinkWelcome{.code = ok ? 0u : static_cast<uint32_t>(Errc::auth),
+                                                      .reason = ok ? "" : refusal,
+                                                      .proof = ok ? proof : ""});
+  std::array<asio::const_buffer, 1> buffers{asio::buffer(bytes)};
+  if (!ok || stream.write_all_blocking(buffers)) {
+    stream.abort();
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void SharedStateSync::start_serving(Arrival fetcher) {
   const auto& allowed = plan_->serve_to;
   auto stream = fetcher.stream;
-  stream->enter_blocking_mode();
   // Only peers the master sent here may read these tensors (with a run secret, their identity is proven).
-  bool ok = std::find(allowed.begin(), allowed.end(), fetcher.peer) != allowed.end();
-  auto welcome = wire::encode_message(wire::LinkWelcome{.code = ok ? 0u : static_cast<uint32_t>(Errc::auth),
-                                                        .reason = ok ? "" : "not in this sync's plan",
-                                                        .proof = ok ? fetcher.welcome_proof : ""});
-  std::array<asio::const_buffer, 1> buffers{asio::buffer(welcome)};
-  if (!ok || stream->write_all_blocking(buffers)) {
-    stream->abort();
-    return;
-  }
+  bool ok = std::find(allowed.begin(), allowed.end(), fetcher.hello.from_peer) != allowed.end();
+  if (!welcome(*stream, ok, "not in this sync's plan", fetcher.welcome_proof)) return;
   track(stream);
   spawn([this, stream] { serve_loop(stream); });
+}
+
+void SharedStateSync::take_holders_connection(Arrival holder) {
+  const auto& plan = *plan_;
+  bool ok = false;
+  for (size_t h = 0; h < plan.addresses.size(); ++h)
+    ok |= plan.addresses[h].peer_id == holder.hello.to_peer && plan.holder_dial(h) == wire::FetchDial::holder &&
+          holder.hello.dial == static_cast<uint8_t>(wire::FetchDial::holder);
+  if (!welcome(*holder.stream, ok, "not a holder that dials this peer in this sync's plan", holder.welcome_proof)) return;
+  track(holder.stream);
+  {
+    std::lock_guard lock(mu_);
+    ++holder_opened_count_[holder.hello.to_peer];
+    opened_by_holder_[holder.hello.to_peer].push_back(holder.stream);
+  }
+  holder_opened_.notify_all();
+}
+
+void SharedStateSync::serve_opened(const wire::ServeDial& fetcher, uint32_t k) {
+  pthread_setname_np(pthread_self(), "ferry-serve");
+  const wire::FetchHello hello{.from_peer = fetcher.fetcher.peer_id, .to_peer = self_id_, .epoch = epoch(), .seq = seq(),
+                               .dial = fetcher.dial};
+  std::shared_ptr<net::Stream> stream;
+  Status st = fetcher.dial == static_cast<uint8_t>(wire::FetchDial::both)
+                  ? connector_.punch(fetcher.fetcher, hello, k, /*holder=*/true, stream)
+                  : connector_.dial(fetcher.fetcher, hello, stream);
+  // The fetcher sees the missing connection and fetches elsewhere (or over the ones that came).
+  if (!st.ok()) return log().warn("shared state: cannot connect to fetcher {}: {}", fetcher.fetcher.peer_id, st.message);
+  track(stream);
+  serve_loop(stream);
 }
 
 void SharedStateSync::serve_loop(const std::shared_ptr<net::Stream>& stream) {
@@ -393,15 +464,16 @@ void SharedStateSync::track(const std::shared_ptr<net::Stream>& stream) {
 
 void SharedStateSync::stop_transfers(const Status&) {
   std::vector<std::weak_ptr<net::Stream>> streams;
-  std::vector<Fetcher> early;
+  std::vector<Arrival> early;
   FetchQueue* queue = nullptr;
   {
     std::lock_guard lock(mu_);
     stopped_ = true;
     streams = streams_;
-    early.swap(early_serves_);
+    early.swap(early_arrivals_);
     queue = queue_.get();
   }
+  holder_opened_.notify_all();
   for (auto& w : streams)
     if (auto s = w.lock()) s->abort();
   for (auto& f : early) f.stream->close();

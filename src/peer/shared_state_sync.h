@@ -4,7 +4,9 @@
 // from the peers that hold the winning bytes — chunks spread over every
 // holder and several connections each, optionally zstd-compressed, each chunk
 // checksummed — and serves its own winning tensors to the peers the plan
-// names. A fetched tensor counts only once its content hash matches the
+// names. Each connection is opened by whichever end the other can reach
+// (wire::FetchDial, peer/fetch_connect.h): a holder that accepts no
+// connection dials its fetchers, or the two punch through. A fetched tensor counts only once its content hash matches the
 // winner's; a holder that fails hands its chunks to another holder.
 //
 // Threads: one per fetch connection and one per served connection, each
@@ -12,7 +14,10 @@
 // they exit, so the caller's tensors are never touched after wait() returns.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -53,10 +58,18 @@ struct SyncOutcome {
   double duration_s = 0;
 };
 
-// Connects to a holder, says fetch_hello, waits for its welcome; returns the
-// stream in blocking mode. Supplied by the communicator (it owns transports and deadlines).
-using FetchDialer =
-    std::function<Status(const wire::PeerAddress& holder, const wire::FetchHello& hello, std::shared_ptr<net::Stream>& out)>;
+// Opens fetch connections (peer/fetch_connect.h); each call returns a welcomed stream in
+// blocking mode. Supplied by the communicator (it owns transports and deadlines).
+struct FetchConnector {
+  // Dials `to` (a holder, or a fetcher when the holder opens), says the hello, waits for the welcome.
+  std::function<Status(const wire::PeerAddress& to, const wire::FetchHello&, std::shared_ptr<net::Stream>& out)> dial;
+  // Connection `k` of a punched fetch, from the holder's side (`holder`) or the fetcher's.
+  std::function<Status(const wire::PeerAddress& to, const wire::FetchHello&, uint32_t k, bool holder,
+                       std::shared_ptr<net::Stream>& out)>
+      punch;
+  // How long a fetcher waits for a connection its holder opens: as long as that holder's dial may take.
+  std::chrono::milliseconds holder_wait{120'000};
+};
 
 // A sync's tensors, checked and hashed: all the work a sync does before it
 // takes its number (hashing a large state takes a while; no lock is held).
@@ -72,12 +85,13 @@ struct HashedState {
 class SharedStateSync final : public CollectiveOp, public std::enable_shared_from_this<SharedStateSync> {
  public:
   SharedStateSync(OpHost& host, uint64_t epoch, uint32_t seq, uint64_t self_id, HashedState state,
-                  OpDeadlines deadlines, FetchDialer dialer);
+                  OpDeadlines deadlines, FetchConnector connector);
   ~SharedStateSync() override;
 
   wire::SyncBegin begin_message() const;
   void plan(const wire::SyncPlan& plan) override;
-  // A fetch_hello for this sync arrived on `stream` (handshake read, nothing outstanding).
+  // A fetch_hello for this sync arrived on `stream` (handshake read, nothing outstanding):
+  // a fetcher dialed this holder, or a holder that accepts no connection dialed this fetcher.
   void serve(const wire::FetchHello& hello, const std::string& welcome_proof, std::shared_ptr<net::Stream> stream);
   Status wait(SyncOutcome* outcome);
   // The revision the master elected (every member's after a commit); none before the plan.
@@ -87,14 +101,19 @@ class SharedStateSync final : public CollectiveOp, public std::enable_shared_fro
   const char* call_name() const override { return "sync_shared_state"; }
   void stop_transfers(const Status& why) override;
   void on_verdict(const Status& verdict) override;
-  struct Fetcher {
-    uint64_t peer = 0;
+  struct Arrival {  // a connection the other end opened, handshake read
+    wire::FetchHello hello;
     std::string welcome_proof;
     std::shared_ptr<net::Stream> stream;
   };
-  void start_serving(Fetcher fetcher);
+  void arrived(Arrival arrival);  // with the plan
+  void start_serving(Arrival fetcher);
+  void take_holders_connection(Arrival holder);
   void serve_loop(const std::shared_ptr<net::Stream>& stream);
-  void fetch_loop(uint64_t holder, const wire::PeerAddress& address);
+  void serve_opened(const wire::ServeDial& fetcher, uint32_t k);
+  Status connect_holder(const wire::PeerAddress& holder, wire::FetchDial dial, uint32_t k,
+                        std::shared_ptr<net::Stream>& out);
+  void fetch_loop(const wire::PeerAddress& holder, wire::FetchDial dial, uint32_t k);
   Status fetch_batch(net::Stream& stream, const std::vector<size_t>& batch, std::vector<uint8_t>& scratch);
   void fetched_all();
   void spawn(std::function<void()> body);  // a thread holding the collective open
@@ -106,7 +125,7 @@ class SharedStateSync final : public CollectiveOp, public std::enable_shared_fro
 
   const uint64_t self_id_;
   SyncSpec spec_;
-  const FetchDialer dialer_;
+  const FetchConnector connector_;
   const std::vector<size_t> order_;                      // see HashedState
   const std::vector<uint64_t> hashes_;                   // see HashedState
   const std::vector<std::vector<uint64_t>> own_blocks_;  // see HashedState
@@ -117,7 +136,12 @@ class SharedStateSync final : public CollectiveOp, public std::enable_shared_fro
   std::mutex mu_;
   std::optional<wire::SyncPlan> plan_;                       // guarded by mu_
   std::unique_ptr<FetchQueue> queue_;                        // set once by plan()
-  std::vector<Fetcher> early_serves_;                        // arrived before our plan; guarded by mu_
+  std::vector<Arrival> early_arrivals_;                      // before our plan; guarded by mu_
+  // Connections holders opened to this fetcher, not yet taken by a fetch thread, and how
+  // many each holder opened in all; guarded by mu_, waited on with holder_opened_.
+  std::map<uint64_t, std::vector<std::shared_ptr<net::Stream>>> opened_by_holder_;
+  std::map<uint64_t, size_t> holder_opened_count_;
+  std::condition_variable holder_opened_;
   std::vector<std::weak_ptr<net::Stream>> streams_;          // every live connection; guarded by mu_
   std::vector<std::thread> threads_;                         // guarded by mu_
   bool stopped_ = false;                                     // guarded by mu_

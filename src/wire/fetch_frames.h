@@ -13,6 +13,16 @@ namespace ferry::wire {
 inline constexpr size_t kFetchRequestBytes = 24;
 inline constexpr size_t kFetchResponseBytes = 40;
 inline constexpr uint32_t kMaxFetchChunk = 16u << 20;
+inline constexpr size_t kMaxFetchConnections = 16;  // per fetcher, over all its holders
+
+// The connections a fetcher opens (or waits for) per holder: as many as it asks,
+// at most kMaxFetchConnections over all of them, at least one each. The master
+// tells a holder that connects itself the same number (SyncPlan::serve_dials).
+inline uint32_t fetch_connections_per_holder(uint32_t asked, size_t holders) {
+  size_t share = holders == 0 ? kMaxFetchConnections : kMaxFetchConnections / holders;
+  size_t n = asked < share ? asked : share;
+  return static_cast<uint32_t>(n < 1 ? 1 : n);
+}
 
 struct FetchRequest {
   uint32_t tensor = 0;       // position in name order

@@ -21,7 +21,10 @@ inline constexpr uint32_t kFrameMagic = 0x31595246;  // "FRY1" on the wire
 // collective_result.pending. 9: hello.dial_out_only, topology.receiver_dials, link_hello.receiver_dials
 // (a link dialed from whichever end can); peer_label (a peer's status label, ferry_comm_set_label).
 // 10: LinkDial::both in topology.receiver_dials and link_hello.receiver_dials (a punched link).
-inline constexpr uint16_t kProtocolVersion = 10;
+// 11: sync_begin.connections, sync_plan.holder_dials/serve_dials, fetch_hello.dial (a shared-state
+// fetch opened by whichever end can: the holder, or both punching); probe_round.target_dials/
+// dial_sources, probe_hello.target_dialed (a probe of a dial-out-only peer, dialed by it).
+inline constexpr uint16_t kProtocolVersion = 11;
 inline constexpr size_t kFrameHeaderBytes = 12;
 // Control payloads are small; the largest is a ring listing. 4 MiB holds a
 // ring of tens of thousands of peers and still bounds what a stranger can make us allocate.

@@ -449,8 +449,9 @@ struct SyncBegin {
   uint64_t revision = 0;
   uint8_t strategy = 0;  // SyncStrategy
   std::vector<TensorDigest> tensors{};
+  uint32_t connections = 0;  // fetch connections this peer opens per holder, when it fetches (0: one)
   template <class V> void fields(V& v) {
-    v(epoch); v(seq); v(revision); v(strategy); v(tensors, Limit{kMaxSharedTensors});
+    v(epoch); v(seq); v(revision); v(strategy); v(tensors, Limit{kMaxSharedTensors}); v(connections);
   }
 };
 
@@ -462,6 +463,23 @@ struct SyncFetch {
   template <class V> void fields(V& v) { v(tensor); v(hash); v(holders, Limit{kMaxRingMembers}); }
 };
 
+// Who opens a fetch connection between a fetcher and a holder (SyncPlan,
+// FetchHello): whichever end the other can reach; both at once, from agreed
+// ports (net/punch.h), when neither can.
+enum class FetchDial : uint8_t {
+  fetcher = 0,  // the fetcher dials the holder's listener
+  holder = 1,   // the holder dials the fetcher's (the holder accepts no connection)
+  both = 2,     // a simultaneous open; the holder says the hello
+};
+
+// A fetcher this holder opens connections to (FetchDial::holder or both).
+struct ServeDial {
+  PeerAddress fetcher{};
+  uint8_t dial = 0;          // FetchDial
+  uint32_t connections = 0;  // as many as the fetcher waits for (fetch_connections_per_holder)
+  template <class V> void fields(V& v) { fetcher.fields(v); v(dial); v(connections); }
+};
+
 // The master's election result for one peer: what to fetch from whom, whom to serve.
 struct SyncPlan {
   static constexpr MessageType kType = MessageType::sync_plan;
@@ -471,13 +489,21 @@ struct SyncPlan {
   std::vector<SyncFetch> fetches{};
   std::vector<uint64_t> serve_to{};     // peers allowed to fetch from this one
   std::vector<PeerAddress> addresses{}; // of the holders this peer fetches from
+  std::vector<uint8_t> holder_dials{};   // a FetchDial per address; missing ones: FetchDial::fetcher
+  std::vector<ServeDial> serve_dials{};  // fetchers this holder connects to itself
   template <class V> void fields(V& v) {
     v(epoch); v(seq); v(revision); v(fetches, Limit{kMaxSharedTensors}); v(serve_to, Limit{kMaxRingMembers});
-    v(addresses, Limit{kMaxRingMembers});
+    v(addresses, Limit{kMaxRingMembers}); v(holder_dials, Limit{kMaxRingMembers}); v(serve_dials, Limit{kMaxRingMembers});
+  }
+  FetchDial holder_dial(size_t i) const {
+    return i < holder_dials.size() ? static_cast<FetchDial>(holder_dials[i]) : FetchDial::fetcher;
   }
 };
 
-// First frame on a p2p connection that fetches shared state; answered by link_welcome.
+// First frame on a p2p connection that fetches shared state; answered by
+// link_welcome. from_peer fetches from to_peer, whoever opened the connection
+// (`dial`, a FetchDial: fetcher, from_peer dialed and says this; holder or
+// both, to_peer opened it and says this, and from_peer answers).
 struct FetchHello {
   static constexpr MessageType kType = MessageType::fetch_hello;
   uint64_t from_peer = 0;
@@ -486,12 +512,15 @@ struct FetchHello {
   uint32_t seq = 0;
   std::string nonce{};
   std::string proof{};
+  uint8_t dial = 0;
   template <class V> void fields(V& v) {
-    v(from_peer); v(to_peer); v(epoch); v(seq); v(nonce, Limit{kMaxAuthField}); v(proof, Limit{kMaxAuthField});
+    v(from_peer); v(to_peer); v(epoch); v(seq); v(nonce, Limit{kMaxAuthField}); v(proof, Limit{kMaxAuthField}); v(dial);
   }
+  bool holder_opened() const { return dial != static_cast<uint8_t>(FetchDial::fetcher); }
+  uint64_t acceptor() const { return holder_opened() ? from_peer : to_peer; }
   std::string context() const {
     return "fetch:" + std::to_string(from_peer) + ">" + std::to_string(to_peer) + "@" + std::to_string(epoch) + "#" +
-           std::to_string(seq);
+           std::to_string(seq) + ";" + std::to_string(dial);
   }
 };
 
@@ -551,9 +580,15 @@ struct ProbeRound {
   uint32_t round = 0;
   std::vector<RingMember> targets{};
   std::vector<uint64_t> sources{};
+  // Per target, 1 where it accepts no connection: it dials this prober, which measures as ever.
+  std::vector<uint8_t> target_dials{};
+  // Sources this peer dials for their probe of it (it accepts no connection from them).
+  std::vector<RingMember> dial_sources{};
   template <class V> void fields(V& v) {
     v(epoch); v(round); v(targets, Limit{kMaxRingMembers}); v(sources, Limit{kMaxRingMembers});
+    v(target_dials, Limit{kMaxRingMembers}); v(dial_sources, Limit{kMaxRingMembers});
   }
+  bool target_dials_prober(size_t i) const { return i < target_dials.size() && target_dials[i] != 0; }
 };
 
 // Peer -> master: what the round measured (from_peer is the sender), and the
@@ -582,13 +617,14 @@ struct ProbeHello {
   std::string nonce{};
   std::string proof{};
   std::string host_key{};
+  uint8_t target_dialed = 0;  // 1: to_peer (the probe's target) dialed from_peer (its prober), and says this
   template <class V> void fields(V& v) {
     v(from_peer); v(to_peer); v(epoch); v(round); v(nonce, Limit{kMaxAuthField}); v(proof, Limit{kMaxAuthField});
-    v(host_key, Limit{kMaxHostKey});
+    v(host_key, Limit{kMaxHostKey}); v(target_dialed);
   }
   std::string context() const {
     return "probe:" + std::to_string(from_peer) + ">" + std::to_string(to_peer) + "@" + std::to_string(epoch) + "#" +
-           std::to_string(round) + ";" + host_key;
+           std::to_string(round) + ";" + host_key + (target_dialed ? ";<" : "");
   }
 };
 

@@ -164,7 +164,7 @@ class ChaosRun {
   // `open`: accepting connections whatever --dial-out-only-every says.
   Peer& spawn_peer(bool open = false);
   // Whether the harness may kill `p`: an open peer only while as many open peers as
-  // dial-out-only ones would stay (a dial-out-only holder serves no shared-state fetch yet).
+  // dial-out-only ones would stay (two dial-out-only neighbours punch, past the faulty proxies).
   bool may_kill(const Peer& p);
   // At quiescence: the master's removals may have left more dial-out-only peers than
   // open ones, which no fault of ours did: open newcomers restore the balance.

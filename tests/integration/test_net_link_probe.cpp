@@ -37,8 +37,8 @@ struct Target {
   Io io;
   peer::LinkProber prober;
   std::shared_ptr<net::Listener> listener;
-  explicit Target(bool same_host)
-      : prober(io.io.get_executor(), options(same_host), [](wire::ProbeDone) {}),
+  explicit Target(bool same_host, peer::LinkProber::Report report = [](wire::ProbeDone) {})
+      : prober(io.io.get_executor(), options(same_host), std::move(report)),
         listener(net::Listener::bind(io.io.get_executor(), "127.0.0.1", 0, 0)) {
     auto opts = options(same_host);
     listener->start(net::StrangerGate::create("probe test"),
@@ -102,6 +102,49 @@ TEST_CASE("link probe: a target nobody listens on is reported unreachable", "[pr
     closed = acceptor.local_endpoint().port();
   }
   wire::ProbeDone done = probe(closed, false);
+  CHECK(done.links.empty());
+  CHECK(done.unreachable == std::vector<uint64_t>{7});
+}
+
+// A target that accepts no connection (dial-out-only) dials its prober instead; the prober
+// measures over the connections it is given. Here the target hears its round first, as
+// happens when the master's message reaches it sooner: its connections wait for the probe.
+TEST_CASE("link probe: a target that accepts no connection dials its prober, which measures over them",
+          "[probe][dial_out_only]") {
+  std::promise<wire::ProbeDone> prober_done, target_done;
+  Target prober(false, [&](wire::ProbeDone done) { prober_done.set_value(std::move(done)); });  // peer 3, listening
+  Io io;
+  peer::LinkProber target(io.io.get_executor(), options(false),
+                          [&](wire::ProbeDone done) { target_done.set_value(std::move(done)); });  // peer 7
+  wire::ProbeRound target_round{5, 2, {}, {3}, {}, {{3, "127.0.0.1", prober.listener->port(), {}}}};
+  target.start_round(target_round, 7);
+  std::this_thread::sleep_for(200ms);
+  // The target's address is never dialed: its port here is one nothing listens on.
+  prober.prober.start_round(wire::ProbeRound{5, 2, {{7, "127.0.0.1", 1, {}}}, {}, {1}, {}}, 3);
+  auto answered = prober_done.get_future();
+  REQUIRE(answered.wait_for(20s) == std::future_status::ready);
+  wire::ProbeDone done = answered.get();
+  CHECK(done.unreachable.empty());
+  REQUIRE(done.links.size() == 1);
+  CHECK(done.links[0].from_peer == 3);
+  CHECK(done.links[0].to_peer == 7);
+  CHECK(done.links[0].connections == peer::kProbeLanes);
+  CHECK(done.links[0].goodput_bps > 0);
+  auto target_answer = target_done.get_future();
+  REQUIRE(target_answer.wait_for(20s) == std::future_status::ready);
+  wire::ProbeDone quiet = target_answer.get();
+  CHECK(quiet.links.empty());
+  CHECK(quiet.unreachable.empty());
+}
+
+TEST_CASE("link probe: a target that should dial its prober and never does is reported unreachable",
+          "[probe][dial_out_only]") {
+  std::promise<wire::ProbeDone> prober_done;
+  Target prober(false, [&](wire::ProbeDone done) { prober_done.set_value(std::move(done)); });
+  prober.prober.start_round(wire::ProbeRound{5, 2, {{7, "127.0.0.1", 1, {}}}, {}, {1}, {}}, 3);
+  auto answered = prober_done.get_future();
+  REQUIRE(answered.wait_for(30s) == std::future_status::ready);
+  wire::ProbeDone done = answered.get();
   CHECK(done.links.empty());
   CHECK(done.unreachable == std::vector<uint64_t>{7});
 }

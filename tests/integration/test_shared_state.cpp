@@ -11,63 +11,13 @@
 
 #include "core/content_hash.h"
 #include "harness.h"
+#include "shared_state_calls.h"
 #include "one_tensor_state.h"  // tools/common
 #include "sanitized_build.h"
 
 using namespace ferry::test;
 
 namespace {
-
-// A peer's state: named f32 tensors it owns.
-struct State {
-  std::map<std::string, std::vector<float>> tensors;
-  std::set<std::string> may_differ;
-  uint64_t revision = 0;
-
-  void fill(const std::string& name, size_t count, float base) {
-    auto& t = tensors[name];
-    t.resize(count);
-    for (size_t i = 0; i < count; ++i) t[i] = base + static_cast<float>(i % 1000);
-  }
-  uint64_t hash(const std::string& name) const {
-    const auto& t = tensors.at(name);
-    return ferry::content_hash(t.data(), t.size() * sizeof(float));
-  }
-};
-
-struct SyncResult {
-  ferry_result result = FERRY_OK;
-  ferry_sync_info info{};
-  std::map<std::string, int> changed;
-  std::string error;
-};
-
-SyncResult sync(ferry_comm* comm, State& state, ferry_sync_strategy strategy, uint32_t compression = 0) {
-  std::vector<ferry_tensor> tensors;
-  for (auto& [name, data] : state.tensors) {
-    ferry_tensor t;
-    ferry_tensor_init(&t);
-    t.name = name.c_str();
-    t.data = data.data();
-    t.count = data.size();
-    t.dtype = FERRY_F32;
-    t.allow_content_inequality = state.may_differ.count(name) ? 1 : 0;
-    tensors.push_back(t);
-  }
-  ferry_shared_state s;
-  ferry_shared_state_init(&s);
-  s.revision = state.revision;
-  s.tensors = tensors.data();
-  s.count = tensors.size();
-  s.compression_level = compression;
-  SyncResult out;
-  out.info.struct_size = sizeof out.info;
-  out.result = ferry_sync_shared_state(comm, &s, strategy, &out.info);
-  if (out.result != FERRY_OK) out.error = ferry_last_error();
-  state.revision = s.revision;
-  for (auto& t : tensors) out.changed[t.name] = t.changed;
-  return out;
-}
 
 // A member waits (up to ~10 s) until a newcomer is pending, then votes it in.
 void admit_newcomer(ferry_comm* comm) {
@@ -77,12 +27,6 @@ void admit_newcomer(ferry_comm* comm) {
     if (pending == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   must(ferry_update_topology(comm), "ferry_update_topology");
-}
-
-SyncResult must_sync(ferry_comm* comm, State& state, ferry_sync_strategy strategy, uint32_t compression = 0) {
-  SyncResult r = sync(comm, state, strategy, compression);
-  if (r.result != FERRY_OK) throw std::runtime_error("ferry_sync_shared_state: " + r.error);
-  return r;
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <utility>
 #include <vector>
@@ -190,4 +191,44 @@ TEST_CASE("master: a link whose dial failed is dialed by its receiver next time,
   CHECK(rounds == 2);  // one failed dial, then 4 dials its predecessor's link itself
   CHECK(f.last.closes.empty());
   CHECK(f.state.ring(0).size() == 4);
+}
+
+TEST_CASE("master: the pairs of a dial-out-only peer are probed too, each probe into it dialed by it",
+          "[master][dialers][probe]") {
+  Fixture f;
+  f.answer_probes = false;
+  f.join(1);
+  f.all_ready();
+  join_dial_out_only(f, 2);
+  f.join(3);
+  f.state.on_message(1, TopologyVote{});
+  f.step();
+  const uint64_t epoch = f.sent<Topology>().at(0).second.epoch;
+  for (ConnId c = 1; c <= 3; ++c) f.state.on_message(c, TopologyReady{epoch, 0, 0, ""});
+  std::set<std::pair<PeerId, PeerId>> probed;
+  for (uint32_t round = 0; round < 10; ++round) {
+    f.step();
+    auto rounds = f.sent<ProbeRound>();
+    if (rounds.empty()) break;
+    std::map<PeerId, ProbeRound> by_peer;
+    for (auto& [conn, r] : rounds) by_peer[static_cast<PeerId>(conn)] = r;  // conn n joined as peer n
+    for (auto& [self, r] : by_peer) {
+      std::vector<LinkEntry> links;
+      for (size_t i = 0; i < r.targets.size(); ++i) {
+        const PeerId to = r.targets[i].peer_id;
+        probed.insert({self, to});
+        // Into 2 its prober cannot dial: 2 dials, and hears whom in its own round.
+        CHECK(r.target_dials_prober(i) == (to == 2));
+        if (to == 2) {
+          REQUIRE(by_peer[2].dial_sources.size() == 1);
+          CHECK(by_peer[2].dial_sources[0].peer_id == self);
+          CHECK(by_peer[2].dial_sources[0].port == 5000 + self);
+        }
+        links.push_back({self, to, 0, 25'000'000, 0, 1000, 0, 0, 0, 8});
+      }
+      if (self != 2) CHECK(r.dial_sources.empty());
+      f.state.on_message(self, ProbeDone{epoch, round, links, {}});
+    }
+  }
+  CHECK(probed.size() == 6);  // every ordered pair, 1 -> 2 and 3 -> 2 among them
 }

@@ -55,15 +55,15 @@ std::vector<Message> one_of_each() {
           LinkChallenge{std::string(32, 'c'), 0},
           LinkHello{1, 2, 9, 3, 4, "n", "p", "boot/net/mnt", "/ferry-0123"},
           LinkWelcome{0, "", "", 1},
-          SyncBegin{9, 3, 11, 1, {{"w", 10, 100, 0xABC, 0}, {"b", 10, 1, 0xDEF, 1}}},
-          SyncPlan{9, 3, 11, {{1, 0xABC, {2, 3}}}, {5}, {{2, "10.0.0.2", 7000, {}}}},
-          FetchHello{1, 2, 9, 3, "n", "p"},
+          SyncBegin{9, 3, 11, 1, {{"w", 10, 100, 0xABC, 0}, {"b", 10, 1, 0xDEF, 1}}, 4},
+          SyncPlan{9, 3, 11, {{1, 0xABC, {2, 3}}}, {5}, {{2, "10.0.0.2", 7000, {}}}, {1}, {{{6, "10.0.0.6", 7006, {}}, 2, 4}}},
+          FetchHello{1, 2, 9, 3, "n", "p", 1},
           LinkReport{{{1, 2, 0, 25'000'000, 24'000'000, 50'000, 1000, 1u << 26, 3}}},
           LinkMatrixQuery{7},
           LinkMatrix{7, {{1, 2, 0, 25'000'000, 24'000'000, 50'000, 1000, 1u << 26, 3}, {2, 1, 1, 9, 0, 0, 0, 5, 0}}},
-          ProbeRound{7, 1, {{2, "10.0.0.2", 7000, {"fd00::2"}}}, {3}},
+          ProbeRound{7, 1, {{2, "10.0.0.2", 7000, {"fd00::2"}}}, {3}, {1}, {{3, "10.0.0.3", 7003, {}}}},
           ProbeDone{7, 1, {{1, 2, 0, 25'000'000, 24'000'000, 50'000, 1000, 1u << 26, 0, 8}}, {4}},
-          ProbeHello{1, 2, 7, 1, "n", "p", "boot/net/mnt"},
+          ProbeHello{1, 2, 7, 1, "n", "p", "boot/net/mnt", 1},
           CollectivePending{9, 17, {2, 3}}, CallRefused{7, "out of order"},
           GoingAway{"the master was stopped"}, PeerLabel{"outer 12: 97 steps, share 24%"},
           GatherGo{9, 17, {0, 1, 1u << 20}}};
@@ -86,7 +86,7 @@ TEST_CASE("wire: golden bytes pin the format", "[wire][golden]") {
   // Changing these bytes breaks compatibility with every deployed peer: bump kProtocolVersion instead.
   std::vector<uint8_t> hello = {
       0x46, 0x52, 0x59, 0x31,  // magic "FRY1"
-      0x0A, 0x00,              // version 10
+      0x0B, 0x00,              // version 11
       0x01, 0x00,              // type hello
       0x4A, 0x00, 0x00, 0x00,  // payload length 74
       0x07, 0x00, 0x00, 0x00,  // peer_group 7
