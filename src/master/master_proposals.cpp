@@ -219,11 +219,17 @@ std::vector<PeerId> MasterState::placeable(Group& group, std::vector<PeerId>* ev
   std::vector<double> keep_weight;
   for (PeerId id : members)
     keep_weight.push_back((peers_.at(id).phase == Phase::accepted ? 1e6 : 0) + 1.0 / static_cast<double>(id));
-  std::vector<size_t> drop = fewest_to_drop(problem, keep_weight, std::chrono::milliseconds(500));
+  // Both searches share one budget: a vote waits for this on the master's thread.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+  auto left = [&] {
+    return std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                      give_up - std::chrono::steady_clock::now()));
+  };
+  std::vector<size_t> drop = fewest_to_drop(problem, keep_weight, left());
   if (drop.empty()) return members;
   group.punching = true;
   problem = ring_problem(group, members);
-  drop = fewest_to_drop(problem, keep_weight, std::chrono::milliseconds(500));
+  drop = fewest_to_drop(problem, keep_weight, left());
   if (drop.empty()) return members;
   std::vector<PeerId> kept;
   for (size_t i = 0; i < members.size(); ++i) {
