@@ -109,6 +109,25 @@ struct ProbeStreams {
 
 namespace {
 
+// Dials `to` and says `hello`. `greeted` runs once: a welcomed stream (and whether the far
+// end is on this host), or why there is none (a stream that got that far is closed).
+using Greeted = std::function<void(Status, std::shared_ptr<net::Stream>, bool same_host)>;
+void dial_probe_lane(asio::any_io_executor executor, const LinkOptions& options, const wire::RingMember& to,
+                     const wire::ProbeHello& hello, milliseconds timeout, Greeted greeted) {
+  net::dial(
+      std::move(executor), dial_candidates(to), timeout, options.transport,
+      [hello, secret = options.secret, timeout, greeted](Status st, std::shared_ptr<net::Stream> stream) {
+        if (!st.ok()) return greeted(st, nullptr, false);
+        asio::dispatch(stream->executor(), [hello, secret, timeout, stream, greeted] {
+          dialer_handshake(stream, hello, secret, timeout, [stream, greeted](Status hst, bool same_host) {
+            if (!hst.ok()) stream->close();
+            greeted(hst, hst.ok() ? stream : nullptr, same_host);
+          });
+        });
+      },
+      options.tuning);
+}
+
 uint64_t delivered(const std::vector<int>& fds) {
   uint64_t sum = 0;
   for (int fd : fds)
@@ -176,18 +195,10 @@ std::optional<wire::LinkEntry> LinkProber::probe(const wire::ProbeRound& round, 
   const bool target_dials = round.target_dials_prober(index);
   if (target_dials) await_target(round, target.peer_id, dialing);
   for (uint32_t i = 0; i < kProbeLanes && !target_dials; ++i)
-    net::dial(
-        executor_, dial_candidates(target), timeout, options_.transport,
-        [dialing, hello, secret = options_.secret, timeout](Status st, std::shared_ptr<net::Stream> stream) {
-          if (!st.ok()) return dialing->finish(st, nullptr, false);
-          asio::dispatch(stream->executor(), [dialing, hello, secret, timeout, stream] {
-            dialer_handshake(stream, hello, secret, timeout, [dialing, stream](Status hst, bool shm) {
-              if (!hst.ok()) stream->close();
-              dialing->finish(hst, stream, shm);
-            });
-          });
-        },
-        options_.tuning);
+    dial_probe_lane(executor_, options_, target, hello, timeout,
+                    [dialing](Status st, std::shared_ptr<net::Stream> stream, bool shm) {
+                      dialing->finish(st, std::move(stream), shm);
+                    });
   std::vector<std::shared_ptr<net::Stream>> streams;
   bool same_host;
   {
@@ -346,21 +357,16 @@ void LinkProber::dial_source(const wire::ProbeRound& round, uint64_t self, const
   if (options_.same_host.enabled) hello.host_key = net::same_host_key();
   const milliseconds timeout = std::min(options_.timeout, kProbeDialTimeout);
   for (uint32_t i = 0; i < kProbeLanes; ++i)
-    net::dial(
-        executor_, dial_candidates(source), timeout, options_.transport,
-        // No `this`: a dial may end after the prober (secret and counter are shared).
-        [hello, timeout, secret = options_.secret, inbound = inbound_](Status st, std::shared_ptr<net::Stream> stream) {
-          if (!st.ok()) return log().debug("probe: cannot dial prober {}: {}", hello.from_peer, st.message);
-          asio::dispatch(stream->executor(), [hello, timeout, secret, inbound, stream] {
-            dialer_handshake(stream, hello, secret, timeout, [inbound, stream](Status hst, bool same_host) {
-              // On one host the prober measures nothing (the ring link goes through shared memory).
-              if (!hst.ok() || same_host) return stream->close();
-              ++*inbound;
-              drain_probe(std::make_shared<Drain>(stream, inbound));
-            });
-          });
-        },
-        options_.tuning);
+    // No `this`: a dial may end after the prober (the counter is shared).
+    dial_probe_lane(executor_, options_, source, hello, timeout,
+                    [prober = source.peer_id, inbound = inbound_](Status st, std::shared_ptr<net::Stream> stream,
+                                                                    bool same_host) {
+                      if (!st.ok()) return log().debug("probe: cannot reach prober {}: {}", prober, st.message);
+                      // On one host the prober measures nothing (the ring link goes through shared memory).
+                      if (same_host) return stream->close();
+                      ++*inbound;
+                      drain_probe(std::make_shared<Drain>(stream, inbound));
+                    });
 }
 
 double probe_rate(const std::vector<ProbeSample>& samples, Clock::time_point started, Clock::duration span) {
