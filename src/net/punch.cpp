@@ -10,16 +10,24 @@
 
 namespace ferry::net {
 
-uint16_t punch_port(uint64_t epoch, uint64_t sender, uint64_t receiver, uint32_t lane, int end, uint64_t round) {
-  constexpr uint32_t kBase = 61000, kSpan = 65535 - kBase, kPerLink = 128;  // 64 lanes x 2 ends
-  // splitmix64 over the link's names: both ends compute it alike, links spread over the span.
-  uint64_t h = epoch * 0x9E3779B97F4A7C15ull ^ sender * 0xBF58476D1CE4E5B9ull ^ receiver * 0x94D049BB133111EBull ^
-               round * 0xD6E8FEB86659FD93ull;
-  h ^= h >> 31;
-  h *= 0xBF58476D1CE4E5B9ull;
-  h ^= h >> 29;
-  const uint32_t first = static_cast<uint32_t>(h % (kSpan - kPerLink));
-  return static_cast<uint16_t>(kBase + first + (lane % 64) * 2 + (end != 0 ? 1 : 0));
+uint64_t punch_key(std::initializer_list<uint64_t> parts) {
+  uint64_t h = 0x9E3779B97F4A7C15ull;
+  for (uint64_t part : parts) {  // splitmix64 over each part in turn
+    h = (h ^ part) * 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 31;
+    h *= 0x94D049BB133111EBull;
+    h ^= h >> 29;
+  }
+  return h;
+}
+
+uint16_t punch_port(PunchUse use, uint64_t key, uint32_t slot, int end) {
+  struct Block {
+    uint32_t first, slots;  // two ports a slot
+  };
+  const Block block = use == PunchUse::ring_link ? Block{61000, 1500} : Block{64000, 768};
+  const uint32_t start = static_cast<uint32_t>(key % block.slots);
+  return static_cast<uint16_t>(block.first + ((start + slot) % block.slots) * 2 + (end != 0 ? 1 : 0));
 }
 
 namespace {

@@ -21,6 +21,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 
 #include <asio/any_io_executor.hpp>
@@ -31,13 +32,21 @@
 
 namespace ferry::net {
 
-// The port `end` (0: the data's sender, 1: its receiver) of lane `lane` binds for the
-// simultaneous open of the link from `sender` to `receiver` in `epoch`: the same on both
-// ends, different for each lane and end of a link (lanes < 64), in [61000, 65535), above
-// Linux's default ephemeral range (32768-60999). `round` keeps other connections of the
-// same pair and epoch off the ring link's ports (0: the ring; a shared-state fetch: its
-// seq + 1), or the two would ask for one 4-tuple.
-uint16_t punch_port(uint64_t epoch, uint64_t sender, uint64_t receiver, uint32_t lane, int end, uint64_t round = 0);
+// What a punched connection is for: each use has its own block of ports, above Linux's
+// default ephemeral range (32768-60999), so a fetch never asks for a ring lane's port.
+enum class PunchUse { ring_link, fetch };
+
+// The port `end` (0: the data's sender, 1: its receiver) binds for connection `slot` of
+// the punches that share `key` (punch_key()): the same on both ends. Slots of one key get
+// distinct ports until the block wraps (1500 slots for ring links, 768 for fetches).
+// Why slots and not a hash per link: on one address (peers on one host, or loopback)
+// two links drawing overlapping ports would ask for one 4-tuple, and their connections
+// would cross (each end greeted by the other link's hello). A ring's links therefore
+// number their lanes in ring order (link i's lane l: slot i x lanes + l) under one key.
+uint16_t punch_port(PunchUse use, uint64_t key, uint32_t slot, int end);
+
+// Mixes the names of a set of punches (an epoch, a group, peers) into one key.
+uint64_t punch_key(std::initializer_list<uint64_t> parts);
 
 // Connects from `local_port` (any local address of the remote's family) to `remote`
 // (a numeric address and its punch port) until one attempt connects or `timeout`

@@ -69,9 +69,11 @@ Status dial_fetch_peer(asio::any_io_executor executor, const LinkOptions& option
 Status punch_fetch_peer(asio::any_io_executor executor, const LinkOptions& options, const wire::PeerAddress& to,
                         const wire::FetchHello& hello, uint32_t k, bool holder, std::shared_ptr<net::Stream>& out) {
   // The holder is the data's sender: end 0, as on a punched ring link.
-  const uint64_t round = uint64_t{hello.seq} + 1;
+  // Hashed per pair: a fetcher does not know whom else its holder serves. Two punched
+  // fetches between peers on one address may, rarely, draw one port; that fetch then fails.
+  const uint64_t key = net::punch_key({hello.epoch, hello.seq, hello.to_peer, hello.from_peer});
   const int own_end = holder ? 0 : 1;
-  auto port = [&](int end) { return net::punch_port(hello.epoch, hello.to_peer, hello.from_peer, k, end, round); };
+  auto port = [&](int end) { return net::punch_port(net::PunchUse::fetch, key, k, end); };
   std::promise<StreamResult> punched;
   net::punch(executor, port(own_end), net::Endpoint{to.host, port(1 - own_end)},
              std::min(options.timeout, options.connect_timeout), options.transport, /*client=*/holder,

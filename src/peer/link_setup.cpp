@@ -120,10 +120,13 @@ void LinkSetup::lane_failed(uint64_t target_id, const Status& st) {
 void LinkSetup::punch_lane(bool outgoing, uint32_t lane) {
   auto self = shared_from_this();
   const wire::RingMember& target = outgoing ? next_ : prev_;
-  const uint64_t sender = outgoing ? self_id_ : prev_.peer_id, receiver = outgoing ? next_.peer_id : self_id_;
+  const size_t n = topology_.ring.size();
+  const uint32_t link = outgoing ? rank_ : static_cast<uint32_t>((rank_ + n - 1) % n);  // its sender's rank
+  const uint64_t key = net::punch_key({topology_.epoch, topology_.peer_group});
+  const uint32_t slot = link * static_cast<uint32_t>(out_.size()) + lane;
   const int own_end = outgoing ? 0 : 1;
-  const uint16_t local_port = net::punch_port(topology_.epoch, sender, receiver, lane, own_end);
-  const net::Endpoint remote{target.host, net::punch_port(topology_.epoch, sender, receiver, lane, 1 - own_end)};
+  const uint16_t local_port = net::punch_port(net::PunchUse::ring_link, key, slot, own_end);
+  const net::Endpoint remote{target.host, net::punch_port(net::PunchUse::ring_link, key, slot, 1 - own_end)};
   auto failed = [self, target_id = target.peer_id](const Status& st) { self->lane_failed(target_id, st); };
   // The sender is the TLS client and says the hello, as it would over a lane it dialed.
   net::punch(
