@@ -78,6 +78,8 @@ ferry::peer::CommConfig to_config(const ferry_comm_params& p) {
   c.shared_memory = p.shared_memory != 0;
   check_range(p.dial_out_only, 0, 1, "dial_out_only");
   c.dial_out_only = p.dial_out_only != 0;
+  check_range(p.refuse_relay, 0, 1, "refuse_relay");
+  c.relay = p.refuse_relay == 0;
   if (auto secret = ferry::load_run_secret(p.secret_file))
     c.secret = std::make_shared<const ferry::RunSecret>(std::move(*secret));
   const char *cert = p.tls_cert_file, *key = p.tls_key_file, *ca = p.tls_ca_file;
@@ -261,6 +263,8 @@ ferry_result ferry_comm_get_attribute(const ferry_comm* comm, ferry_attribute at
       case FERRY_ATTR_PEER_ID: *value = a.peer_id; return;
       case FERRY_ATTR_EPOCH: *value = a.epoch; return;
       case FERRY_ATTR_SHARED_MEMORY_LANES: *value = a.shared_memory_lanes; return;
+      case FERRY_ATTR_NEXT_LINK_RELAY: *value = a.next_link_relay; return;
+      case FERRY_ATTR_RELAYED_BYTES: *value = a.relayed_bytes; return;
     }
     throw Error(Errc::invalid_argument, "unknown attribute " + std::to_string(c_enum_value(attribute)));
   });

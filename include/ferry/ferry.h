@@ -435,15 +435,24 @@ typedef struct ferry_comm_params {
      dial out. It opens no peer-to-peer listener (p2p_listen_host and the
      port and advertised fields are then unused), and the master has every
      ring link with it dialed from its side: its previous ring neighbour's
-     link to it is dialed by this peer, the receiver. Two such peers are never
-     ring neighbours; a group needs one peer that accepts connections per
-     dial-out-only one. A link dialed by its receiver stays on TCP (no shared
-     memory) at its first lane count (it does not grow), and probes to this
-     peer are skipped (the ring solver counts such pairs as its slowest known
-     link). 0 (default): it listens; a neighbour whose dial to it fails has
+     link to it is dialed by this peer, the receiver. Two such peers are ring
+     neighbours only when no ring avoids it: they then connect to each other
+     at once from agreed ports (a TCP simultaneous open, which passes stateful
+     firewalls and port-keeping NATs), and where that fails too, a third
+     member both can dial relays their link (refuse_relay). A link dialed by
+     its receiver stays on TCP (no shared memory) at its first lane count (it
+     does not grow), and probes to this peer are dialed by it. 0 (default): it listens; a neighbour whose dial to it fails has
      that link dialed the other way at the next proposal, and nobody is
      evicted for it while the other way works. 0..1. */
   uint32_t dial_out_only;
+  /* 1: this peer relays no ring link for others (added in 0.4). 0 (default):
+     when two members of its group can neither dial nor punch through to each
+     other, the master may have this peer forward that link's bytes between
+     them: it listens on a second port for that (any free port; plain TCP,
+     since the two ends run TLS end to end through it and it holds no key) and
+     carries the hop on its own up- and downlink. A dial-out-only peer never
+     relays. 0..1. */
+  uint32_t refuse_relay;
 } ferry_comm_params;
 
 FERRY_API void ferry_comm_params_init_sized(ferry_comm_params* params, uint32_t struct_size);
@@ -555,7 +564,15 @@ typedef enum ferry_attribute {
      from the previous one, 0..2*p2p_connections) carry their bytes through
      shared memory (see ferry_comm_params.shared_memory); 0 before the first
      ring is built. */
-  FERRY_ATTR_SHARED_MEMORY_LANES = 8
+  FERRY_ATTR_SHARED_MEMORY_LANES = 8,
+  /* The peer id of the member that relays this peer's ring link to its next
+     peer (ferry_comm_params.refuse_relay), 0 when the link is direct (added
+     in 0.4). */
+  FERRY_ATTR_NEXT_LINK_RELAY = 9,
+  /* Bytes this peer forwarded as a relay for other members' ring links,
+     both directions, since it was created; counted as each relayed lane
+     closes (added in 0.4). */
+  FERRY_ATTR_RELAYED_BYTES = 10
 } ferry_attribute;
 
 /* Reads an attribute as of the last topology this peer joined. Does not

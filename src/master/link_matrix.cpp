@@ -51,6 +51,13 @@ uint64_t LinkMatrix::mark_punch_failed(uint64_t a, uint64_t b, uint64_t now_ms, 
   return wait;
 }
 
+uint64_t LinkMatrix::mark_relay_failed(uint64_t a, uint64_t b, uint64_t relay, uint64_t now_ms, Backoff backoff) {
+  const auto key = relayed(a, b, relay);
+  const uint64_t wait = backoff_after(relay_failures_[key]++, backoff);
+  unrelayable_[key] = now_ms + wait;
+  return wait;
+}
+
 std::vector<std::pair<uint64_t, uint64_t>> LinkMatrix::unreachable_pairs(size_t limit) const {
   std::vector<std::pair<uint64_t, uint64_t>> out;
   for (const auto& [pair, until] : unreachable_) {
@@ -92,12 +99,19 @@ void LinkMatrix::forget(uint64_t peer) {
   std::erase_if(failures_, touches);
   std::erase_if(unpunchable_, touches);
   std::erase_if(punch_failures_, touches);
+  auto relay_touches = [&](const auto& kv) {
+    const auto& [a, b, relay] = kv.first;
+    return a == peer || b == peer || relay == peer;
+  };
+  std::erase_if(unrelayable_, relay_touches);
+  std::erase_if(relay_failures_, relay_touches);
 }
 
 void LinkMatrix::expire(uint64_t now_ms, uint64_t max_age_ms) {
   std::erase_if(cells_, [&](const auto& kv) { return now_ms - kv.second.measured_at_ms > max_age_ms; });
   std::erase_if(unreachable_, [&](const auto& kv) { return now_ms >= kv.second; });
   std::erase_if(unpunchable_, [&](const auto& kv) { return now_ms >= kv.second; });
+  std::erase_if(unrelayable_, [&](const auto& kv) { return now_ms >= kv.second; });
 }
 
 std::vector<wire::LinkEntry> LinkMatrix::entries(uint64_t now_ms, size_t limit) const {

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -61,6 +62,12 @@ class LinkMatrix {
   // as mark_unreachable). Returns how long. A ring link reported between them forgets it.
   uint64_t mark_punch_failed(uint64_t a, uint64_t b, uint64_t now_ms, Backoff backoff);
   bool punch_failed(uint64_t a, uint64_t b) const { return unpunchable_.count(unordered(a, b)) > 0; }
+  // A link between a and b relayed through `relay` failed (either leg, or the relay):
+  // that relay is not asked for this pair again until its back-off ends; others may be.
+  uint64_t mark_relay_failed(uint64_t a, uint64_t b, uint64_t relay, uint64_t now_ms, Backoff backoff);
+  bool relay_failed(uint64_t a, uint64_t b, uint64_t relay) const {
+    return unrelayable_.count(relayed(a, b, relay)) > 0;
+  }
   static constexpr double kSharedMemoryCapacity = 1e12;  // what capacity() says of a shared-memory pair
   double rtt_ms(uint64_t from, uint64_t to) const;
   // A member left: its row and its column go.
@@ -71,6 +78,7 @@ class LinkMatrix {
     cells_.clear();
     unreachable_.clear();
     unpunchable_.clear();
+    unrelayable_.clear();
   }
   // Drops the entries older than max_age_ms, and the unreachable marks whose back-off ended.
   void expire(uint64_t now_ms, uint64_t max_age_ms);
@@ -101,6 +109,13 @@ class LinkMatrix {
   static std::pair<uint64_t, uint64_t> unordered(uint64_t a, uint64_t b) { return {std::min(a, b), std::max(a, b)}; }
   std::map<std::pair<uint64_t, uint64_t>, uint64_t> unpunchable_;
   std::map<std::pair<uint64_t, uint64_t>, uint32_t> punch_failures_;
+  // Relayed links that failed, by (unordered pair, relay): until (ms), and how often.
+  using RelayedPair = std::tuple<uint64_t, uint64_t, uint64_t>;
+  static RelayedPair relayed(uint64_t a, uint64_t b, uint64_t relay) {
+    return {std::min(a, b), std::max(a, b), relay};
+  }
+  std::map<RelayedPair, uint64_t> unrelayable_;
+  std::map<RelayedPair, uint32_t> relay_failures_;
 };
 
 }  // namespace ferry::master

@@ -23,6 +23,8 @@ void MasterState::on_hello(ConnId conn, const wire::Hello& hello) {
     return kick(conn, Errc::invalid_argument, "advertised p2p port is 0");
   if (hello.advertised_port != 0 && hello.dial_out_only)
     return kick(conn, Errc::invalid_argument, "a dial-out-only peer advertises no p2p port");
+  if (hello.relay_port != 0 && hello.dial_out_only)
+    return kick(conn, Errc::invalid_argument, "a dial-out-only peer cannot relay (it advertised a relay port)");
   uint32_t timeout = hello.heartbeat_timeout_ms ? hello.heartbeat_timeout_ms
                                                 : limits_.default_heartbeat_timeout_ms;
   if (timeout < limits_.min_heartbeat_timeout_ms || timeout > limits_.max_heartbeat_timeout_ms)
@@ -59,6 +61,7 @@ void MasterState::on_reachability(PeerId id, bool reachable) {
   peer.checking_reachability = false;
   if (!reachable) {
     peer.dial_out_only = true;
+    peer.endpoint.relay_port = 0;  // nobody could dial it to be relayed
     master_log().info("join: {} cannot be dialed at {}:{} (the master's dial got no connection within {} ms): "
                       "treated as dial-out-only (behind NAT or an inbound firewall), its links dialed from its side",
                       peer_name(id), peer.endpoint.host, peer.endpoint.port, limits_.reachability_check_ms);
@@ -88,6 +91,7 @@ Peer& MasterState::add_peer(ConnId conn, const wire::Hello& hello, PeerId id, ui
   peer.endpoint.peer_id = peer.id;
   peer.endpoint.host = hello.advertised_host.empty() ? c.remote_host : hello.advertised_host;
   peer.endpoint.port = hello.advertised_port;
+  peer.endpoint.relay_port = hello.relay_port;
   peer.endpoint.other_hosts = net::other_family_addresses(peer.endpoint.host, hello.other_hosts, wire::kMaxOtherHosts);
   c.peer = peer.id;
   effects_.deadlines.push_back({conn, timeout});

@@ -14,16 +14,19 @@
 namespace ferry::master {
 namespace {
 
-// Whether the proposal's link from -> to (either direction's) was to be punched (LinkDial::both).
-bool punched(const Proposal& p, PeerId from, PeerId to) {
+// The proposal's link between from and to (either direction), if it has one.
+std::optional<size_t> link_between(const Proposal& p, PeerId from, PeerId to) {
   const size_t n = p.members.size();
-  for (size_t i = 0; i < n && i < p.receiver_dials.size(); ++i) {
+  for (size_t i = 0; i < n; ++i) {
     PeerId a = p.members[i], b = p.members[(i + 1) % n];
-    if (((a == from && b == to) || (a == to && b == from)) &&
-        p.receiver_dials[i] == static_cast<uint8_t>(wire::LinkDial::both))
-      return true;
+    if ((a == from && b == to) || (a == to && b == from)) return i;
   }
-  return false;
+  return std::nullopt;
+}
+
+wire::LinkDial dial_of(const Proposal& p, std::optional<size_t> link) {
+  return link && *link < p.receiver_dials.size() ? static_cast<wire::LinkDial>(p.receiver_dials[*link])
+                                                 : wire::LinkDial::sender;
 }
 
 }  // namespace
@@ -66,10 +69,20 @@ bool MasterState::can_punch(const Group& group, PeerId a, PeerId b) const {
   return group.punching && !group.links.punch_failed(a, b);
 }
 
+RelayReach MasterState::relay_reach(const Group& group) const {
+  return {.can_dial = [this, &group](PeerId from, PeerId to) { return can_dial(group, from, to); },
+          .relays = [this](PeerId member) { return peers_.at(member).endpoint.relay_port != 0; },
+          .failed = [&group](PeerId a, PeerId b, PeerId relay) { return group.links.relay_failed(a, b, relay); },
+          .capacity = [&group](PeerId from, PeerId to) { return group.links.measured_capacity(from, to); }};
+}
+
 RingProblem MasterState::ring_problem(Group& group, const std::vector<PeerId>& members) {
   group.links.expire(now_ms_, limits_.link_max_age_ms);
   RingProblem problem = RingProblem::sized(members.size());
   const CanDial dial = [&](PeerId from, PeerId to) { return can_dial(group, from, to); };
+  const RelayReach relays = relay_reach(group);
+  std::vector<uint8_t>& relayed = problem.relayed;
+  relayed.assign(members.size() * members.size(), 0);
   double longest = 0;
   for (size_t a = 0; a < members.size(); ++a)
     for (size_t b = 0; b < members.size(); ++b)
@@ -78,14 +91,21 @@ RingProblem MasterState::ring_problem(Group& group, const std::vector<PeerId>& m
         problem.bw(a, b) = linkable(members[a], members[b], dial) || can_punch(group, members[a], members[b])
                                ? group.links.measured_capacity(members[a], members[b])
                                : -1;
+        if (problem.bw(a, b) < 0 && group.relaying)
+          if (auto through = relayed_capacity(members[a], members[b], members, relays)) {
+            problem.bw(a, b) = *through;
+            relayed[a * members.size() + b] = 1;
+          }
         problem.rtt_ms[a * members.size() + b] = group.links.rtt_ms(members[a], members[b]);
         if (problem.bw(a, b) > 0) longest = std::max(longest, problem.rtt_ms[a * members.size() + b]);
       }
   // An unknown pair's RTT as the longest known one, as its rate is the slowest (ring_choice.h):
-  // unmeasured must not look close.
+  // unmeasured must not look close. A relayed pair's as two of those: two hops, and among
+  // rings of one bottleneck, the one with fewer relayed hops wins.
   for (size_t a = 0; a < members.size(); ++a)
     for (size_t b = 0; b < members.size(); ++b)
-      if (a != b && problem.bw(a, b) <= 0) problem.rtt_ms[a * members.size() + b] = longest;
+      if (a != b && (problem.bw(a, b) <= 0 || relayed[a * members.size() + b]))
+        problem.rtt_ms[a * members.size() + b] = relayed[a * members.size() + b] ? 2 * longest + 1 : longest;
   return problem;
 }
 
@@ -102,10 +122,13 @@ std::optional<std::vector<PeerId>> MasterState::better_ring(Group& group, const 
   // As fast within tolerance, a ring whose hops wait `gain` times less RTT wins too (a long ring's
   // slow start and loss recovery cost throughput, and every step of a small all-reduce waits a hop).
   bool as_fast = best.bottleneck >= given.bottleneck * (1 - limits_.ring_rtt_tolerance);
-  bool gains = gain > 1 ? best.bottleneck >= given.bottleneck * gain ||
-                              (as_fast && best.total_rtt_ms * gain < given.total_rtt_ms)
-                        : best.order != given.order && (best.bottleneck > given.bottleneck ||
-                                                        best.total_rtt_ms < given.total_rtt_ms);
+  // A relayed hop loads a third peer's links: as fast with fewer of them wins outright.
+  bool fewer_relays = as_fast && relayed_hops(problem, best.order) < relayed_hops(problem, start);
+  bool gains = fewer_relays ||
+               (gain > 1 ? best.bottleneck >= given.bottleneck * gain ||
+                               (as_fast && best.total_rtt_ms * gain < given.total_rtt_ms)
+                         : best.order != given.order && (best.bottleneck > given.bottleneck ||
+                                                         best.total_rtt_ms < given.total_rtt_ms));
   if (!unusable && (!gains || !limits_.order_rings_by_links)) return std::nullopt;
   std::vector<PeerId> order;
   for (size_t i : best.order) order.push_back(members[i]);
@@ -132,7 +155,14 @@ void MasterState::send_topology(Group& group, bool reorder) {
   proposal.receiver_dials =
       assign_dialers(proposal.members, [&](PeerId from, PeerId to) { return can_dial(group, from, to); },
                      [&](PeerId a, PeerId b) { return can_punch(group, a, b); });
+  proposal.relays = assign_relays(proposal.members, proposal.receiver_dials, relay_reach(group));
+  for (size_t i = 0; i < proposal.relays.size(); ++i)
+    if (proposal.relays[i] != 0)
+      log().info("ring: group {} epoch {}: the link from {} to {} is relayed by {} (neither end can dial nor punch "
+                 "through to the other)", group.id, proposal.epoch, peer_name(proposal.members[i]),
+                 peer_name(proposal.members[(i + 1) % proposal.members.size()]), peer_name(proposal.relays[i]));
   topology.receiver_dials = proposal.receiver_dials;
+  topology.relays = proposal.relays;
   log().info("phase: group {} proposes epoch {} with {} peers", group.id, proposal.epoch,
                proposal.members.size());
   send_all(proposal.members, topology);
@@ -163,8 +193,10 @@ void MasterState::settle_proposal(Group& group) {
   for (size_t i = 0; i < p.members.size(); ++i) {
     PeerId id = p.members[i];
     VerdictMember m{id, peers_.at(id).phase == Phase::accepted, std::nullopt};
-    // A punched link (LinkDial::both) is judged as one its sender dials.
+    // A punched or relayed link (LinkDial::both, relay) is judged as one its sender dials.
     m.next_dials = i < p.receiver_dials.size() && p.receiver_dials[i] == static_cast<uint8_t>(wire::LinkDial::receiver);
+    const wire::LinkDial dial = dial_of(p, i);
+    m.next_mutual = dial == wire::LinkDial::both || dial == wire::LinkDial::relay;
     if (auto it = p.answers.find(id); it != p.answers.end()) m.answer = it->second;
     members.push_back(std::move(m));
   }
@@ -195,7 +227,16 @@ void MasterState::reroute(Group& group, const Verdict& verdict) {
   ++group.reroutes;
   const LinkMatrix::Backoff backoff{limits_.unreachable_retry_ms, limits_.unreachable_retry_max_ms};
   for (const FailedLink& link : verdict.failed_links) {
-    if (punched(*group.proposal, link.from, link.to)) {
+    const std::optional<size_t> between = link_between(*group.proposal, link.from, link.to);
+    if (dial_of(*group.proposal, between) == wire::LinkDial::relay && *between < group.proposal->relays.size()) {
+      const PeerId relay = group.proposal->relays[*between];
+      uint64_t wait = group.links.mark_relay_failed(link.from, link.to, relay, now_ms_, backoff);
+      log().warn("ring: group {}: the link between {} and {} relayed by {} failed ({}); that relay is not asked "
+                 "for the pair for {} s", group.id, peer_name(link.from), peer_name(link.to), peer_name(relay),
+                 link.why, wait / 1000);
+      continue;
+    }
+    if (dial_of(*group.proposal, between) == wire::LinkDial::both) {
       uint64_t wait = group.links.mark_punch_failed(link.from, link.to, now_ms_, backoff);
       log().warn("ring: group {}: {} and {} could not punch through to each other ({}); rings avoid that pair "
                  "for {} s", group.id, peer_name(link.from), peer_name(link.to), link.why, wait / 1000);
@@ -211,8 +252,10 @@ std::vector<PeerId> MasterState::placeable(Group& group, std::vector<PeerId>* ev
   std::vector<PeerId> members = group.ring;
   for (PeerId id : group.waiting)
     if (!contains(members, id)) members.push_back(id);
-  // Direct links first; pairs that may punch only when no ring of direct links holds everyone.
+  // Direct links first; pairs that may punch only when no ring of direct links holds everyone;
+  // relays only when no ring of direct and punched links does.
   group.punching = false;
+  group.relaying = false;
   RingProblem problem = ring_problem(group, members);
   if (std::none_of(problem.bandwidth.begin(), problem.bandwidth.end(), [](double bw) { return bw < 0; })) return members;
   // Keeping an accepted member is worth more than keeping a joiner; among equals, the older stays.
@@ -228,6 +271,10 @@ std::vector<PeerId> MasterState::placeable(Group& group, std::vector<PeerId>* ev
   std::vector<size_t> drop = fewest_to_drop(problem, keep_weight, left());
   if (drop.empty()) return members;
   group.punching = true;
+  problem = ring_problem(group, members);
+  drop = fewest_to_drop(problem, keep_weight, left());
+  if (drop.empty()) return members;
+  group.relaying = true;
   problem = ring_problem(group, members);
   drop = fewest_to_drop(problem, keep_weight, left());
   if (drop.empty()) return members;
@@ -354,6 +401,7 @@ void MasterState::maybe_commit_proposal(Group& group) {
   Proposal& p = *group.proposal;
   group.epoch = p.epoch;
   group.ring = p.members;
+  group.relays = p.relays;
   group.broken = false;
   clear_collectives(group);
   group.topology_votes.clear();

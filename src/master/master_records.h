@@ -51,6 +51,7 @@ struct Proposal {
   uint64_t epoch = 0;
   std::vector<PeerId> members;
   std::vector<uint8_t> receiver_dials;  // as sent (wire::Topology): who dials each link
+  std::vector<PeerId> relays;           // as sent: the relay of each relayed link, 0 elsewhere
   std::map<PeerId, wire::TopologyReady> answers;
   size_t failed_answers = 0;  // of `answers`, those whose code is not 0
   uint64_t started_ms = 0;
@@ -118,6 +119,10 @@ struct Group {
   // set by placeable() only when no ring of direct links holds every member, since a
   // punch that fails (a `closed` host drops every SYN) costs a round.
   bool punching = false;
+  // And pairs that cannot punch either, through a third member (relay_choice.h): set by
+  // placeable() only when even punching leaves someone out.
+  bool relaying = false;
+  std::vector<PeerId> relays;  // the committed ring's (Proposal::relays): 0, or the relay of link i
   // Set while the group is rebuilt from resume hellos; gone at its next commit.
   struct Resume {
     uint64_t started_ms = 0;

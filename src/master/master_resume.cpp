@@ -84,6 +84,7 @@ void MasterState::on_resume(ConnId conn, const wire::Hello& hello, uint32_t hear
   for (PeerId member : group.ring)
     if (contains(r.fresh, member)) ring.push_back(member);
   group.ring = std::move(ring);
+  group.relays.clear();  // a resumed ring's links are rebuilt by its next proposal
   if (hello.resume_revision) {
     // What the newcomers of this master synced among themselves is another history: a
     // higher revision from the old ring replaces it, and its holders with it.

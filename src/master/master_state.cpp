@@ -171,6 +171,7 @@ Group* MasterState::forget_peer(PeerId id, const std::string& reason) {
   group.pending_queries.erase(id);
   if (contains(group.ring, id)) {
     erase_value(group.ring, id);
+    group.relays.clear();  // broken: the next proposal relays anew
     group.broken = true;
     collectives_lose(group, id, name + " was lost: " + reason);
   }

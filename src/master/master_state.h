@@ -78,6 +78,7 @@
 #include "master/master_limits.h"
 #include "master/master_records.h"
 #include "master/master_stats.h"
+#include "master/relay_choice.h"
 #include "master/ring_choice.h"
 #include "master/ring_verdict.h"
 #include "master/run_journal.h"
@@ -240,6 +241,8 @@ class MasterState {
   bool can_dial(const Group& group, PeerId from, PeerId to) const;
   // Whether the group may ask a and b to punch through to each other (Group::punching).
   bool can_punch(const Group& group, PeerId a, PeerId b) const;
+  // Who may relay what for the group's rings (relay_choice.h).
+  RelayReach relay_reach(const Group& group) const;
   // `members` reordered when the matrix knows a ring better by the hysteresis rule; else nullopt.
   std::optional<std::vector<PeerId>> better_ring(Group& group, const std::vector<PeerId>& members,
                                                  std::chrono::milliseconds budget, double gain);

@@ -47,6 +47,9 @@ RunView MasterState::view() {
     g.broken = group.broken;
     g.shared_revision = group.shared_revision;
     g.ring = group.ring;
+    for (size_t i = 0; i < group.relays.size() && i < group.ring.size(); ++i)
+      if (group.relays[i] != 0)
+        g.relayed_hops.push_back({group.ring[i], group.ring[(i + 1) % group.ring.size()], group.relays[i]});
     g.waiting = group.waiting;
     g.voting.assign(group.topology_votes.begin(), group.topology_votes.end());
     g.ring_bottleneck_Bps = bottleneck_of(group, group.ring);

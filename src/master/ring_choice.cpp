@@ -218,6 +218,14 @@ RingProblem RingProblem::sized(size_t n) {
   return p;
 }
 
+size_t relayed_hops(const RingProblem& problem, const std::vector<size_t>& order) {
+  if (problem.relayed.empty()) return 0;
+  size_t hops = 0;
+  for (size_t k = 0; k < order.size(); ++k)
+    hops += problem.relayed[order[k] * problem.n + order[(k + 1) % order.size()]];
+  return hops;
+}
+
 RingChoice evaluate_ring(const RingProblem& problem, const std::vector<size_t>& order) {
   Edges e(problem);
   RingChoice c{order, std::numeric_limits<double>::infinity(), 0};

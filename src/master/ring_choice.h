@@ -33,6 +33,9 @@ struct RingProblem {
   size_t n = 0;
   std::vector<double> bandwidth;  // n*n, [from * n + to], bytes/s; < 0 unreachable, 0 unknown
   std::vector<double> rtt_ms;     // n*n
+  // n*n, or empty: 1 where only a relay joins the pair (master/relay_choice.h; its
+  // bandwidth and RTT already count the relay). Read only by relayed_hops().
+  std::vector<uint8_t> relayed;
   double& bw(size_t from, size_t to) { return bandwidth[from * n + to]; }
   double bw(size_t from, size_t to) const { return bandwidth[from * n + to]; }
   double rtt(size_t from, size_t to) const { return rtt_ms[from * n + to]; }
@@ -44,6 +47,9 @@ struct RingChoice {
   double bottleneck = 0;      // the smallest bandwidth along it; < 0: it uses an unreachable pair
   double total_rtt_ms = 0;
 };
+
+// How many of `order`'s links only a relay joins.
+size_t relayed_hops(const RingProblem& problem, const std::vector<size_t>& order);
 
 // The figures of `order` (unknown pairs as the slowest known).
 RingChoice evaluate_ring(const RingProblem& problem, const std::vector<size_t>& order);

@@ -29,6 +29,14 @@ class Claims {
     auto b = blamed(i);
     return b && *b == j;
   }
+  // Whether the link between neighbours i and j is opened from both ends (VerdictMember::next_mutual).
+  bool mutual(size_t i, size_t j) const {
+    return (j == next(i) && m_[i].next_mutual) || (i == next(j) && m_[j].next_mutual);
+  }
+  // A link opened from both ends that one end blames while the other failed too: down, the pair's.
+  bool mutual_down(size_t i, size_t j) const {
+    return mutual(i, j) && ((accuses(i, j) && failed(j)) || (accuses(j, i) && failed(i)));
+  }
 
   // Of the two ends of a link, the one to evict when nothing else decides.
   size_t less_trusted(size_t a, size_t b) const {
@@ -56,7 +64,7 @@ class Claims {
       size_t i = todo.back();
       todo.pop_back();
       for (size_t j : {prev(i), next(i)}) {
-        bool failed_link = accuses(i, j) && accuses(j, i);
+        bool failed_link = (accuses(i, j) && accuses(j, i)) || mutual_down(i, j);
         if (reached[j] || !alive[j] || ((accuses(i, j) || accuses(j, i)) && !(failed_links_count && failed_link)))
           continue;
         reached[j] = true;
@@ -122,12 +130,17 @@ std::optional<Verdict> ring_verdict(const std::vector<VerdictMember>& members, b
     size_t p = claims.prev(i), q = claims.next(i);
     if (out(i) || !claims.accuses(p, i) || !claims.accuses(q, i)) continue;
     if (members[i].accepted && !members[p].accepted && !members[q].accepted) continue;
+    if (reroute && (claims.mutual_down(p, i) || claims.mutual_down(i, q))) continue;  // the pair's failure
     evict(i, "both ring neighbours could not link with it (" + name(p) + ": " + claims.reason(p) + ")");
   }
   for (size_t i = 0; i < n; ++i) {
     auto j = claims.blamed(i);
     if (!j || out(i) || out(*j)) continue;
-    if (claims.accuses(*j, i) && reroute) {
+    if (reroute && claims.mutual_down(i, *j) && !claims.accuses(*j, i)) {
+      // Down at both ends, though *j named its other neighbour: the sender first, as sent.
+      size_t sender = *j == claims.next(i) ? i : *j, receiver = sender == i ? *j : i;
+      verdict.failed_links.push_back({members[sender].id, members[receiver].id, claims.reason(i)});
+    } else if (claims.accuses(*j, i) && reroute) {
       // Each failed link once, as i's link to its next member, named by who
       // dialed it. In a ring of two both links join the same two members and
       // neither end knows which failed: both are.

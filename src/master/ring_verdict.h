@@ -12,7 +12,10 @@
 //    the reporter.
 //  - A member blamed by both its neighbours is evicted, unless it is an
 //    accepted member and both accusers are pending (joiners never outvote
-//    an accepted member).
+//    an accepted member), or (with `reroute`) a blamed link is one both ends
+//    open at once (punched or relayed): that failure is the pair's, and the
+//    link is routed around like one down at both ends, whoever else the
+//    blamed member named.
 //  - Otherwise every accusation X -> Y is a dispute between the two ends of
 //    one link, settled by Y's own answer:
 //      Y blames X too (the link is really down): with `reroute`, nobody:
@@ -74,6 +77,10 @@ struct VerdictMember {
   std::optional<wire::TopologyReady> answer;  // none yet: silent so far
   bool hear_if_blamed = false;                // pending: wait for its answer even once an accepted member blamed it
   bool next_dials = false;                    // its link to the next member is dialed by that member (link_dialers.h)
+  // Its link to the next member is opened from both ends at once (punched, or through a
+  // relay): a failure there is the pair's, and each end sees it (each may name only one
+  // neighbour, so the other end may not name this one back).
+  bool next_mutual = false;
 };
 
 struct Culprit {

@@ -38,6 +38,10 @@ struct GroupView {
   bool broken = false;
   std::optional<uint64_t> shared_revision;
   std::vector<uint64_t> ring;     // ring order
+  struct RelayedHop {
+    uint64_t from = 0, to = 0, relay = 0;
+  };
+  std::vector<RelayedHop> relayed_hops;  // the ring's links a relay forwards (relay_choice.h)
   std::vector<uint64_t> waiting;  // joiners
   std::vector<uint64_t> voting;   // members whose topology vote is not decided yet
   // The smallest bandwidth along the ring, and along the ring in arrival

@@ -68,11 +68,14 @@ std::string status_json(const RunView& view, const MasterStats& stats, const Run
                        {"unreachable", l.unreachable},
                        {"shared_memory", l.shared_memory}});
     }
+    json relayed = json::array();
+    for (const auto& hop : g.relayed_hops) relayed.push_back({{"from", hop.from}, {"to", hop.to}, {"relay", hop.relay}});
     groups.push_back({{"id", g.id},
                       {"epoch", g.epoch},
                       {"broken", g.broken},
                       {"shared_revision", optional_value(g.shared_revision)},
                       {"ring", g.ring},
+                      {"relayed_hops", std::move(relayed)},
                       {"ring_bottleneck_Bps", optional_value(g.ring_bottleneck_Bps)},
                       {"arrival_bottleneck_Bps", optional_value(g.arrival_bottleneck_Bps)},
                       {"waiting", g.waiting},

@@ -46,7 +46,7 @@ void RelaySplice::finish() {
     s->shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
     s->close(ignored);
   }
-  if (auto ended = std::move(ended_)) ended({forward_.bytes, backward_.bytes});
+  if (auto ended = std::move(ended_)) ended(counts());
 }
 
 }  // namespace ferry::net

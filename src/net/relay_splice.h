@@ -13,6 +13,7 @@
 // saw) runs on it too, before each forwarded piece is written.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -40,6 +41,9 @@ class RelaySplice : public std::enable_shared_from_this<RelaySplice> {
   static std::shared_ptr<RelaySplice> start(asio::ip::tcp::socket a, asio::ip::tcp::socket b, Ended ended,
                                             Tap tap = nullptr);
   void stop();
+  // What each direction forwarded so far (any thread).
+  SpliceCounts counts() const { return {forward_.bytes.load(), backward_.bytes.load()}; }
+  bool ended() const { return done_.load(); }
 
   RelaySplice(asio::ip::tcp::socket a, asio::ip::tcp::socket b, Ended ended, Tap tap);  // use start()
 
@@ -49,7 +53,7 @@ class RelaySplice : public std::enable_shared_from_this<RelaySplice> {
     asio::ip::tcp::socket* to;
     bool a_to_b;
     std::vector<uint8_t> buffer = std::vector<uint8_t>(kSpliceBuffer);
-    uint64_t bytes = 0;
+    std::atomic<uint64_t> bytes{0};
   };
   void pump(Direction& d);
   void finish();
@@ -59,7 +63,7 @@ class RelaySplice : public std::enable_shared_from_this<RelaySplice> {
   Direction forward_, backward_;
   Ended ended_;
   Tap tap_;
-  bool done_ = false;  // on the strand
+  std::atomic<bool> done_{false};  // written on the strand
 };
 
 }  // namespace ferry::net

@@ -25,6 +25,10 @@ class TcpStream final : public Stream {
   std::error_code write_all_blocking(std::span<const asio::const_buffer> buffers) override;
   int native_handle() override { return fd_; }
   void abort() override;
+  // Hands the socket over (on this stream's strand, with no read or write in flight): a relayed
+  // lane's hop speaks one hello in frames, then carries another transport (peer/relay_service.h).
+  // The stream is closed for good afterwards.
+  asio::ip::tcp::socket release_socket() { return std::move(socket_); }
 
  private:
   asio::strand<asio::any_io_executor> strand_;

@@ -38,6 +38,7 @@ struct CommConfig {
   net::SocketTuning p2p_tuning;  // applied to every p2p socket, both directions
   bool shared_memory = true;     // ring lanes to a peer on this host go through shared memory (link_setup.h)
   bool dial_out_only = false;    // no p2p listener: this peer dials every link, probe and fetch it takes part in
+  bool relay = true;             // relays ring lanes for others when the master asks (relay_service.h); never when dial_out_only
   std::shared_ptr<const RunSecret> secret;  // null: the run is not authenticated
   std::shared_ptr<net::Transport> transport;  // null: plain TCP
 };

@@ -56,6 +56,8 @@ Communicator::Communicator(CommConfig config)
   // Raised before anything opens descriptors; the caps on strangers are sized from it.
   auto fd_limit = net::raise_fd_limit().soft;
   if (!config_.dial_out_only) start_listener(fd_limit);
+  if (!config_.dial_out_only && config_.relay)
+    relay_ = RelayService::start(io_.get_executor(), config_.listen_host, link_options_, fd_limit);
   asio::dispatch(watchdog_strand_, [this] { arm_watchdog(); });
   try {
     for (uint32_t i = 0; i < config_.io_threads; ++i) threads_.emplace_back([this] { serve_io(); });
@@ -116,6 +118,7 @@ Communicator::~Communicator() {
   ops_->wait_empty(grace);
   session_.wait_closed(grace);
   if (listener_) listener_->stop();
+  if (relay_) relay_->stop();
   asio::post(watchdog_strand_, [this] { watchdog_.cancel(); });
   work_.reset();
   // Give posted closes a moment, then stop regardless: destroy is bounded.
@@ -171,6 +174,7 @@ wire::Hello Communicator::hello_message() {
     resuming = state_.phase == Phase::reconnecting;
   }
   wire::Hello hello = peer_hello(config_, listener_.get(), link_options_, advertised);
+  if (relay_) hello.relay_port = relay_->port();
   if (!resuming) return hello;
   // The awaited collectives before the commits (resume_record.h): one leaving the first is in the second.
   auto now = resume_snapshot();
@@ -208,6 +212,8 @@ Attributes Communicator::attributes() const {
   a.peer_group = config_.peer_group;
   a.epoch = static_cast<int64_t>(view.epoch);
   a.shared_memory_lanes = view.links ? view.links->shared_memory_lanes() : 0;
+  a.next_link_relay = static_cast<int64_t>(view.next_relay);
+  a.relayed_bytes = relay_ ? static_cast<int64_t>(relay_->counts().bytes) : 0;
   for (const auto& m : view.ring) a.ring.push_back(m.peer_id);
   return a;
 }
@@ -274,6 +280,14 @@ void Communicator::on_welcome(uint64_t peer_id) {
 }
 
 void Communicator::on_topology(const wire::Topology& topology) {
+  if (relay_) {
+    uint64_t self;
+    {
+      std::lock_guard lock(state_.mu);
+      self = state_.peer_id;
+    }
+    relay_->expect(topology, self);
+  }
   if (Status st = membership_.propose(topology); !st.ok()) die(st);
 }
 

@@ -62,6 +62,7 @@
 #include "peer/master_redial.h"
 #include "peer/op_registry.h"
 #include "peer/peer_state.h"
+#include "peer/relay_service.h"
 #include "peer/resume_record.h"
 #include "peer/ring_membership.h"
 #include "peer/shared_state_sync.h"
@@ -73,6 +74,8 @@ struct Attributes {
   int64_t global_world = 0, group_world = 0, num_groups = 0, largest_group = 0, rank = 0, peer_group = 0;
   int64_t peer_id = 0, epoch = 0;
   int64_t shared_memory_lanes = 0;
+  int64_t next_link_relay = 0;  // FERRY_ATTR_NEXT_LINK_RELAY
+  int64_t relayed_bytes = 0;    // FERRY_ATTR_RELAYED_BYTES
   std::vector<uint64_t> ring;  // member ids in ring order
 };
 
@@ -174,6 +177,7 @@ class Communicator final : private MasterSession::Events {
   MasterCalls calls_;
   StatusLabel label_;  // sends through session_: declared after it
   std::shared_ptr<net::Listener> listener_;  // null: dial_out_only
+  std::shared_ptr<RelayService> relay_;      // null: dial_out_only, or it refuses to relay
   asio::strand<asio::io_context::executor_type> watchdog_strand_;
   asio::steady_timer watchdog_;  // only on watchdog_strand_
   std::vector<std::thread> threads_;

@@ -12,6 +12,7 @@
 #include "net/punch.h"
 #include "peer/lane_dialer.h"
 #include "peer/p2p_handshake.h"
+#include "peer/relay_hop.h"
 
 namespace ferry::peer {
 
@@ -29,6 +30,8 @@ LinkSetup::LinkSetup(asio::any_io_executor executor, LinkOptions options, uint64
   punch_out_ = out == wire::LinkDial::both;
   dials_in_ = in == wire::LinkDial::receiver;
   punch_in_ = in == wire::LinkDial::both;
+  relay_out_ = out == wire::LinkDial::relay;
+  relay_in_ = in == wire::LinkDial::relay;
   out_.resize(n > 1 ? topology_.p2p_connections : 0);
   in_.resize(out_.size());
 }
@@ -41,6 +44,8 @@ void LinkSetup::start() {
     if (punch_out_) punch_lane(true, lane);
     if (dials_in_) dial_lane(false, lane);
     if (punch_in_) punch_lane(false, lane);
+    if (relay_out_) relay_lane(true, lane);
+    if (relay_in_) relay_lane(false, lane);
   }
 }
 
@@ -134,38 +139,76 @@ void LinkSetup::punch_lane(bool outgoing, uint32_t lane) {
       /*client=*/outgoing,
       [self, outgoing, lane, failed](Status st, std::shared_ptr<net::Stream> stream) {
         if (!st.ok()) return failed(st);
-        if (!outgoing) return self->welcome_punched(lane, std::move(stream));
-        wire::LinkHello hello{.from_peer = self->self_id_,
-                              .to_peer = self->next_.peer_id,
-                              .epoch = self->topology_.epoch,
-                              .lane = lane,
-                              .lanes = static_cast<uint32_t>(self->out_.size()),
-                              .receiver_dials = static_cast<uint8_t>(wire::LinkDial::both)};
-        asio::dispatch(stream->executor(), [self, stream, hello, lane, failed] {
-          dialer_handshake(stream, hello, self->options_.secret, self->options_.timeout,
-                           [self, stream, lane, failed](Status hst, bool) {
-                             if (!hst.ok()) return failed(hst);
-                             self->lane_ready(true, lane, stream, false);
-                           });
-        });
+        self->greet_opened(outgoing, lane, std::move(stream), wire::LinkDial::both);
       },
       options_.tuning);
 }
 
-void LinkSetup::welcome_punched(uint32_t lane, std::shared_ptr<net::Stream> stream) {
+void LinkSetup::relay_lane(bool outgoing, uint32_t lane) {
   auto self = shared_from_this();
-  asio::dispatch(stream->executor(), [self, stream, lane] {
+  const size_t n = topology_.ring.size();
+  const wire::RingMember& target = outgoing ? next_ : prev_;
+  const uint64_t relay_id = topology_.relay_of(outgoing ? rank_ : (rank_ + n - 1) % n);
+  auto failed = [self, target_id = target.peer_id](const Status& st) { self->lane_failed(target_id, st); };
+  auto relay = std::find_if(topology_.ring.begin(), topology_.ring.end(),
+                            [&](const wire::RingMember& m) { return m.peer_id == relay_id; });
+  if (relay == topology_.ring.end() || relay->relay_port == 0 || relay_id == self_id_)
+    return failed(Status::failure(Errc::protocol, "the topology names no relay for this link"));
+  wire::RelayHello hello{.from_peer = self_id_,
+                         .sender = outgoing ? self_id_ : prev_.peer_id,
+                         .receiver = outgoing ? next_.peer_id : self_id_,
+                         .epoch = topology_.epoch,
+                         .lane = lane,
+                         .lanes = static_cast<uint32_t>(out_.size())};
+  open_relay_hop(executor_, options_, *relay, hello, [self, outgoing, lane, failed](Status st, asio::ip::tcp::socket raw) {
+    if (!st.ok()) return failed(st);
+    // End to end through the relay: the sender is the TLS client, as on a lane it dials.
+    auto opened = [self, outgoing, lane, failed](Status ost, std::shared_ptr<net::Stream> stream) {
+      if (!ost.ok()) return failed(ost);
+      self->greet_opened(outgoing, lane, std::move(stream), wire::LinkDial::relay);
+    };
+    if (outgoing)
+      self->options_.transport->open_client(std::move(raw), opened);
+    else
+      self->options_.transport->open_server(std::move(raw), opened);
+  });
+}
+
+void LinkSetup::greet_opened(bool outgoing, uint32_t lane, std::shared_ptr<net::Stream> stream, wire::LinkDial how) {
+  auto self = shared_from_this();
+  if (!outgoing) return welcome_opened(lane, std::move(stream), how);
+  auto failed = [self, target_id = next_.peer_id](const Status& st) { self->lane_failed(target_id, st); };
+  wire::LinkHello hello{.from_peer = self_id_,
+                        .to_peer = next_.peer_id,
+                        .epoch = topology_.epoch,
+                        .lane = lane,
+                        .lanes = static_cast<uint32_t>(out_.size()),
+                        .receiver_dials = static_cast<uint8_t>(how)};
+  asio::dispatch(stream->executor(), [self, stream, hello, lane, failed] {
+    dialer_handshake(stream, hello, self->options_.secret, self->options_.timeout,
+                     [self, stream, lane, failed](Status hst, bool) {
+                       if (!hst.ok()) return failed(hst);
+                       self->lane_ready(true, lane, stream, false);
+                     });
+  });
+}
+
+void LinkSetup::welcome_opened(uint32_t lane, std::shared_ptr<net::Stream> stream, wire::LinkDial how) {
+  auto self = shared_from_this();
+  asio::dispatch(stream->executor(), [self, stream, lane, how] {
     acceptor_handshake(stream, self->options_.secret, self->options_.timeout,
-                       [self, stream, lane](Status st, std::optional<AcceptedHello> accepted) {
+                       [self, stream, lane, how](Status st, std::optional<AcceptedHello> accepted) {
                          const uint64_t prev = self->prev_.peer_id;
-                         auto blame = [self, prev](const std::string& why) {
-                           self->dial_failed({Status::failure(Errc::connect, "punched link from peer " +
-                                                                                 std::to_string(prev) + ": " + why),
+                         auto blame = [self, prev, how](const std::string& why) {
+                           self->dial_failed({Status::failure(Errc::connect,
+                                                              std::string(how == wire::LinkDial::relay ? "relayed"
+                                                                                                       : "punched") +
+                                                                  " link from peer " + std::to_string(prev) + ": " + why),
                                               nullptr, prev});
                          };
                          if (!st.ok()) return blame(st.message);
                          const auto* hello = std::get_if<wire::LinkHello>(&accepted->hello);
-                         if (!hello || !hello->punched() || hello->from_peer != prev ||
+                         if (!hello || hello->receiver_dials != static_cast<uint8_t>(how) || hello->from_peer != prev ||
                              hello->to_peer != self->self_id_ || hello->epoch != self->topology_.epoch ||
                              hello->lane != lane || hello->lanes != self->in_.size()) {
                            stream->close();
@@ -197,8 +240,8 @@ bool LinkSetup::offer_inbound(const wire::LinkHello& hello, const std::string& w
                               const std::shared_ptr<net::Stream>& stream) {
   // A hello for the link from the previous peer, which it dials; or for the
   // link to the next peer, which that peer dials as its receiver.
-  // A punched lane never comes through the listener (welcome_punched takes it).
-  if (hello.punched()) return false;
+  // A punched or relayed lane never comes through the listener (welcome_opened takes it).
+  if (hello.punched() || hello.relayed()) return false;
   const bool outgoing = hello.receiver_dialed();
   {
     std::lock_guard lock(mu_);

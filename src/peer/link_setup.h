@@ -79,11 +79,15 @@ class LinkSetup : public std::enable_shared_from_this<LinkSetup> {
   void lane_failed(uint64_t target_id, const Status& st);
   // One lane of a punched link: of the link to the next peer when `outgoing`, else from the previous one.
   void punch_lane(bool outgoing, uint32_t lane);
-  // The receiving end of a punched lane: the sender's hello, checked, then the welcome.
-  void welcome_punched(uint32_t lane, std::shared_ptr<net::Stream> stream);
-  // Whether this peer opens the link's lanes itself (dials or punches them), else waits for them.
-  bool opens_out() const { return dials_out_ || punch_out_; }
-  bool opens_in() const { return dials_in_ || punch_in_; }
+  // One lane of a relayed link: this end's hop to the relay, then the transport through it.
+  void relay_lane(bool outgoing, uint32_t lane);
+  // A punched or relayed lane (`how`) is open end to end: the sender says the link hello,
+  // the receiver checks it and welcomes (welcome_opened).
+  void greet_opened(bool outgoing, uint32_t lane, std::shared_ptr<net::Stream> stream, wire::LinkDial how);
+  void welcome_opened(uint32_t lane, std::shared_ptr<net::Stream> stream, wire::LinkDial how);
+  // Whether this peer opens the link's lanes itself (dials, punches or relays them), else waits for them.
+  bool opens_out() const { return dials_out_ || punch_out_ || relay_out_; }
+  bool opens_in() const { return dials_in_ || punch_in_ || relay_in_; }
   // Whether every lane the neighbours dial to this peer is up.
   bool accepted_lanes_up() const;
   // The inbound stream as this lane will use it: over the hello's ring when it maps.
@@ -106,6 +110,8 @@ class LinkSetup : public std::enable_shared_from_this<LinkSetup> {
   bool dials_in_ = false;   // this peer dials its link from prev_ (else prev_ dials it)
   bool punch_out_ = false;  // its link to next_ is punched from both ends (then dials_out_ is false)
   bool punch_in_ = false;   // its link from prev_ is punched from both ends
+  bool relay_out_ = false;  // its link to next_ goes through a relay (Topology::relays)
+  bool relay_in_ = false;   // its link from prev_ does
   asio::strand<asio::any_io_executor> strand_;
   asio::steady_timer timer_;  // only on strand_
   std::mutex mu_;

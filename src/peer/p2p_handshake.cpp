@@ -71,9 +71,11 @@ void acceptor_handshake(std::shared_ptr<net::Stream> stream, std::shared_ptr<con
       if (auto* link = std::get_if<wire::LinkHello>(&*m)) hello = *link;
       if (auto* fetch = std::get_if<wire::FetchHello>(&*m)) hello = *fetch;
       if (auto* probe = std::get_if<wire::ProbeHello>(&*m)) hello = *probe;
+      if (auto* relay = std::get_if<wire::RelayHello>(&*m)) hello = *relay;
       if (!hello) {
         stream->close();
-        return done(Status::failure(Errc::protocol, "expected link_hello, fetch_hello or probe_hello"), std::nullopt);
+        return done(Status::failure(Errc::protocol, "expected link_hello, fetch_hello, probe_hello or relay_hello"),
+                    std::nullopt);
       }
       AcceptedHello accepted{*hello, {}};
       if (secret) {

@@ -1,6 +1,6 @@
 // The opening of every p2p connection, ring link or shared-state fetch:
 //   acceptor -> link_challenge(nonce)
-//   dialer   -> link_hello | fetch_hello | probe_hello (its nonce, proof over both + what it asks for)
+//   dialer   -> link_hello | fetch_hello | probe_hello | relay_hello (its nonce, proof over both + what it asks for)
 //   acceptor -> link_welcome (code, its proof)   [written by whoever takes the connection]
 // With a run secret each side checks the other's proof; without one the
 // proofs stay empty and a peer only checks names against the master's plan.
@@ -19,7 +19,7 @@
 
 namespace ferry::peer {
 
-using P2pHello = std::variant<wire::LinkHello, wire::FetchHello, wire::ProbeHello>;
+using P2pHello = std::variant<wire::LinkHello, wire::FetchHello, wire::ProbeHello, wire::RelayHello>;
 
 // Dialer side, on the stream's strand. `done` runs once: ok when the acceptor
 // welcomed us and (with a secret) proved it holds the secret too;

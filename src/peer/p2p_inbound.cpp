@@ -31,7 +31,10 @@ void accept_p2p(asio::ip::tcp::socket socket, std::shared_ptr<net::StrangerGate:
                                  return routes.link(*link, accepted->welcome_proof, stream);
                                if (auto* probe = std::get_if<wire::ProbeHello>(&accepted->hello))
                                  return routes.probe(*probe, accepted->welcome_proof, stream);
-                               routes.fetch(std::get<wire::FetchHello>(accepted->hello), accepted->welcome_proof, stream);
+                               if (auto* fetch = std::get_if<wire::FetchHello>(&accepted->hello))
+                                 return routes.fetch(*fetch, accepted->welcome_proof, stream);
+                               // A relay_hello belongs on the relay port (relay_service.h), not here.
+                               stream->close();
                              });
         });
       });

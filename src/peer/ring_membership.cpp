@@ -52,7 +52,7 @@ Status RingMembership::propose(const wire::Topology& topology) {
     bool member = false;
     for (const auto& m : topology.ring) member |= m.peer_id == self_;
     const bool known_dials = std::all_of(topology.receiver_dials.begin(), topology.receiver_dials.end(),
-                                         [](uint8_t d) { return d <= static_cast<uint8_t>(wire::LinkDial::both); });
+                                         [](uint8_t d) { return d <= static_cast<uint8_t>(wire::LinkDial::relay); });
     if (!member || topology.p2p_connections == 0 || topology.p2p_connections > wire::kMaxConnectionsPerLink ||
         !known_dials)
       return Status::failure(Errc::protocol, "the master proposed a ring this peer cannot use");
@@ -136,6 +136,9 @@ RingMembership::Commit RingMembership::commit(const wire::TopologyDone& done) {
     committed_.lanes = proposed_->p2p_connections;
     for (uint32_t i = 0; i < committed_.ring.size(); ++i)
       if (committed_.ring[i].peer_id == self_) committed_.rank = i;
+    committed_.next_relay = proposed_->link_dial(committed_.rank) == wire::LinkDial::relay
+                                ? proposed_->relay_of(committed_.rank)
+                                : 0;
     committed_.links = std::exchange(proposed_links_, nullptr);
     if (!committed_.links) {  // a world of one: no lanes, but links all the same (they route nothing)
       committed_.links = std::make_shared<RingLinks>(done.epoch, 0, options_.ops);

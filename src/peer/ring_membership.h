@@ -66,6 +66,7 @@ class RingMembership {
     uint64_t epoch = 0;
     std::vector<wire::RingMember> ring;
     uint32_t rank = 0, lanes = 0;
+    uint64_t next_relay = 0;  // the member relaying this peer's link to the next one; 0: direct
     wire::TopologyDone world;  // sizes as of the last commit
     std::shared_ptr<RingLinks> links;
   };

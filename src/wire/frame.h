@@ -24,7 +24,9 @@ inline constexpr uint32_t kFrameMagic = 0x31595246;  // "FRY1" on the wire
 // 11: sync_begin.connections, sync_plan.holder_dials/serve_dials, fetch_hello.dial (a shared-state
 // fetch opened by whichever end can: the holder, or both punching); probe_round.target_dials/
 // dial_sources, probe_hello.target_dialed (a probe of a dial-out-only peer, dialed by it).
-inline constexpr uint16_t kProtocolVersion = 11;
+// 12: LinkDial::relay, topology.relays, hello.relay_port, ring_member.relay_port, relay_hello
+// (a ring link neither end can dial nor punch, joined by a relay).
+inline constexpr uint16_t kProtocolVersion = 12;
 inline constexpr size_t kFrameHeaderBytes = 12;
 // Control payloads are small; the largest is a ring listing. 4 MiB holds a
 // ring of tens of thousands of peers and still bounds what a stranger can make us allocate.

@@ -77,6 +77,7 @@ const char* message_type_name(uint16_t type) {
     case MessageType::gather_go: return "gather_go";
     case MessageType::probe_done: return "probe_done";
     case MessageType::probe_hello: return "probe_hello";
+    case MessageType::relay_hello: return "relay_hello";
     case MessageType::peer_label: return "peer_label";
   }
   return "unknown";

@@ -64,6 +64,7 @@ enum class MessageType : uint16_t {
   fetch_hello = 130,
   link_challenge = 131,
   probe_hello = 132,
+  relay_hello = 133,
 };
 
 inline constexpr size_t kMaxHostLength = 255;
@@ -156,8 +157,10 @@ struct Hello {
     v(silent_link_ms); v(other_hosts, Limit{kMaxOtherHosts, kMaxHostLength});
     v(resume_peer_id); v(resume_epoch); v(resume_ring, Limit{kMaxResumeRing});
     v(resume_revision); v(resume_committed, Limit{kMaxResumeRanges}); v(resume_awaiting, Limit{kMaxResumeRanges});
-    v(dial_out_only);
+    v(dial_out_only); v(relay_port);
   }
+  // Where this peer relays ring lanes for others (peer/relay_service.h); 0: it relays none.
+  uint16_t relay_port = 0;
 };
 
 struct Welcome {
@@ -189,8 +192,10 @@ struct PeerAddress {
   uint16_t port = 0;
   // Dialled in turn when `host` cannot be (another address family: peer/dial_candidates.h).
   std::vector<std::string> other_hosts{};
+  uint16_t relay_port = 0;  // where it relays ring lanes (Hello::relay_port); 0: none
   template <class V> void fields(V& v) {
     v(peer_id); v(host, Limit{kMaxHostLength}); v(port); v(other_hosts, Limit{kMaxOtherHosts, kMaxHostLength});
+    v(relay_port);
   }
   bool operator==(const PeerAddress&) const = default;
 };
@@ -201,6 +206,7 @@ enum class LinkDial : uint8_t {
   sender = 0,    // the data's sender dials its receiver
   receiver = 1,  // the receiver dials (the sender accepts no connection from it)
   both = 2,      // neither can: both connect at once from agreed ports (net/punch.h)
+  relay = 3,     // nor punch: both dial a relay (Topology::relays) that joins their lanes
 };
 
 // A proposed ring; members connect to their neighbours and answer with topology_ready.
@@ -216,13 +222,17 @@ struct Topology {
   // simultaneous open, net/punch.h); else, or when the list is shorter, by its sender.
   // The data always flows from ring[i] to ring[i + 1].
   std::vector<uint8_t> receiver_dials{};
+  // For each link whose LinkDial is relay, the member both ends dial (its PeerAddress::relay_port);
+  // 0 or missing elsewhere.
+  std::vector<uint64_t> relays{};
   LinkDial link_dial(size_t i) const {
     return i < receiver_dials.size() ? static_cast<LinkDial>(receiver_dials[i]) : LinkDial::sender;
   }
   bool receiver_dials_link(size_t i) const { return link_dial(i) == LinkDial::receiver; }
+  uint64_t relay_of(size_t i) const { return i < relays.size() ? relays[i] : 0; }
   template <class V> void fields(V& v) {
     v(epoch); v(peer_group); v(p2p_connections); v(ring, Limit{kMaxRingMembers});
-    v(receiver_dials, Limit{kMaxRingMembers});
+    v(receiver_dials, Limit{kMaxRingMembers}); v(relays, Limit{kMaxRingMembers});
   }
 };
 
@@ -407,13 +417,14 @@ struct LinkHello {
   }
   bool receiver_dialed() const { return receiver_dials == static_cast<uint8_t>(LinkDial::receiver); }
   bool punched() const { return receiver_dials == static_cast<uint8_t>(LinkDial::both); }
+  bool relayed() const { return receiver_dials == static_cast<uint8_t>(LinkDial::relay); }
   uint64_t dialer() const { return receiver_dialed() ? to_peer : from_peer; }
   uint64_t acceptor() const { return receiver_dialed() ? from_peer : to_peer; }
   // What the proof covers besides the nonces.
   std::string context() const {
     return "link:" + std::to_string(from_peer) + ">" + std::to_string(to_peer) + "@" + std::to_string(epoch) + "#" +
            std::to_string(lane) + "/" + std::to_string(lanes) + ";" + host_key + ";" + shm_ring +
-           (receiver_dialed() ? ";<" : punched() ? ";<>" : "");
+           (receiver_dialed() ? ";<" : punched() ? ";<>" : relayed() ? ";<r>" : "");
   }
 };
 
@@ -628,6 +639,30 @@ struct ProbeHello {
   }
 };
 
+// First frame on a connection a ring neighbour opens to a relay's relay_port, answered
+// by link_welcome once the other end of the same lane has come too (or with a refusal).
+// Plain TCP: after the welcome the relay forwards bytes both ways unread, and the two
+// neighbours run the run's transport (TLS) and the link hello end to end through it.
+struct RelayHello {
+  static constexpr MessageType kType = MessageType::relay_hello;
+  uint64_t from_peer = 0;  // who dials: `sender` or `receiver`
+  uint64_t sender = 0;     // the link's data flows sender -> receiver
+  uint64_t receiver = 0;
+  uint64_t epoch = 0;
+  uint32_t lane = 0;
+  uint32_t lanes = 0;
+  std::string nonce{};
+  std::string proof{};
+  template <class V> void fields(V& v) {
+    v(from_peer); v(sender); v(receiver); v(epoch); v(lane); v(lanes); v(nonce, Limit{kMaxAuthField});
+    v(proof, Limit{kMaxAuthField});
+  }
+  std::string context() const {
+    return "relay:" + std::to_string(sender) + ">" + std::to_string(receiver) + "@" + std::to_string(epoch) + "#" +
+           std::to_string(lane) + "/" + std::to_string(lanes) + ";" + std::to_string(from_peer);
+  }
+};
+
 // Peer -> master, fire and forget: a short line the master shows beside this peer on
 // /status and the dashboard (ferry_comm_set_label; DiLoCo's work per outer step, say).
 // Display only: nothing the master decides reads it, nothing answers it, so it is never
@@ -649,7 +684,7 @@ using Message = std::variant<Hello, Welcome, TopologyVote, Topology, TopologyRea
                              CollectiveResult, Kick, Heartbeat, Leave, LinkHello, LinkWelcome, SyncBegin, SyncPlan,
                              FetchHello, AuthChallenge, LinkChallenge, LinkReport, LinkMatrixQuery, LinkMatrix,
                              ProbeRound, ProbeDone, ProbeHello, CollectivePending, CallRefused, GoingAway,
-                             PeerLabel, GatherGo>;
+                             PeerLabel, GatherGo, RelayHello>;
 
 MessageType message_type(const Message& message);
 const char* message_type_name(uint16_t type);

@@ -16,6 +16,8 @@
   check_bench.py ring-avoids FILE [A B ...] -- COMMAND...
                                                 As json, and every ferry run's ring (each peer once)
                                                 never has host A send to host B (nor C to D, ...).
+  check_bench.py relayed FILE N -- COMMAND...   As json, and every ferry run's ring holds each peer once
+                                                with exactly N hops relayed by a third member of it.
   check_bench.py master-load FILE -- COMMAND... ferry-master-load: COMMAND must exit 0 and write FILE with
                                                 every key, every fake peer welcomed and admitted, and
                                                 every collective of every round committed (never timings).
@@ -41,7 +43,7 @@ RUN_KEYS = {
     "connections": int, "concurrent": int, "time_s_median": float, "time_s_min": float,
     "algbw_GBps": float, "busbw_GBps": float, "wire_bytes_per_peer": (float, type(None)),
     "bit_identical": bool, "correct": bool, "cpu_s_per_GB": (float, type(None)), "times_s": list, "links": str,
-    "ring": list, "ring_order": str,
+    "ring": list, "ring_order": str, "relayed_hops": list, "relayed_bytes": int,
 }
 ARGS_KEYS = ["peers", "sizes", "dtype", "op", "connections", "concurrent", "iters", "warmup", "baseline",
              "shared_memory", "wan", "wan_topology", "link_rate"]
@@ -331,6 +333,28 @@ def check_ring_avoids(record, blocked):
     return problems
 
 
+def check_relayed(record, count):
+    """Every ferry run's ring holds every peer once, with exactly `count` hops relayed, each
+    by a third member of the ring; with any, the relays forwarded bytes."""
+    problems = []
+    for run_ in record["runs"]:
+        if run_["impl"] != "ferry":
+            continue
+        ring, hops = run_["ring"], run_["relayed_hops"]
+        print(f"ferry, {run_['bytes']} B: ring {' -> '.join(ring)}; relayed: "
+              f"{[(h['from'], h['to'], h['relay']) for h in hops]}, {run_['relayed_bytes']} B relayed")
+        if len(ring) != record["args"]["peers"] or len(set(ring)) != len(ring):
+            problems.append(f"ring {ring} does not hold each of the {record['args']['peers']} peers once")
+        if len(hops) != count:
+            problems.append(f"{len(hops)} relayed hops, expected {count}")
+        for h in hops:
+            if h["relay"] in (h["from"], h["to"]) or h["relay"] not in ring:
+                problems.append(f"hop {h} is not relayed by a third member of the ring")
+        if count and run_["relayed_bytes"] <= 0:
+            problems.append("relays forwarded no bytes")
+    return problems
+
+
 def check_connections(record, relation, count):
     """Every ring link's connection count (as last measured) is `exactly` or `above` count."""
     links = ring_links(record["link_matrix"], record["args"])
@@ -445,7 +469,7 @@ def main(argv):
         done, first_row_children, rows = run_streaming(command)
     else:
         done = run(command)
-    if mode in ("json", "sync", "slow-pair", "connections", "ring-avoids", "rows-stream"):
+    if mode in ("json", "sync", "slow-pair", "connections", "ring-avoids", "rows-stream", "relayed"):
         if done.returncode != 0:
             sys.exit(f"FAIL: ferry-bench exited {done.returncode}")
         with open(params[0]) as f:
@@ -456,6 +480,8 @@ def main(argv):
         if mode == "ring-avoids" and not problems:
             hosts = params[1:]
             problems = check_ring_avoids(record, list(zip(hosts[0::2], hosts[1::2])))
+        if mode == "relayed" and not problems:
+            problems = check_relayed(record, int(params[1]))
         if mode == "connections" and not problems:
             problems = check_connections(record, params[1], int(params[2]))
         if mode == "rows-stream" and not problems:

@@ -257,7 +257,9 @@ def test_two_groups_an_unreachable_link_a_vote_and_a_bad_document(master, artifa
     group0["voting"] = [A]
     group0["links"].append({"from": B, "to": A, "bandwidth_Bps": None, "rtt_s": None, "age_s": 1.0,
                             "unreachable": True})
-    doc["groups"].append(dict(group0, id=1, ring=[C], broken=True, voting=[], in_flight=[], links=[]))
+    group0["relayed_hops"] = [{"from": A, "to": B, "relay": C}]  # C relays group 0's A -> B
+    doc["groups"].append(dict(group0, id=1, ring=[C], broken=True, voting=[], in_flight=[], links=[],
+                              relayed_hops=[]))
     doc["peers"].append(dict(peer(C, 0, "10.0.0.3:4000", position=0), group=1))
     master.show(doc)
     with cd.open_browser() as driver:
@@ -274,6 +276,12 @@ def test_two_groups_an_unreachable_link_a_vote_and_a_bad_document(master, artifa
         assert any("start" in f and "rank 0 · …0101, rank 1 · …0202" in f for f in snap["in_flight"])
         assert driver.execute_script(
             "return document.querySelector('g.ring-node[data-peer-id=\"%s\"]').dataset.voting" % A) == "true"
+        # The relayed link: its edge names the relay, and a line under the ring says it.
+        relayed = driver.execute_script("""
+            return [Array.from(document.querySelectorAll('g.ring-edge[data-relay]'), (e) => [e.dataset.from, e.dataset.to, e.dataset.relay]),
+                    Array.from(document.querySelectorAll('.relayed-hop'), (d) => d.textContent)];""")
+        assert relayed[0] == [[str(A), str(B), str(C)]]
+        assert len(relayed[1]) == 1 and "through" in relayed[1][0]
         cd.save_screenshot(driver, str(artifacts / "dashboard-two-groups.png"))
 
         # A document that does not parse: said in the banner, the last good data stays.

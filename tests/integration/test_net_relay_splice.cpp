@@ -61,7 +61,7 @@ bool contains(const std::vector<uint8_t>& haystack, const std::vector<uint8_t>& 
 
 }  // namespace
 
-TEST_CASE("relay splice: both directions arrive intact and counted; TLS end to end leaves the relay ciphertext only",
+TEST_CASE("relay splice: both directions arrive intact and counted, and TLS end to end leaves the relay ciphertext only",
           "[relay][tls]") {
   const bool tls = GENERATE(false, true);
   INFO("tls " << tls);

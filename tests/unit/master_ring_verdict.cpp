@@ -48,3 +48,33 @@ TEST_CASE("ring verdict: a failed link its receiver dialed is named from the rec
   CHECK(verdict->failed_links[0].from == 2);
   CHECK(verdict->failed_links[0].to == 1);
 }
+
+TEST_CASE("ring verdict: a joiner whose two punched links failed is routed around, not evicted",
+          "[master][verdict][punch]") {
+  // Ring 1 2 3 4 5; 3, 4 and 5 accept nothing and are pending, so 3 -> 4 and 4 -> 5 were
+  // punched, and both failed (closed hosts drop every SYN). 3 and 5 blame 4; 4 can name
+  // only one of them.
+  std::vector<VerdictMember> m{member(1, true), member(2, true), member(3, false, 4), member(4, false, 3),
+                               member(5, false, 4)};
+  m[2].next_mutual = true;
+  m[3].next_mutual = true;
+  auto verdict = ring_verdict(m, true);
+  REQUIRE(verdict.has_value());
+  CHECK(verdict->culprits.empty());
+  REQUIRE(verdict->failed_links.size() == 2);
+  CHECK(verdict->failed_links[0].from == 3);
+  CHECK(verdict->failed_links[0].to == 4);
+  CHECK(verdict->failed_links[1].from == 4);
+  CHECK(verdict->failed_links[1].to == 5);
+  // The same with dialed links: 4 is blamed by both neighbours and goes.
+  m[2].next_mutual = m[3].next_mutual = false;
+  auto dialed = ring_verdict(m, true);
+  REQUIRE(dialed.has_value());
+  REQUIRE(dialed->culprits.size() == 1);
+  CHECK(dialed->culprits[0].id == 4);
+  // Without reroutes left, the pair's failure is settled by eviction as before.
+  m[2].next_mutual = m[3].next_mutual = true;
+  auto settled = ring_verdict(m, false);
+  REQUIRE(settled.has_value());
+  CHECK_FALSE(settled->culprits.empty());
+}

@@ -56,7 +56,7 @@ inline std::vector<uint64_t> proposed_ring(const Fixture& f) {
 // a link whose dial is blocked blame each other (the dialer's dial failed, the
 // acceptor's lanes never came), a member's link to its next peer first. Each
 // link is dialed as the proposal says (Topology::receiver_dials); a punched one
-// fails where its pair is blocked either way. Returns the proposal's ring.
+// fails where its pair is blocked either way, a relayed one where either end's dial of its relay is. Returns the proposal's ring.
 inline std::vector<PeerId> answer_as_network(Fixture& f, const std::set<std::pair<PeerId, PeerId>>& blocked) {
   auto proposals = f.sent<Topology>();
   REQUIRE_FALSE(proposals.empty());
@@ -68,6 +68,9 @@ inline std::vector<PeerId> answer_as_network(Fixture& f, const std::set<std::pai
     PeerId from = ring[i], to = ring[(i + 1) % n];
     // A punched link needs both ends' SYNs through: a pair blocked either way is `closed` there.
     if (topology.link_dial(i) == LinkDial::both) return blocked.count({to, from}) + blocked.count({from, to}) > 0;
+    // A relayed link needs both ends' dials of the relay through.
+    if (topology.link_dial(i) == LinkDial::relay)
+      return blocked.count({from, topology.relay_of(i)}) + blocked.count({to, topology.relay_of(i)}) > 0;
     return topology.receiver_dials_link(i) ? blocked.count({to, from}) > 0 : blocked.count({from, to}) > 0;
   };
   for (size_t i = 0; i < n; ++i) {

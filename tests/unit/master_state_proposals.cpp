@@ -99,6 +99,51 @@ TEST_CASE("master: a joiner that falsely names an accepted neighbour unreachable
   CHECK(proposed_ring(f) == std::vector<uint64_t>{1, 2});
 }
 
+namespace {
+
+// 1, 3 and 5 accept connections and relay; 2 and 4 accept nothing. Once 3 and 5 leave,
+// 2 and 4 are neighbours in any ring of three: the master punches, the firewalls drop
+// every SYN, and the proposal after that has 1 relay their link.
+void propose_relayed_ring(Fixture& f) {
+  Hello first = f.hello_of(1);
+  first.relay_port = 9001;
+  REQUIRE(f.say(1, first) != 0);
+  f.all_ready();
+  for (ConnId c : {2, 3, 4, 5}) {
+    Hello h = f.hello_of(c);
+    if (c % 2 == 0) {
+      h.advertised_port = 0;
+      h.dial_out_only = 1;
+    } else {
+      h.relay_port = static_cast<uint16_t>(9000 + c);
+    }
+    REQUIRE(f.say(c, h) != 0);
+  }
+  f.state.on_message(1, TopologyVote{});
+  f.step();
+  f.all_ready();
+  REQUIRE(f.state.ring(0).size() == 5);
+  CHECK((f.sent<Topology>().empty() || f.sent<Topology>()[0].second.relays.empty()));
+  f.state.on_message(3, Leave{});
+  f.step();
+  for (ConnId c : {1, 2, 4, 5}) f.state.on_message(c, TopologyVote{});
+  f.step();
+  // 1 2 5 4 needs no relay: each pair has an end the other can dial.
+  REQUIRE(proposed_ring(f).size() == 4);
+  CHECK(f.sent<Topology>()[0].second.relays.empty());
+  f.all_ready();
+  f.state.on_message(5, Leave{});
+  f.step();
+  for (ConnId c : {1, 2, 4}) f.state.on_message(c, TopologyVote{});
+  f.step();
+  // First a punch, which the firewalls drop; then 1 relays the hop between 2 and 4.
+  REQUIRE(proposed_ring(f).size() == 3);
+  answer_as_network(f, {{1, 2}, {1, 4}, {2, 4}, {4, 2}});
+  CHECK(f.last.closes.empty());
+}
+
+}  // namespace
+
 TEST_CASE("master: a peer both neighbours cannot reach is evicted, a link down at both ends is routed around",
           "[master][insiders]") {
   SECTION("blamed by both neighbours") {
@@ -221,6 +266,38 @@ TEST_CASE("master: a peer both neighbours cannot reach is evicted, a link down a
     CHECK_THAT(f.kick_of(4).reason, Catch::Contains("no ring of the group avoids every pair that cannot connect") &&
                                         Catch::Contains("leaving out peer 4 is the fewest"));
     CHECK(proposed_ring(f) == std::vector<uint64_t>{1, 2});
+  }
+  SECTION("where punching fails too, a member both ends can dial relays the link, and a failed relay is avoided") {
+    Fixture f;
+    propose_relayed_ring(f);
+    auto relayed = f.sent<Topology>();
+    REQUIRE(relayed.size() == 3);
+    const Topology& t = relayed[0].second;
+    size_t relayed_links = 0;
+    for (size_t i = 0; i < t.ring.size(); ++i)
+      if (t.link_dial(i) == LinkDial::relay) {
+        ++relayed_links;
+        CHECK(t.relay_of(i) == 1);
+        std::set<uint64_t> ends{t.ring[i].peer_id, t.ring[(i + 1) % 3].peer_id};
+        CHECK(ends == std::set<uint64_t>{2, 4});
+      }
+    CHECK(relayed_links == 1);
+    CHECK(t.ring[0].relay_port == 9001);
+    // 4 cannot reach the relay after all: the relayed link fails, and no other member can relay it.
+    answer_as_network(f, {{1, 2}, {1, 4}, {2, 4}, {4, 2}, {4, 1}});
+    REQUIRE(f.last.closes.size() == 1);
+    CHECK(proposed_ring(f).size() == 2);
+  }
+  SECTION("a relayed ring commits, and /status names its relayed hop") {
+    Fixture f;
+    propose_relayed_ring(f);
+    f.all_ready();
+    const RunView view = f.state.view();
+    REQUIRE(view.groups.size() == 1);
+    REQUIRE(view.groups[0].relayed_hops.size() == 1);
+    const auto& hop = view.groups[0].relayed_hops[0];
+    CHECK(hop.relay == 1);
+    CHECK(std::set<uint64_t>{hop.from, hop.to} == std::set<uint64_t>{2, 4});
   }
   SECTION("a joiner that cannot dial one accepted peer stays, that peer dialing their link") {
     Fixture f;

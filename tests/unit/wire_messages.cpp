@@ -86,9 +86,9 @@ TEST_CASE("wire: golden bytes pin the format", "[wire][golden]") {
   // Changing these bytes breaks compatibility with every deployed peer: bump kProtocolVersion instead.
   std::vector<uint8_t> hello = {
       0x46, 0x52, 0x59, 0x31,  // magic "FRY1"
-      0x0B, 0x00,              // version 11
+      0x0C, 0x00,              // version 12
       0x01, 0x00,              // type hello
-      0x4A, 0x00, 0x00, 0x00,  // payload length 74
+      0x4C, 0x00, 0x00, 0x00,  // payload length 76
       0x07, 0x00, 0x00, 0x00,  // peer_group 7
       0x03, 0x00, 0x00, 0x00, 'a', 'b', 'c',  // advertised_host "abc"
       0xA0, 0x0F,              // advertised_port 4000
@@ -105,6 +105,7 @@ TEST_CASE("wire: golden bytes pin the format", "[wire][golden]") {
       0x00, 0x00, 0x00, 0x00,  // resume_committed []
       0x00, 0x00, 0x00, 0x00,  // resume_awaiting []
       0x00,                    // dial_out_only 0
+      0x00, 0x00,              // relay_port 0: relays nothing
   };
   CHECK(encode_message(Hello{7, "abc", 4000, 4, 10000, "", "", 15000, {}, 0, 0, {}, 0, {}, {}, 0}) == hello);
 

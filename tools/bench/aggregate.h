@@ -59,6 +59,13 @@ struct RunSummary {
   // chose it ("best", or "arrival" for the arrival baseline; "rank" for Gloo).
   std::vector<std::string> ring;
   std::string ring_order;
+  // The ring's links that went through a relay (ferry only): their ends and the relay, named
+  // as in `ring`; and the bytes relays forwarded since the peers started (FERRY_ATTR_RELAYED_BYTES).
+  struct RelayedHop {
+    std::string from, to, relay;
+  };
+  std::vector<RelayedHop> relayed_hops;
+  std::uint64_t relayed_bytes = 0;
 };
 
 struct RunShape {

@@ -59,6 +59,8 @@ void print_ring(std::FILE* out, const std::vector<RunSummary>& runs) {
   std::string text;
   for (const std::string& member : runs.front().ring) text += member + " -> ";
   std::fprintf(out, "# ring: %s(%s)\n", text.c_str(), runs.front().ring.front().c_str());
+  for (const auto& hop : runs.front().relayed_hops)
+    std::fprintf(out, "# relayed: %s -> %s through %s\n", hop.from.c_str(), hop.to.c_str(), hop.relay.c_str());
 }
 
 // Says what carried ferry's bytes, as the peers found it (not as asked) in the first size.

@@ -253,9 +253,23 @@ FerryRun run_ferry(const BenchArgs& args, const Launcher& launcher, const Binari
   for (const auto& [id, end] : ends)
     if (end.rank >= 0 && static_cast<std::size_t>(end.rank) < ring.size())
       ring[static_cast<std::size_t>(end.rank)] = end.host.empty() ? name_of(end.peer_index) : end.host;
-  for (RunSummary& summary : run.runs) {
+  auto host_of = [&](std::uint64_t peer_id) {
+    auto it = ends.find(peer_id);
+    if (it == ends.end()) return "peer id " + std::to_string(peer_id);
+    return it->second.host.empty() ? name_of(it->second.peer_index) : it->second.host;
+  };
+  for (std::size_t s = 0; s < run.runs.size(); ++s) {
+    RunSummary& summary = run.runs[s];
     summary.ring = ring;
     summary.ring_order = args.ring_order;
+    for (const auto& reports : per_peer) {
+      if (s >= reports.size()) continue;
+      const RankReport& report = reports[s];
+      summary.relayed_bytes += report.relayed_bytes;
+      if (report.next_link_relay == 0 || report.rank < 0 || ring.empty()) continue;
+      const std::size_t r = static_cast<std::size_t>(report.rank);
+      summary.relayed_hops.push_back({ring[r % ring.size()], ring[(r + 1) % ring.size()], host_of(report.next_link_relay)});
+    }
   }
   if (!link_matrix) throw std::runtime_error("ferry run: no peer reported the link matrix (rank 0 owes it)");
   run.link_matrix = std::move(*link_matrix);

@@ -184,6 +184,8 @@ class PeerBench {
       }
     }
     session_.log("%s done (%d iterations)", format_byte_size(bytes).c_str(), args_.iters);
+    report.next_link_relay = static_cast<std::uint64_t>(session_.next_link_relay());
+    report.relayed_bytes = static_cast<std::uint64_t>(session_.relayed_bytes());
     return report;
   }
 

@@ -57,6 +57,8 @@ class PeerSession {
   std::uint64_t peer_id() const { return static_cast<std::uint64_t>(attribute(FERRY_ATTR_PEER_ID)); }
   // Ring connections (out + in) that the ring built by join() runs over shared memory.
   std::int64_t shared_memory_lanes() const { return attribute(FERRY_ATTR_SHARED_MEMORY_LANES); }
+  std::int64_t next_link_relay() const { return attribute(FERRY_ATTR_NEXT_LINK_RELAY); }
+  std::int64_t relayed_bytes() const { return attribute(FERRY_ATTR_RELAYED_BYTES); }
 
   // "ferry-bench peer I: ..." on stderr. `this` is argument 1 for the format attribute.
   __attribute__((format(printf, 2, 3))) void log(const char* format, ...) const;

@@ -29,6 +29,8 @@ RankReport parse_ferry(const JsonValue& line) {
   report.agreement_s = json_numbers(line, "agreement_s");
   report.cpu_s = json_number(line, "cpu_s");
   report.shared_memory_lanes = static_cast<int>(json_number(line, "shared_memory_lanes"));
+  report.next_link_relay = static_cast<std::uint64_t>(json_number(line, "next_link_relay"));
+  report.relayed_bytes = static_cast<std::uint64_t>(json_number(line, "relayed_bytes"));
   report.hashes = json_strings(line, "hashes");
   report.correct = json_field(line, "correct", JsonValue::Kind::boolean).boolean;
   return report;
@@ -85,6 +87,8 @@ std::string ferry_report_line(const BenchArgs& args, const RankReport& report) {
   json.end_array();
   json.key("cpu_s").value(report.cpu_s.value_or(0.0));
   json.key("shared_memory_lanes").value(report.shared_memory_lanes.value_or(0));
+  json.key("next_link_relay").value(report.next_link_relay);
+  json.key("relayed_bytes").value(report.relayed_bytes);
   json.key("hashes").begin_array();
   for (const std::string& hash : report.hashes) json.value(hash);
   json.end_array();

@@ -9,7 +9,8 @@
 //   concurrent ops); agreement_s: the longest ferry_op_info.quant_agreement_s of the
 //   iteration's ops (0 but for the integer-domain quantizations);
 //   cpu_s: this process's user+sys CPU over the timed iterations;
-//   hashes: every op's result in the last iteration, tag order; peer_id: FERRY_ATTR_PEER_ID.
+//   hashes: every op's result in the last iteration, tag order; peer_id: FERRY_ATTR_PEER_ID;
+//   "next_link_relay", "relayed_bytes": FERRY_ATTR_NEXT_LINK_RELAY and FERRY_ATTR_RELAYED_BYTES.
 // After the sizes, rank 0 prints one link-matrix line (link_matrix.h).
 // Gloo rank line: see tools/gloo_baseline/README.md (one hash, no bytes_sent; a
 // "cpu_s" over the timed iterations is used when present).
@@ -37,6 +38,8 @@ struct RankReport {
   std::vector<double> agreement_s;        // empty when not measured (Gloo)
   std::optional<double> cpu_s;            // empty when not measured (Gloo)
   std::optional<int> shared_memory_lanes; // ferry: FERRY_ATTR_SHARED_MEMORY_LANES; empty for Gloo
+  std::uint64_t next_link_relay = 0;      // ferry: FERRY_ATTR_NEXT_LINK_RELAY (0: direct)
+  std::uint64_t relayed_bytes = 0;        // ferry: FERRY_ATTR_RELAYED_BYTES after this size's iterations
   std::vector<std::string> hashes;        // per op, last iteration
   bool correct = false;
 };

@@ -179,6 +179,16 @@ void write_run(JsonWriter& json, const RunSummary& run, int iters) {
   for (const std::string& member : run.ring) json.value(member);
   json.end_array();
   json.key("ring_order").value(run.ring_order);
+  json.key("relayed_hops").begin_array();
+  for (const auto& hop : run.relayed_hops) {
+    json.begin_object();
+    json.key("from").value(hop.from);
+    json.key("to").value(hop.to);
+    json.key("relay").value(hop.relay);
+    json.end_object();
+  }
+  json.end_array();
+  json.key("relayed_bytes").value(run.relayed_bytes);
   json.key("result_hashes").begin_array();
   for (const std::string& hash : run.result_hashes) json.value(hash);
   json.end_array();

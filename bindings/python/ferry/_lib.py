@@ -115,6 +115,7 @@ class CommParams(ctypes.Structure):
         ("master_reconnect_timeout_ms", ctypes.c_uint32),
         ("master_connect_timeout_ms", ctypes.c_uint32),
         ("dial_out_only", ctypes.c_uint32),
+        ("refuse_relay", ctypes.c_uint32),
     ]
 
 

@@ -118,7 +118,11 @@ class Communicator(MembershipCalls, ReduceCalls, GatherCalls):
         dial_out_only: True for a machine that accepts no connection (behind NAT, a cloud
             security group or a firewall admitting nothing inbound) but can dial out: it
             opens no p2p listener and the master has its links dialed from its side; two
-            such peers are never ring neighbours (False: it listens; ferry.h has the rest).
+            such neighbours punch through, or have a third peer relay their link (False: it
+            listens; ferry.h has the rest).
+        relay: False to refuse forwarding ring links for two other members that can
+            neither dial nor punch through to each other (True: the master may ask it;
+            ferry.h, refuse_relay).
 
     Raises InvalidArgumentError for bad values, ConnectError when no p2p port can be bound.
     """
@@ -149,6 +153,7 @@ class Communicator(MembershipCalls, ReduceCalls, GatherCalls):
         master_reconnect_timeout: Optional[Duration] = None,
         master_connect_timeout: Optional[Duration] = None,
         dial_out_only: Optional[bool] = None,
+        relay: Optional[bool] = None,
     ) -> None:
         self._gate: Optional[CallGate] = None  # every C call on the handle goes through it
         self._local = threading.local()  # per-thread last_info
@@ -166,7 +171,7 @@ class Communicator(MembershipCalls, ReduceCalls, GatherCalls):
             congestion_control=congestion_control, secret_file=secret_file, tls_cert_file=tls_cert_file,
             tls_key_file=tls_key_file, tls_ca_file=tls_ca_file, shared_memory=shared_memory,
             master_reconnect_timeout=master_reconnect_timeout,
-            master_connect_timeout=master_connect_timeout, dial_out_only=dial_out_only)
+            master_connect_timeout=master_connect_timeout, dial_out_only=dial_out_only, relay=relay)
         ptr = _lib.CommPtr()
         _lib.check(lib.ferry_comm_create(ctypes.byref(params), ctypes.byref(ptr)), "ferry.Communicator()")
         del strings  # copied by ferry_comm_create

@@ -30,6 +30,8 @@ _ATTR_PEER_GROUP = 5
 _ATTR_PEER_ID = 6
 _ATTR_EPOCH = 7
 _ATTR_SHARED_MEMORY_LANES = 8
+_ATTR_NEXT_LINK_RELAY = 9
+_ATTR_RELAYED_BYTES = 10
 
 
 class MembershipCalls:
@@ -213,6 +215,16 @@ class MembershipCalls:
     def shared_memory_lanes(self) -> int:
         """How many of this peer's ring connections (out plus in) go through shared memory."""
         return self._attribute(_ATTR_SHARED_MEMORY_LANES, "shared_memory_lanes")
+
+    @property
+    def next_link_relay(self) -> int:
+        """The peer_id relaying this peer's ring link to the next peer; 0 when the link is direct."""
+        return self._attribute(_ATTR_NEXT_LINK_RELAY, "next_link_relay")
+
+    @property
+    def relayed_bytes(self) -> int:
+        """Bytes this peer forwarded as a relay for others' ring links since it was created."""
+        return self._attribute(_ATTR_RELAYED_BYTES, "relayed_bytes")
 
     def _attribute(self, attribute: int, name: str) -> int:
         value = ctypes.c_int64()

@@ -80,7 +80,8 @@ def comm_params(master: Any, *, peer_group: Optional[int] = None, connections: O
                 tls_ca_file: Any = None, shared_memory: Optional[bool] = None,
                 master_reconnect_timeout: Any = None,
                 master_connect_timeout: Any = None,
-                dial_out_only: Optional[bool] = None) -> Tuple[_lib.CommParams, _Strings]:
+                dial_out_only: Optional[bool] = None,
+                relay: Optional[bool] = None) -> Tuple[_lib.CommParams, _Strings]:
     """A ferry_comm_params from Communicator's arguments, None leaving ferry_comm_params_init's
     default; keep the second value alive until ferry_comm_create returns (it copies the strings)."""
     strings = _Strings()
@@ -123,4 +124,8 @@ def comm_params(master: Any, *, peer_group: Optional[int] = None, connections: O
             if not isinstance(value, bool):
                 raise InvalidArgumentError(f"{field} must be True, False or None, got {value!r}")
             setattr(params, field, int(value))
+    if relay is not None:
+        if not isinstance(relay, bool):
+            raise InvalidArgumentError(f"relay must be True, False or None, got {relay!r}")
+        params.refuse_relay = int(not relay)
     return params, strings
