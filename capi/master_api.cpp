@@ -41,6 +41,7 @@ static void master_params_defaults(ferry_master_params* params) {
   params->listen_address = "[::]:48148";
   params->peer_timeout_ms = 10000;
   params->link_max_age_ms = 600000;
+  params->punch = 1;
 }
 
 void ferry_master_params_init_sized(ferry_master_params* params, uint32_t struct_size) {
@@ -70,6 +71,8 @@ ferry_result ferry_master_create_with(const ferry_master_params* params, ferry_m
     if (p.link_max_age_ms < 1000 || p.link_max_age_ms > 86'400'000)
       throw Error(Errc::invalid_argument, "link_max_age_ms must be 1000..86400000");
     options.limits.link_max_age_ms = p.link_max_age_ms;
+    if (p.punch > 1) throw Error(Errc::invalid_argument, "punch must be 0 or 1");
+    options.limits.punch = p.punch != 0;
     options.secret = ferry::load_run_secret(p.secret_file);
     options.transport = ferry::capi::tls_transport_from(p.tls_cert_file, p.tls_key_file, p.tls_ca_file,
                                                         /*ca_required=*/false);

@@ -240,6 +240,13 @@ typedef struct ferry_master_params {
      coordination. NULL (default): none. Borrowed during
      ferry_master_create_with only. */
   const char* http_address;
+  /* 1 (default): two peers that can neither dial the other (dial-out-only,
+     or their dials failed) connect to each other at once from agreed ports
+     (a TCP simultaneous open) before a third member relays their link
+     (ferry_comm_params.refuse_relay). 0: straight to a relay, for networks
+     known to drop both ends' SYNs, where each punch costs the proposal its
+     10 s connect timeout (added in 0.4). 0..1. */
+  uint32_t punch;
 } ferry_master_params;
 
 FERRY_API void ferry_master_params_init_sized(ferry_master_params* params, uint32_t struct_size);

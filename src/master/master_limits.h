@@ -15,6 +15,11 @@ struct MasterLimits {
   // pair that cannot reach it (10-15 s each). 0: no check (the state admits at
   // once). MasterServerOptions turns it on; a bare MasterState has it off.
   uint32_t reachability_check_ms = 0;
+  // Whether a pair neither end can dial may punch through (net/punch.h) before a relay
+  // joins it. Off: straight to a relay, for networks known to drop both ends' SYNs
+  // (symmetric NATs, hosts closed to everything inbound), where each punch costs a
+  // proposal its 10 s connect timeout.
+  bool punch = true;
   uint32_t min_heartbeat_timeout_ms = 100;
   uint32_t max_heartbeat_timeout_ms = 3'600'000;
   uint32_t default_heartbeat_timeout_ms = 10'000;

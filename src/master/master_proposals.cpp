@@ -270,10 +270,12 @@ std::vector<PeerId> MasterState::placeable(Group& group, std::vector<PeerId>* ev
   };
   std::vector<size_t> drop = fewest_to_drop(problem, keep_weight, left());
   if (drop.empty()) return members;
-  group.punching = true;
-  problem = ring_problem(group, members);
-  drop = fewest_to_drop(problem, keep_weight, left());
-  if (drop.empty()) return members;
+  if (limits_.punch) {
+    group.punching = true;
+    problem = ring_problem(group, members);
+    drop = fewest_to_drop(problem, keep_weight, left());
+    if (drop.empty()) return members;
+  }
   group.relaying = true;
   problem = ring_problem(group, members);
   drop = fewest_to_drop(problem, keep_weight, left());

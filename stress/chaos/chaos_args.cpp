@@ -73,8 +73,14 @@ bool parse_chaos_args(int argc, char** argv, ChaosArgs* args, int* exit_code) {
       ->capture_default_str();
   app.add_option("--dial-out-only-every", args->dial_out_only_every,
                  "every K-th peer started accepts no connection (dial_out_only: no p2p listener, as behind NAT), "
-                 "while at least as many open peers live (0: none)")
+                 "while at most one more of them than of open peers lives (two such neighbours punch through, or an open "
+                 "peer relays their link; 0: none)")
       ->check(CLI::Range(0, 64))
+      ->capture_default_str();
+  app.add_option("--punch", args->punch,
+                 "the master's --punch: off has every pair of dial-out-only neighbours relayed by an open peer "
+                 "(on loopback every punch succeeds, so this is how a run exercises relays)")
+      ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   app.add_option("--json", args->json_path, "write the summary here");
   app.add_option("--log-dir", args->log_dir,

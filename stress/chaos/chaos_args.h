@@ -37,6 +37,7 @@ struct ChaosArgs {
   // (dial_out_only, as behind NAT), while at least as many open peers live: a ring needs
   // an open peer beside each, so kills spare the open peers that keep that true.
   int dial_out_only_every = 0;
+  std::string punch = "on";  // the master's --punch: off sends every pair neither end can dial to a relay
   std::vector<FaultKind> faults;
   std::string json_path;
   std::string log_dir;       // when set: each child's stdout and stderr tail, written there at the end

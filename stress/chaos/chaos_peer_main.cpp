@@ -8,6 +8,7 @@
 //   connect result=R t=T                             (every attempt)
 //   joined id=ID t=T
 //   topo result=R epoch=E world=W t=T
+//   relay epoch=E relay=ID                (once per ring: the peer relaying its next link, 0: direct)
 //   sync result=R step=S t=T
 //   pending result=R n=N t=T                        (only when N > 0 or it failed)
 //   op step=S k=K epoch=E ring=ID,ID,.. result=R hash=H err=X t0=T t1=T start=S stall=S commit=S
@@ -244,13 +245,14 @@ int main(int argc, char** argv) {
   uint64_t step = 0;
   ChaosState state;
   bool need_topology = false, need_sync = true, need_state = true;
+  long long relay_said_for = -1;  // the epoch of the last "relay" line
   const double end = monotonic_s() + max_seconds;
   while (monotonic_s() < end) {
     if (need_topology) {
       ferry_result r = ferry_update_topology(comm);
       line("topo result=%d epoch=%lld world=%lld t=%.6f\n", static_cast<int>(r),
-           attr(comm, FERRY_ATTR_EPOCH),
-           attr(comm, FERRY_ATTR_GROUP_WORLD_SIZE), monotonic_s());
+           attr(comm, FERRY_ATTR_EPOCH), attr(comm, FERRY_ATTR_GROUP_WORLD_SIZE),
+           monotonic_s());
       exit_if_fatal(comm, "update_topology", r);
       if (r != FERRY_OK) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -304,6 +306,10 @@ int main(int argc, char** argv) {
 
     const std::vector<uint64_t> ring = ring_of(comm);
     const long long epoch = attr(comm, FERRY_ATTR_EPOCH);
+    if (epoch != relay_said_for) {  // once per ring: who relays this peer's next link (0: nobody)
+      line("relay epoch=%lld relay=%lld\n", epoch, attr(comm, FERRY_ATTR_NEXT_LINK_RELAY));
+      relay_said_for = epoch;
+    }
     std::vector<double> started(concurrent);
     for (uint32_t k = 0; k < concurrent; ++k) {
       ferry::chaos::fill_peer_input(send[k].data(), count, op_seed(seed, step, k), id);

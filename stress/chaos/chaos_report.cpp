@@ -44,9 +44,12 @@ std::string summary_text(const ChaosArgs& args, const ChaosSummary& s) {
                 static_cast<unsigned long long>(s.state_lost));
   out += format("  ops failed  %llu:", static_cast<unsigned long long>(s.ops_failed));
   for (const auto& [name, n] : s.failed_by_error) out += format(" %s %llu;", name.c_str(), static_cast<unsigned long long>(n));
-  out += format("\n  kills %llu, joins %llu, removed by the master %llu; dial-out-only peers started %llu\n  faults     ",
-                static_cast<unsigned long long>(s.kills), static_cast<unsigned long long>(s.joins),
-                static_cast<unsigned long long>(s.removed), static_cast<unsigned long long>(s.dial_out_only_started));
+  out += format("\n  kills %llu (of relays %llu), joins %llu, removed by the master %llu; dial-out-only peers started %llu; "
+                "relayed links seen %llu\n  faults     ",
+                static_cast<unsigned long long>(s.kills), static_cast<unsigned long long>(s.relay_kills),
+                static_cast<unsigned long long>(s.joins), static_cast<unsigned long long>(s.removed),
+                static_cast<unsigned long long>(s.dial_out_only_started),
+                static_cast<unsigned long long>(s.relayed_links_seen));
   for (const auto& [name, n] : s.faults) out += format(" %s %llu;", name.c_str(), static_cast<unsigned long long>(n));
   out += "\n  detection   (fault -> first failure on another peer of its ring)\n";
   for (const auto& [kind, p] : s.detect_latency_by_fault)
@@ -89,6 +92,9 @@ std::string summary_json(const ChaosArgs& args, const ChaosSummary& s) {
   w.newline(2).key("removed").value(s.removed);
   w.newline(2).key("dial_out_only_every").value(args.dial_out_only_every);
   w.newline(2).key("dial_out_only_started").value(s.dial_out_only_started);
+  w.newline(2).key("punch").value(args.punch);
+  w.newline(2).key("relayed_links_seen").value(s.relayed_links_seen);
+  w.newline(2).key("relay_kills").value(s.relay_kills);
   w.newline(2).key("faults");
   counts_json(w, s.faults);
   w.newline(2).key("detect_latency_s");

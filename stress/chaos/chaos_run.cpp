@@ -110,6 +110,7 @@ struct Peer {
   std::uint16_t route = 0;  // 0: a dial-out-only peer, which no proxy fronts (nobody dials it)
   bool dial_out_only = false;
   std::uint64_t id = 0;  // the master's id, once joined
+  std::uint64_t next_relay = 0;  // who relays its link to the next peer, as of its last topo line
   std::size_t consumed = 0;
   double last_line_t = 0;
   bool killed = false;   // by us: its end is expected
@@ -175,6 +176,7 @@ class ChaosRun {
   void on_sync(Peer& p, SyncReport report);
   void on_ended(Peer& p);
   std::vector<Peer*> live(bool joined_only);
+  std::size_t extra_closed() const;  // dial-out-only peers allowed beyond the open ones
   std::pair<std::size_t, std::size_t> live_open_and_closed();  // live peers that accept connections, and not
   void kill_one();
   void inject_fault();
@@ -216,7 +218,7 @@ void ChaosRun::start_master() {
   if (masters_started_ == 0) master_port_ = master_loopback_port();
   master_ = &children_.spawn("master " + std::to_string(masters_started_++), {master_bin_, "--listen", "127.0.0.1:" + std::to_string(master_port_),
                                               "--log-level", "warn", "--peer-timeout-ms",
-                                              std::to_string(args_.heartbeat_ms)});
+                                              std::to_string(args_.heartbeat_ms), "--punch", args_.punch});
   children_.pump_until([&] { return !master_->running() || master_->out().find('\n') != std::string::npos; },
                        Clock::now() + std::chrono::seconds(15));
   const std::string line = master_->out().substr(0, master_->out().find('\n'));
@@ -232,7 +234,7 @@ Peer& ChaosRun::spawn_peer(bool force_open) {
   const auto [open, closed] = live_open_and_closed();
   const int every = args_.dial_out_only_every;
   p->dial_out_only =
-      !force_open && every > 0 && (index + 1) % static_cast<std::size_t>(every) == 0 && closed + 1 <= open;
+      !force_open && every > 0 && (index + 1) % static_cast<std::size_t>(every) == 0 && closed + 1 <= open + extra_closed();
   std::vector<std::string> argv = {
       peer_bin_, "--master", master_address_, "--seed", std::to_string(args_.seed), "--count",
       std::to_string(count()), "--quant", ferry_quant_name(args_.quant), "--concurrent",
@@ -269,11 +271,18 @@ std::pair<std::size_t, std::size_t> ChaosRun::live_open_and_closed() {
 
 bool ChaosRun::may_kill(const Peer& p) {
   const auto [open, closed] = live_open_and_closed();
-  return p.dial_out_only || open > closed;
+  return p.dial_out_only || (open >= 2 && open - 1 + extra_closed() >= closed);
+}
+
+std::size_t ChaosRun::extra_closed() const {
+  // With --punch off, dial-out-only neighbours are relayed by an open peer: one more of them
+  // than of open peers makes a relayed hop in every ring, and the relay may be killed.
+  return args_.punch == "off" ? 1 : 0;
 }
 
 void ChaosRun::rebalance_open_peers() {
-  for (auto counts = live_open_and_closed(); counts.second > counts.first; counts = live_open_and_closed()) {
+  for (auto counts = live_open_and_closed(); counts.second > counts.first + extra_closed();
+       counts = live_open_and_closed()) {
     spawn_peer(/*open=*/true);
     ++s_.joins;
   }
@@ -303,6 +312,10 @@ void ChaosRun::read_lines(Peer& p) {
     }
     if (line->kind == "joined") {
       p.id = static_cast<std::uint64_t>(line->number("id"));
+    } else if (line->kind == "relay") {
+      // The peer relaying this one's next link in its current ring (0: direct).
+      p.next_relay = static_cast<std::uint64_t>(line->number("relay"));
+      if (p.next_relay != 0) ++s_.relayed_links_seen;
     } else if (line->kind == "op") {
       auto report = op_report(*line);
       if (!report) {
@@ -391,6 +404,10 @@ void ChaosRun::kill_one() {
   injections_.push_back({"kill", victim.id, now_s()});
   ::kill(victim.child->pid(), SIGKILL);
   ++s_.kills;
+  const auto live_peers = live(false);
+  if (victim.id != 0 && std::any_of(live_peers.begin(), live_peers.end(),
+                                    [&](const Peer* p) { return p->next_relay == victim.id; }))
+    ++s_.relay_kills;
 }
 
 void ChaosRun::inject_fault() {

@@ -32,6 +32,8 @@ struct ChaosSummary {
   std::uint64_t state_lost = 0;                    // newcomers that left: every holder of the state had left
   std::uint64_t kills = 0, joins = 0, removed = 0; // removed: peers that ended kicked or master-lost
   std::uint64_t dial_out_only_started = 0;         // peers started with dial_out_only (no listener)
+  std::uint64_t relayed_links_seen = 0;            // rings in which a peer's next link was relayed (per peer)
+  std::uint64_t relay_kills = 0;                   // kills of a peer that was relaying a live peer's link
   std::map<std::string, std::uint64_t> faults;     // by type
   Percentiles detect_latency_s;                    // kills: SIGKILL to the first survivor's failure
   std::map<std::string, Percentiles> detect_latency_by_fault;

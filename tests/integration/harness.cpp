@@ -80,12 +80,14 @@ static std::string host_port(const std::string& host, uint16_t port) {
   return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
-EmbeddedMaster::EmbeddedMaster(uint32_t link_max_age_ms, std::string host, uint16_t port) : host_(std::move(host)) {
+EmbeddedMaster::EmbeddedMaster(uint32_t link_max_age_ms, std::string host, uint16_t port, bool punch)
+    : host_(std::move(host)) {
   ferry_master_params params;
   ferry_master_params_init(&params);
   const std::string listen = host_port(host_, port);
   params.listen_address = listen.c_str();
   if (link_max_age_ms) params.link_max_age_ms = link_max_age_ms;
+  params.punch = punch ? 1 : 0;
   if (current_wire() == Wire::tls) {
     params.tls_cert_file = cert_path("master.pem").c_str();
     params.tls_key_file = cert_path("master.key").c_str();

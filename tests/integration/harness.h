@@ -61,7 +61,10 @@ class EmbeddedMaster {
   // link_max_age_ms: ferry_master_params.link_max_age_ms; 0 keeps the default.
   // host: the address it listens on (and address() names), an IP literal.
   // port: the port it listens on (0: any free one).
-  explicit EmbeddedMaster(uint32_t link_max_age_ms = 0, std::string host = "127.0.0.1", uint16_t port = 0);
+  // punch: ferry_master_params.punch (false: pairs neither end can dial go straight to a relay,
+  // which loopback otherwise never needs, since every punch gets through).
+  explicit EmbeddedMaster(uint32_t link_max_age_ms = 0, std::string host = "127.0.0.1", uint16_t port = 0,
+                          bool punch = true);
   ~EmbeddedMaster();
   EmbeddedMaster(const EmbeddedMaster&) = delete;
   EmbeddedMaster& operator=(const EmbeddedMaster&) = delete;

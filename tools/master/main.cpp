@@ -58,6 +58,13 @@ int main(int argc, char** argv) {
                  "from its first ring on; 0: no check (the failed link set-ups find such peers, 10-15 s a pair)")
       ->check(CLI::Range(0u, 60'000u))
       ->capture_default_str();
+  std::string punch = "on";
+  app.add_option("--punch", punch,
+                 "on: two peers neither of which can dial the other connect to each other at once from agreed ports "
+                 "(a TCP simultaneous open) before a third peer relays their link; off: straight to a relay (networks "
+                 "that drop both ends' SYNs, where each punch costs a proposal 10 s)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical, off")->capture_default_str();
   app.add_option("--peer-timeout-ms", peer_timeout_ms,
                  "remove a peer after this much silence, unless it asked for longer")
@@ -124,6 +131,7 @@ int main(int argc, char** argv) {
     options.limits.order_rings_by_links = ring_order == "best";
     options.limits.max_pending_per_source = max_pending_per_source;
     options.limits.reachability_check_ms = reachability_check_ms;
+    options.limits.punch = punch == "on";
     options.strangers = strangers;
     options.http_address = http;
     // The serving thread cannot end the process itself; it wakes the sigwait below.
