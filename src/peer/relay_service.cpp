@@ -43,7 +43,9 @@ std::shared_ptr<RelayService> RelayService::start(asio::any_io_executor executor
 
 void RelayService::refuse(const std::shared_ptr<net::Stream>& stream, const std::string& why) {
   wire::LinkWelcome no{.code = static_cast<uint32_t>(Errc::connect), .reason = wire::bounded_reason(why)};
-  net::write_one_message(stream, no, [stream](Status) { stream->close(); });
+  asio::dispatch(stream->executor(), [stream, no] {
+    net::write_one_message(stream, no, [stream](Status) { stream->close(); });
+  });
 }
 
 void RelayService::on_hello(const wire::RelayHello& hello, End end) {
@@ -132,46 +134,44 @@ void RelayService::give_up(const LaneKey& key, int side, const std::shared_ptr<n
 void RelayService::join(End sender, End receiver) {
   // Both welcomes out, then each socket leaves its stream (on that stream's strand) and
   // the splice takes the two.
-  struct Joining {
-    std::mutex mu;
-    std::optional<asio::ip::tcp::socket> sockets[2];
-    int written = 0;
-    bool failed = false;
-    std::shared_ptr<net::TcpStream> streams[2];
-  };
   auto joining = std::make_shared<Joining>();
   joining->streams[0] = sender.stream;
   joining->streams[1] = receiver.stream;
   auto self = shared_from_this();
-  End* ends[2] = {&sender, &receiver};
-  for (int side = 0; side < 2; ++side) {
-    End& end = *ends[side];
-    end.deadline->cancel();
-    net::write_one_message(end.stream, wire::LinkWelcome{.proof = end.welcome_proof}, [self, joining, side](Status st) {
-      std::unique_lock lock(joining->mu);
-      if (!st.ok() || joining->failed) {
-        joining->failed = true;
-        for (auto& s : joining->streams) asio::dispatch(s->executor(), [s] { s->close(); });
-        return;
-      }
-      joining->sockets[side] = joining->streams[side]->release_socket();
-      if (++joining->written < 2) return;
-      auto a = std::move(*joining->sockets[0]), b = std::move(*joining->sockets[1]);
-      lock.unlock();
-      ++self->lanes_;
-      std::weak_ptr<RelayService> weak = self;
-      auto splice = net::RelaySplice::start(std::move(a), std::move(b), [weak](net::SpliceCounts counts) {
-        if (auto s = weak.lock()) {
-          --s->lanes_;
-          s->bytes_ += counts.a_to_b + counts.b_to_a;
-        }
-      });
-      std::lock_guard service_lock(self->mu_);
-      if (self->stopped_) return splice->stop();
-      std::erase_if(self->splices_, [](const auto& w) { return w.expired(); });
-      self->splices_.push_back(splice);
+  for (End* end : {&sender, &receiver}) {
+    const int side = end == &sender ? 0 : 1;
+    // On the end's own strand: its timer and its stream are that strand's.
+    asio::dispatch(end->stream->executor(), [self, joining, side, end = *end] {
+      end.deadline->cancel();
+      net::write_one_message(end.stream, wire::LinkWelcome{.proof = end.welcome_proof},
+                             [self, joining, side](Status st) { self->welcomed(joining, side, st); });
     });
   }
+}
+
+void RelayService::welcomed(const std::shared_ptr<Joining>& joining, int side, const Status& st) {
+  std::unique_lock lock(joining->mu);
+  if (!st.ok() || joining->failed) {
+    joining->failed = true;
+    for (auto& s : joining->streams) asio::dispatch(s->executor(), [s] { s->close(); });
+    return;
+  }
+  joining->sockets[side] = joining->streams[side]->release_socket();
+  if (++joining->written < 2) return;
+  auto a = std::move(*joining->sockets[0]), b = std::move(*joining->sockets[1]);
+  lock.unlock();
+  ++lanes_;
+  std::weak_ptr<RelayService> weak = weak_from_this();
+  auto splice = net::RelaySplice::start(std::move(a), std::move(b), [weak](net::SpliceCounts counts) {
+    if (auto s = weak.lock()) {
+      --s->lanes_;
+      s->bytes_ += counts.a_to_b + counts.b_to_a;
+    }
+  });
+  std::lock_guard service_lock(mu_);
+  if (stopped_) return splice->stop();
+  std::erase_if(splices_, [](const auto& w) { return w.expired(); });
+  splices_.push_back(splice);
 }
 
 RelayService::Counts RelayService::counts() {

@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -78,7 +79,16 @@ class RelayService : public std::enable_shared_from_this<RelayService> {
   void on_hello(const wire::RelayHello& hello, End end);
   // The waiting lanes that may be joined now (both ends there, the link expected); under mu_.
   std::vector<std::pair<End, End>> take_ready_locked();
+  // Two ends welcomed in turn, then spliced (both welcomes written, both sockets out of their streams).
+  struct Joining {
+    std::mutex mu;
+    std::optional<asio::ip::tcp::socket> sockets[2];
+    int written = 0;
+    bool failed = false;
+    std::shared_ptr<net::TcpStream> streams[2];
+  };
   void join(End sender, End receiver);
+  void welcomed(const std::shared_ptr<Joining>& joining, int side, const Status& st);
   void give_up(const LaneKey& key, int side, const std::shared_ptr<net::TcpStream>& stream);
   static void refuse(const std::shared_ptr<net::Stream>& stream, const std::string& why);
 
