@@ -271,7 +271,10 @@ std::pair<std::size_t, std::size_t> ChaosRun::live_open_and_closed() {
 
 bool ChaosRun::may_kill(const Peer& p) {
   const auto [open, closed] = live_open_and_closed();
-  return p.dial_out_only || (open >= 2 && open - 1 + extra_closed() >= closed);
+  // With relays (--punch off), an open peer may go while another lives: it may be a relay,
+  // and rebalance_open_peers() starts open ones until the rule holds again.
+  if (extra_closed() > 0) return p.dial_out_only || open >= 2;
+  return p.dial_out_only || open > closed;
 }
 
 std::size_t ChaosRun::extra_closed() const {
