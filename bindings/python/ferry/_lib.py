@@ -87,6 +87,7 @@ class MasterParams(ctypes.Structure):
         ("tls_ca_file", ctypes.c_char_p),
         ("link_max_age_ms", ctypes.c_uint32),
         ("http_address", ctypes.c_char_p),
+        ("punch", ctypes.c_uint32),
     ]
 
 
