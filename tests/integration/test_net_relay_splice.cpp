@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <future>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -39,10 +40,12 @@ std::shared_ptr<net::Stream> open(std::shared_ptr<net::Transport> transport, asi
     transport->open_client(std::move(socket), ready);
   else
     transport->open_server(std::move(socket), ready);
+  // Runs on a thread of the test's too: it throws (the future carries it to the test's
+  // thread) rather than assert, as Catch's assertions are the test thread's alone.
   auto future = opened.get_future();
-  REQUIRE(future.wait_for(10s) == std::future_status::ready);
+  if (future.wait_for(10s) != std::future_status::ready) throw std::runtime_error("the transport did not open");
   auto [st, stream] = future.get();
-  REQUIRE(st.ok());
+  if (!st.ok()) throw std::runtime_error("the transport failed to open: " + st.message);
   stream->enter_blocking_mode();
   return stream;
 }
