@@ -43,10 +43,20 @@ DialResult connect_to(const std::string& master) {
 }  // namespace
 
 TEST_CASE("first dial: a refused address is tried a few times, then named within seconds", "[api][connect]") {
-  EmbeddedMaster gone;
-  const std::string address = gone.address();
-  gone.stop();  // nothing listens there any more: every dial is refused at once
+  // A port held bound but not listening: every dial is refused at once, and no other test
+  // running beside this one can listen there meanwhile (a stopped master's port could be
+  // taken by another test's listener within the seconds of redials: seen in CI).
+  int held = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(held >= 0);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof at;
+  REQUIRE(::bind(held, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0);
+  REQUIRE(::getsockname(held, reinterpret_cast<sockaddr*>(&at), &length) == 0);
+  const std::string address = "127.0.0.1:" + std::to_string(ntohs(at.sin_port));
   auto result = connect_to(address);
+  ::close(held);
   INFO(result.error);
   CHECK(result.code == FERRY_ERR_CONNECT);
   CHECK(result.took < std::chrono::seconds(15));
