@@ -40,20 +40,27 @@ DialResult connect_to(const std::string& master) {
   return result;
 }
 
+// A TCP socket bound to a free port of 127.0.0.1 (not listening); `at` gets its address.
+int bound_on_loopback(sockaddr_in& at) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  at = sockaddr_in{};
+  at.sin_family = AF_INET;
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof at;
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0);
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&at), &length) == 0);
+  return fd;
+}
+
 }  // namespace
 
 TEST_CASE("first dial: a refused address is tried a few times, then named within seconds", "[api][connect]") {
   // A port held bound but not listening: every dial is refused at once, and no other test
   // running beside this one can listen there meanwhile (a stopped master's port could be
   // taken by another test's listener within the seconds of redials: seen in CI).
-  int held = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(held >= 0);
   sockaddr_in at{};
-  at.sin_family = AF_INET;
-  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof at;
-  REQUIRE(::bind(held, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0);
-  REQUIRE(::getsockname(held, reinterpret_cast<sockaddr*>(&at), &length) == 0);
+  const int held = bound_on_loopback(at);
   const std::string address = "127.0.0.1:" + std::to_string(ntohs(at.sin_port));
   auto result = connect_to(address);
   ::close(held);
@@ -80,16 +87,11 @@ TEST_CASE("first dial: a master name that does not resolve is named at once", "[
 TEST_CASE("first dial: ferry_comm_abort ends a dial to an address that never answers at once", "[api][connect]") {
   // A listener whose accept queue of one is full and never drained drops every further SYN:
   // a dial there waits for its whole deadline (60 s at the defaults) unless it is abandoned.
-  int hole = ::socket(AF_INET, SOCK_STREAM, 0), filler = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(hole >= 0);
-  REQUIRE(filler >= 0);
   sockaddr_in at{};
-  at.sin_family = AF_INET;
-  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof at;
-  REQUIRE(::bind(hole, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0);
+  const int hole = bound_on_loopback(at);
+  const int filler = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(filler >= 0);
   REQUIRE(::listen(hole, 0) == 0);
-  REQUIRE(::getsockname(hole, reinterpret_cast<sockaddr*>(&at), &length) == 0);
   REQUIRE(::connect(filler, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0);
   const std::string address = "127.0.0.1:" + std::to_string(ntohs(at.sin_port));
 
