@@ -38,12 +38,14 @@ def parser(description: str) -> argparse.ArgumentParser:
                         "measured)")
     p.add_argument("--quant", choices=ferry.QUANT_NAMES,
                    help="wire quantization of the pseudo-gradient all-reduce (default: full f32)")
-    p.add_argument("--sparse", metavar="DENSITY:BITS[:CHUNK[:DECAY]]", type=sparse_option,
-                   help="SparseLoCo instead of the dense all-reduce: each chunk's top DENSITY (e.g. 0.02) at BITS "
-                        "bits (2, 4, 8), chunks of CHUNK (16384), error feedback decay DECAY (0.75); no outer momentum")
+    p.add_argument("--sparse", metavar="default|DENSITY:BITS[:CHUNK[:DECAY]]", type=sparse_option,
+                   help="SparseLoCo instead of the dense all-reduce: each chunk's top DENSITY (e.g. 0.021) at BITS "
+                        "bits (2, 4, 8), chunks of at most CHUNK (32768), error feedback decay DECAY (0.7); no outer "
+                        "momentum; 'default': ferry.diloco.SparseLoCo()'s")
     p.add_argument("--min-peers", type=int, default=1, help="wait for this many peers before the first step")
     p.add_argument("--hidden", type=int, default=128, help="MLP width")
-    p.add_argument("--seed", type=int, default=0, help="model initialisation (the same on every peer)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="model initialisation (the same on every peer) and the order of each shard's batches")
     p.add_argument("--device", default="cpu", help="cpu or cuda (ferry stages CUDA tensors through host memory)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     p.add_argument("--listen-host", default="::", help="address of this peer's p2p listener (:: takes IPv6 and IPv4)")
@@ -72,9 +74,11 @@ def parser(description: str) -> argparse.ArgumentParser:
 
 
 def sparse_option(text: str):
-    """--sparse DENSITY:BITS[:CHUNK[:DECAY]] as ferry.diloco.SparseLoCo options."""
+    """--sparse default|DENSITY:BITS[:CHUNK[:DECAY]] as ferry.diloco.SparseLoCo options."""
     from ferry.diloco import SparseLoCo
 
+    if text == "default":
+        return SparseLoCo()
     fields = text.split(":")
     if not 2 <= len(fields) <= 4:
         raise argparse.ArgumentTypeError(f"--sparse wants DENSITY:BITS[:CHUNK[:DECAY]], got {text!r}")
@@ -101,10 +105,11 @@ class Peer:
         if args.outer_momentum is None and not getattr(args, "sparse", None):
             args.outer_momentum = self.data.outer_momentum  # SparseLoCo has none
         if whole_training_set:
-            self.batches = Batches(self.data.train_x, self.data.train_y, args.batch * args.num_shards, seed=1000)
+            self.batches = Batches(self.data.train_x, self.data.train_y, args.batch * args.num_shards,
+                                   seed=1000 + 100 * args.seed)
         else:
             x, y = self.data.shard(args.shard, args.num_shards)
-            self.batches = Batches(x, y, args.batch, seed=1000 + args.shard)
+            self.batches = Batches(x, y, args.batch, seed=1000 + 100 * args.seed + args.shard)
         self.model = self.data.make_model(args.hidden, args.seed, args.device)
         self.params = list(self.model.parameters())
         self.optimizer = torch.optim.AdamW(self.params, lr=args.inner_lr, weight_decay=args.weight_decay)

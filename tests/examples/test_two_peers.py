@@ -19,7 +19,9 @@ from example_run import Run, assert_identical_and_trained
     ("async_diloco.py", []),
     ("streaming_diloco.py", ["--fragments", "2", "--inner-steps", "4"]),
     ("diloco.py", ["--inner-time", "0.1", "--step-time", "0.01"]),
-], ids=["diloco", "diloco-u8", "ddp", "diloco-teacher", "diloco-text", "async", "streaming", "timeboxed"])
+    ("diloco.py", ["--sparse", "default"]),
+], ids=["diloco", "diloco-u8", "ddp", "diloco-teacher", "diloco-text", "async", "streaming", "timeboxed",
+        "sparseloco"])
 def test_two_peers_end_bit_identical(run: Run, script: str, extra: List[str]) -> None:
     for i in range(2):
         run.peer(script, f"p{i}", "--min-peers", "2", *extra, shard=i)

@@ -49,7 +49,7 @@ What ferry adds (the protocol is ``ferry.elastic``'s; the examples use the same 
   the result is still bit-identical on every peer.
 - ``sparse=SparseLoCo(...)`` (SparseLoCo, Sarfi et al., arXiv 2508.15706): each peer keeps an
   error-feedback accumulator in place of the outer momentum and sends only its chunk-wise
-  top-k (2 % of each 16384 by default) at 2 bits, as an all-gather that every peer sums in rank
+  top-k (2.1 % of each chunk of up to 32768 by default) at 2 bits, as an all-gather that every peer sums in rank
   order; plain outer SGD (lr SPARSE_OUTER_LR by default). The steps, and why a retry or a newcomer changes
   nothing of it: ferry/sparseloco.py. Joins, retries, fragments, overlap, time boxes and
   checkpoints work as for DiLoCo; the accumulator is in ``state_dict()``.
@@ -130,8 +130,8 @@ from .work import TimeBox, WorkMeter, WorkStats
 JOIN_TIMEOUT_S = 600.0
 # SparseLoCo's default outer lr. Its peers' top-k supports hardly overlap, so the mean of their
 # contributions holds about 1/N of each entry sent: a larger lr makes that up. 7 was the best of
-# 1-12 at 4 and 8 peers with decay 0.75 (tools/diloco-bench, text task; lr 1 ends +20 % above
-# dense DiLoCo's loss).
+# 1-12 at 4 and 8 peers with decay 0.7-0.75 (tools/diloco-bench, text task; lr 1 ends +20 %
+# above dense DiLoCo's loss).
 SPARSE_OUTER_LR = 7.0
 
 __all__ = ["CommTime", "DiLoCo", "OuterOptimizer", "SparseLoCo", "WorkStats", "split_flat"]

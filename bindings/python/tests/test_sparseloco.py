@@ -16,6 +16,7 @@ import ferry
 import ferry.sparse
 from diloco_peer import PEER_ARGS, SYNC_EVERY, Vector, bits, gradient, inner_step, tiny_mlp_peer
 from ferry.diloco import DiLoCo, SparseLoCo
+from ferry.sparseloco import ErrorFeedback
 from harness import run_threads, run_with_own_master
 
 # One chunk of 4 holds the toy's vector; 2 of 4 sent at 4 bits: quantization error to carry.
@@ -211,6 +212,19 @@ def test_codec_calls_round_trip_and_refuse_bad_input():
         ferry.sparse.SparseSpec(bits=3)
     with pytest.raises(ferry.InvalidArgumentError, match="residual must be float32"):
         ferry.sparse.encode(x, spec, residual=torch.empty(999))
+
+
+def test_a_fragment_is_cut_into_equal_chunks_so_every_chunk_sends_the_density():
+    """201 elements in chunks of at most 100: three chunks of 67 (k = round(0.05 x 67) = 3
+    each: 9 sent), not 100, 100 and 1 (5 + 5 + 1 = 11: the lone last element always sent)."""
+    options = SparseLoCo(density=0.05, chunk=100)
+    feedback = ErrorFeedback(201, options)
+    assert feedback.spec == ferry.sparse.SparseSpec(chunk=67, density=0.05, bits=2)
+    assert options.spec_for(200).chunk == 100 and options.spec_for(1).chunk == 1
+    x = torch.randn(201, generator=torch.Generator().manual_seed(3))
+    sent = ferry.sparse.decode_sum([feedback.contribute(x, 1.0).data], torch.empty(201))
+    assert int((sent != 0).sum()) == 9
+    assert torch.equal(feedback.accumulator, x - sent)
 
 
 def test_options_are_checked():
