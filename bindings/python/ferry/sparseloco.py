@@ -53,6 +53,8 @@ class SparseLoCo:
 
     @property
     def spec(self) -> SparseSpec:
+        """The options as a codec spec with the longest chunk: what a fragment of a multiple of
+        ``chunk`` elements is encoded with. Any other fragment's is :meth:`spec_for`'s."""
         return SparseSpec(chunk=self.chunk, density=self.density, bits=self.bits)
 
     def spec_for(self, numel: int) -> SparseSpec:
